@@ -1,0 +1,116 @@
+"""One small error tree, grouped by phase (DESIGN.md §7).
+
+Every message names the bad value and what was expected.  "The worker went away"
+(:class:`WorkerGone`) is kept apart from "we closed it on purpose" (:class:`WorkerClosed`).
+"""
+
+from __future__ import annotations
+
+
+class EtlstageError(Exception):
+    """Base of every error etlstage raises on purpose."""
+
+    exit_code = 1
+
+
+# --- configuration -------------------------------------------------------------------
+
+
+class ConfigError(EtlstageError):
+    """stages.yaml (or a command-line option) is wrong.  Carries every problem found."""
+
+    exit_code = 2
+
+    def __init__(self, problems: list[str], source: str = "") -> None:
+        self.problems = list(problems)
+        self.source = source
+        head = f"{source}: " if source else ""
+        if len(self.problems) == 1:
+            text = f"{head}{self.problems[0]}"
+        else:
+            lines = "\n".join(f"  - {p}" for p in self.problems)
+            text = f"{head}{len(self.problems)} problems:\n{lines}"
+        super().__init__(text)
+
+
+class MarkerError(ConfigError):
+    """A marker value is not a single byte, or two markers share a byte."""
+
+    def __init__(self, problem: str) -> None:
+        super().__init__([problem])
+
+
+# --- protocol ------------------------------------------------------------------------
+
+
+class ProtocolViolation(EtlstageError):
+    """A peer broke the marker protocol (DESIGN.md §2).
+
+    ``snippet`` holds an escaped excerpt of the offending bytes; the stage driver adds
+    the stage, command, pid, exit status and stderr tail before reporting it.
+    """
+
+    def __init__(self, problem: str, snippet: bytes = b"") -> None:
+        self.problem = problem
+        self.snippet = snippet
+        text = problem if not snippet else f"{problem}; bytes seen: {escape_bytes(snippet)}"
+        super().__init__(text)
+
+
+class MarkerInMessage(ProtocolViolation):
+    """A message holds a byte that is a marker of the stage it is about to enter."""
+
+
+# --- worker processes ----------------------------------------------------------------
+
+
+class WorkerError(EtlstageError):
+    """A worker failed: it crashed, timed out or broke the protocol.
+
+    ``detail`` is the one-line cause; ``context`` lines name stage, command, pid, exit
+    status, snippet and stderr tail so the report stands on its own.
+    """
+
+    def __init__(self, detail: str, context: list[str] | None = None) -> None:
+        self.detail = detail
+        self.context = list(context or [])
+        body = detail if not self.context else detail + "\n" + "\n".join(f"  {c}" for c in self.context)
+        super().__init__(body)
+
+
+class WorkerGone(WorkerError):
+    """The worker exited or closed its stdout without being asked to."""
+
+
+class WorkerTimeout(WorkerError):
+    """The worker did not answer within its start-up, request or idle time limit."""
+
+
+class WorkerClosed(EtlstageError):
+    """We stopped the worker on purpose; pending operations on it end with this."""
+
+
+# --- pipeline ------------------------------------------------------------------------
+
+
+class PipelineError(EtlstageError):
+    """The pipeline cannot go on: a stage exhausted its restarts under policy ``fail``."""
+
+
+class StateError(EtlstageError):
+    """The state store under ``state_dir`` cannot be opened or is inconsistent."""
+
+    exit_code = 2
+
+
+def escape_bytes(data: bytes, limit: int = 80) -> str:
+    """Printable, unambiguous rendering of raw protocol bytes, cut to ``limit`` bytes.
+
+    >>> escape_bytes(b"ab\\n\\x00")
+    "b'ab\\\\n\\\\x00'"
+    """
+    shown = data[:limit]
+    text = repr(shown)
+    if len(data) > limit:
+        text += f"... ({len(data)} bytes)"
+    return text

@@ -1,0 +1,158 @@
+"""Logging for the supervisor and every worker: ``text``, ``json`` or ``syslog``.
+
+``syslog`` writes RFC 5424 lines the way the RDSS specification's Logging section asks::
+
+    <134>1 2017-03-01T13:14:15.000Z host etlstage-0.1.0 848221 - - [INFO] Message sent.
+
+(facility local0..local7, ``[LEVEL]`` first in the message, application name with its
+version, the pid) — to stderr, or to a syslog socket with ``syslog_address``
+(``/dev/log``, ``udp://host:514``).  Workers inherit the supervisor's choice through
+``ETLSTAGE_LOG_FORMAT``, ``ETLSTAGE_LOG_LEVEL``, ``ETLSTAGE_SYSLOG_ADDRESS`` and
+``ETLSTAGE_SYSLOG_FACILITY``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import logging.handlers
+import os
+import socket
+import sys
+import time
+from typing import TextIO
+
+FORMATS = ("text", "json", "syslog")
+FACILITIES = {f"local{i}": 16 + i for i in range(8)}
+_SEVERITY = {"CRITICAL": 2, "ERROR": 3, "WARNING": 4, "INFO": 6, "DEBUG": 7}
+
+
+def _iso(created: float) -> str:
+    ms = int(created * 1000) % 1000
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(created)) + f".{ms:03d}Z"
+
+
+class Rfc5424Formatter(logging.Formatter):
+    """``<PRI>1 TIMESTAMP HOSTNAME APP-NAME PROCID - - [LEVEL] message``."""
+
+    def __init__(self, app: str, facility: str = "local0") -> None:
+        super().__init__()
+        if facility not in FACILITIES:
+            raise ValueError(f"syslog facility {facility!r}: expected one of local0..local7")
+        self.app = app.replace(" ", "-")[:48] or "-"
+        self.facility = FACILITIES[facility]
+        self.host = socket.gethostname() or "-"
+
+    def format(self, record: logging.LogRecord) -> str:
+        pri = self.facility * 8 + _SEVERITY.get(record.levelname, 6)
+        text = record.getMessage()
+        if record.exc_info:
+            text += " " + self.formatException(record.exc_info).replace("\n", " | ")
+        return f"<{pri}>1 {_iso(record.created)} {self.host} {self.app} {record.process} - - [{record.levelname}] {text}"
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        doc = {
+            "time": _iso(record.created),
+            "level": record.levelname,
+            "logger": record.name,
+            "pid": record.process,
+            "message": record.getMessage(),
+        }
+        for key in ("stage", "instance", "event"):
+            if hasattr(record, key):
+                doc[key] = getattr(record, key)
+        if record.exc_info:
+            doc["exception"] = self.formatException(record.exc_info)
+        return json.dumps(doc, ensure_ascii=False)
+
+
+def _syslog_handler(address: str) -> logging.Handler:
+    if address.startswith("udp://") or address.startswith("tcp://"):
+        host, _, port = address[6:].rpartition(":")
+        kind = socket.SOCK_DGRAM if address.startswith("udp") else socket.SOCK_STREAM
+        return logging.handlers.SysLogHandler((host, int(port or 514)), socktype=kind)
+    return logging.handlers.SysLogHandler(address)
+
+
+class _RawSyslogHandler(logging.Handler):
+    """Sends the already formatted RFC 5424 line (SysLogHandler would prefix its own PRI)."""
+
+    def __init__(self, address: str) -> None:
+        super().__init__()
+        self._inner = _syslog_handler(address)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            line = self.format(record).encode("utf-8", "replace")
+            inner = self._inner
+            if inner.unixsocket:
+                try:
+                    inner.socket.send(line)
+                except OSError:
+                    inner.socket.close()
+                    inner._connect_unixsocket(inner.address)  # type: ignore[attr-defined]
+                    inner.socket.send(line)
+            elif inner.socktype == socket.SOCK_DGRAM:
+                inner.socket.sendto(line, inner.address)
+            else:
+                inner.socket.sendall(line + b"\n")
+        except Exception:  # noqa: BLE001 - logging must never take the process down
+            self.handleError(record)
+
+
+def setup_logging(
+    app: str,
+    fmt: str | None = None,
+    *,
+    level: str | None = None,
+    syslog_address: str | None = None,
+    facility: str | None = None,
+    stream: TextIO | None = None,
+) -> logging.Logger:
+    """Configure the root logger once for a process; arguments fall back to ``ETLSTAGE_*``.
+
+    ``app`` is the application name; the version is appended for syslog
+    (``etlstage-rdss-0.1.0``).
+    """
+    from etlstage import __version__
+
+    fmt = fmt or os.environ.get("ETLSTAGE_LOG_FORMAT") or "text"
+    if fmt not in FORMATS:
+        raise ValueError(f"log format {fmt!r}: expected one of {', '.join(FORMATS)}")
+    level = (level or os.environ.get("ETLSTAGE_LOG_LEVEL") or "INFO").upper()
+    syslog_address = syslog_address or os.environ.get("ETLSTAGE_SYSLOG_ADDRESS") or None
+    facility = facility or os.environ.get("ETLSTAGE_SYSLOG_FACILITY") or "local0"
+
+    handler: logging.Handler
+    if fmt == "syslog" and syslog_address:
+        handler = _RawSyslogHandler(syslog_address)
+    else:
+        handler = logging.StreamHandler(stream or sys.stderr)
+    if fmt == "syslog":
+        handler.setFormatter(Rfc5424Formatter(f"{app}-{__version__}", facility))
+    elif fmt == "json":
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level)
+    return logging.getLogger(app)
+
+
+def log_env(fmt: str | None, level: str | None, syslog_address: str | None, facility: str | None) -> dict[str, str]:
+    """The ``ETLSTAGE_LOG_*`` variables that hand the supervisor's choice to workers."""
+    env = {}
+    if fmt:
+        env["ETLSTAGE_LOG_FORMAT"] = fmt
+    if level:
+        env["ETLSTAGE_LOG_LEVEL"] = level
+    if syslog_address:
+        env["ETLSTAGE_SYSLOG_ADDRESS"] = syslog_address
+    if facility:
+        env["ETLSTAGE_SYSLOG_FACILITY"] = facility
+    return env

@@ -1,0 +1,1 @@
+"""Testing tools for worker authors: the in-memory supervisor harness and fixtures."""

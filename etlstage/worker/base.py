@@ -1,0 +1,116 @@
+"""What a Python worker author writes: a subclass, or a plain function.
+
+>>> class Upper(Transformer):
+...     def process(self, messages):
+...         return [m.upper() for m in messages]
+
+In ``single`` mode ``process`` gets a list of one message; in ``batch`` mode the whole
+batch.  A :class:`Loader` returns nothing; returning means "durably loaded": the SDK
+writes EOP only after ``load`` returns.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from etlstage.protocol.scenario import Scenario
+
+
+@dataclass(frozen=True)
+class Request:
+    """One cycle request to a cyclic E-worker (``None`` is passed in plain mode).
+
+    ``raw`` is the request message: empty when offsets are managed by the worker,
+    ``{"start": S, "end": E}`` when the supervisor manages them (``start``/``end``
+    parsed here; ISO-8601 strings or integers as the offset policy made them).
+    """
+
+    raw: bytes
+    cycle: int
+    start: object = None
+    end: object = None
+
+    @classmethod
+    def parse(cls, raw: bytes, cycle: int) -> Request:
+        if not raw:
+            return cls(raw, cycle)
+        try:
+            doc = json.loads(raw)
+        except ValueError:
+            return cls(raw, cycle)
+        if isinstance(doc, dict):
+            return cls(raw, cycle, doc.get("start"), doc.get("end"))
+        return cls(raw, cycle)
+
+
+class Worker:
+    """Common hooks.  ``scenario`` is set before :meth:`setup` is called."""
+
+    scenario: Scenario
+
+    def setup(self) -> None:
+        """Once, before the first request (open connections, sessions, files)."""
+
+    def teardown(self) -> None:
+        """Once, when stdin closes: the supervisor has no more work.  Then exit 0."""
+
+
+class Extractor(Worker):
+    def extract(self, request: Request | None) -> Iterable[bytes]:
+        """Yield the messages of one cycle (or, plain mode, of the whole run)."""
+        raise NotImplementedError
+
+    def on_window_done(self, request: Request) -> None:
+        """Worker-managed offsets: a new request arrived, so the previous cycle's window
+        was fully loaded downstream — commit its offsets now (DESIGN.md §3).  Never
+        commit on stdin EOF: that may mean the supervisor died."""
+
+
+class Transformer(Worker):
+    def process(self, messages: list[bytes]) -> Iterable[bytes]:
+        """Return (or yield) the results of a batch; zero, one or many per message."""
+        raise NotImplementedError
+
+
+class Loader(Worker):
+    def load(self, messages: list[bytes]) -> None:
+        """Load a batch durably; returning acknowledges it."""
+        raise NotImplementedError
+
+
+class _FunctionExtractor(Extractor):
+    def __init__(self, fn: Callable[[Request | None], Iterable[bytes]]) -> None:
+        self._fn = fn
+
+    def extract(self, request: Request | None) -> Iterable[bytes]:
+        return self._fn(request)
+
+
+class _FunctionTransformer(Transformer):
+    def __init__(self, fn: Callable[[list[bytes]], Iterable[bytes]]) -> None:
+        self._fn = fn
+
+    def process(self, messages: list[bytes]) -> Iterable[bytes]:
+        return self._fn(messages)
+
+
+class _FunctionLoader(Loader):
+    def __init__(self, fn: Callable[[list[bytes]], object]) -> None:
+        self._fn = fn
+
+    def load(self, messages: list[bytes]) -> None:
+        self._fn(messages)
+
+
+def as_worker(obj: Worker | Callable[..., object], kind: str) -> Worker:
+    """A :class:`Worker` from an instance, a class or a plain function of ``kind`` E/T/L."""
+    if isinstance(obj, Worker):
+        return obj
+    if isinstance(obj, type) and issubclass(obj, Worker):
+        return obj()
+    if callable(obj):
+        wrap = {"E": _FunctionExtractor, "T": _FunctionTransformer, "L": _FunctionLoader}[kind]
+        return wrap(obj)  # type: ignore[arg-type]
+    raise TypeError(f"expected a Worker subclass, instance or function, got {obj!r}")

@@ -1,0 +1,207 @@
+"""The worker side of the protocol for Python workers.
+
+:func:`serve` reads the scenario from ``ETLSTAGE_*``, then loops: read a chunk of stdin,
+split it with :class:`~etlstage.protocol.framing.RequestParser`, call the user's code,
+write results as whole blocks, flush once per chunk read.  Stray ``print`` output and
+anything written to file descriptor 1 by libraries go to stderr: the protocol has its
+own private copy of the original stdout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import os
+import sys
+from collections.abc import Callable, Iterable
+from typing import BinaryIO
+
+from etlstage.errors import ProtocolViolation
+from etlstage.protocol.framing import EOB, check_messages
+from etlstage.protocol.framing import RequestParser
+from etlstage.protocol.scenario import Scenario
+from etlstage.worker.base import Extractor, Loader, Request, Transformer, Worker, as_worker
+
+CHUNK = 1 << 20
+FLUSH_AT = 1 << 18  # bytes of E output buffered before a write
+
+log = logging.getLogger("etlstage.worker")
+
+
+class _Output:
+    """Results buffered as lists of messages, checked and written as blocks."""
+
+    def __init__(self, stream: BinaryIO, scenario: Scenario) -> None:
+        self._stream = stream
+        self._markers = scenario.markers
+        self._who = f"stage {scenario.stage!r} (output of its worker)"
+
+    def messages(self, messages: Iterable[bytes]) -> None:
+        batch: list[bytes] = []
+        size = 0
+        for m in messages:
+            if not isinstance(m, (bytes, bytearray, memoryview)):
+                raise TypeError(f"a worker result must be bytes, got {type(m).__name__}: {m!r:.80}")
+            batch.append(bytes(m) if not isinstance(m, bytes) else m)
+            size += len(m) + 1
+            if size >= FLUSH_AT:
+                self._stream.write(check_messages(batch, self._markers, self._who))
+                batch, size = [], 0
+        if batch:
+            self._stream.write(check_messages(batch, self._markers, self._who))
+
+    def signal(self, byte: bytes) -> None:
+        self._stream.write(byte)
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+
+def _reader(stream: BinaryIO) -> Callable[[], bytes]:
+    read1 = getattr(stream, "read1", None)
+    if read1 is not None:
+        return lambda: read1(CHUNK)
+    return lambda: stream.read(CHUNK)
+
+
+def serve(
+    worker: Worker | Callable[..., object] | type,
+    *,
+    kind: str | None = None,
+    stdin: BinaryIO | None = None,
+    stdout: BinaryIO | None = None,
+    env: dict[str, str] | None = None,
+    scenario: Scenario | None = None,
+) -> int:
+    """Run a worker until stdin closes; return the exit status (0 on a clean end).
+
+    With the default streams the process's stdin/stdout are used and stdout is
+    protected from stray writes.  Streams given as arguments (tests, the in-memory
+    harness) are used as they are, and ``print`` goes to stderr meanwhile.
+    """
+    scenario = scenario or Scenario.from_env(env)
+    kind = kind or scenario.type
+    w = as_worker(worker, kind)
+    w.scenario = scenario
+
+    if stdout is None:
+        out_stream: BinaryIO = _protected_stdout()
+        redirect = contextlib.nullcontext()
+    else:
+        out_stream = stdout
+        redirect = contextlib.redirect_stdout(sys.stderr)  # type: ignore[assignment]
+    in_stream = stdin if stdin is not None else io.FileIO(0, "rb", closefd=False)
+    with redirect:
+        w.setup()
+        try:
+            _loop(w, scenario, in_stream, _Output(out_stream, scenario))
+        finally:
+            w.teardown()
+    return 0
+
+
+def _protected_stdout() -> BinaryIO:
+    """A private copy of fd 1 for the protocol; fd 1 itself then points at stderr."""
+    sys.stdout.flush()
+    fd = os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return open(fd, "wb", buffering=CHUNK)  # noqa: SIM115 - lives as long as the process
+
+
+def _loop(w: Worker, sc: Scenario, stdin: BinaryIO, out: _Output) -> None:
+    m = sc.markers
+    if sc.type == "E" and sc.mode == "plain":
+        assert isinstance(w, Extractor), "an E-stage needs an Extractor"
+        out.messages(w.extract(None))
+        out.flush()
+        return
+
+    parser = RequestParser(m)
+    read = _reader(stdin)
+    batch: list[bytes] = []
+    cycle = 0
+    while True:
+        chunk = read()
+        if not chunk:
+            if batch or parser.pending_bytes:
+                log.warning(
+                    "stdin closed with an unfinished batch (%d messages, %d bytes): not processed; "
+                    "the supervisor will send it again",
+                    len(batch),
+                    parser.pending_bytes,
+                )
+            return
+        for token in parser.feed(chunk):
+            if token is EOB:
+                if sc.type == "E" or not sc.is_batch:
+                    raise ProtocolViolation(f"EOB received by a {sc.type}-worker in {sc.mode} mode")
+                _run_batch(w, batch, out, m.EOP)
+                batch = []
+                continue
+            assert isinstance(token, list)
+            if sc.type == "E":
+                for raw in token:
+                    request = Request.parse(raw, cycle)
+                    assert isinstance(w, Extractor), "an E-stage needs an Extractor"
+                    if cycle > 0:
+                        w.on_window_done(request)
+                    out.messages(w.extract(request))
+                    out.signal(m.EOP)
+                    cycle += 1
+            elif not sc.is_batch:
+                for message in token:
+                    _run_batch(w, [message], out, m.EOP)
+            elif sc.worker_driven:
+                for message in token:
+                    batch.append(message)
+                    if len(batch) >= sc.batch_size:
+                        _run_batch(w, batch, out, m.EOP)
+                        batch = []
+                    else:
+                        out.signal(m.BNC)
+            else:
+                batch.extend(token)
+        out.flush()
+
+
+def _run_batch(w: Worker, batch: list[bytes], out: _Output, eop: bytes) -> None:
+    if batch:
+        if isinstance(w, Transformer):
+            out.messages(w.process(batch))
+        elif isinstance(w, Loader):
+            w.load(batch)
+        else:
+            raise TypeError(f"a T- or L-stage needs a Transformer or Loader, got {type(w).__name__}")
+    out.signal(eop)
+
+
+def main(worker: Worker | Callable[..., object] | type, *, kind: str | None = None, app: str | None = None) -> None:
+    """Entry point for a worker script: logging set up, errors reported, exit status."""
+    from etlstage.logs import setup_logging
+
+    setup_logging(app or os.path.basename(sys.argv[0]) or "worker")
+    try:
+        code = serve(worker, kind=kind)
+    except KeyboardInterrupt:
+        code = 130
+    except BrokenPipeError:
+        log.error("the supervisor closed our stdout; stopping")
+        code = 1
+    except ProtocolViolation as exc:
+        log.error("protocol violation: %s", exc)
+        code = 3
+    sys.exit(code)
+
+
+def run_extractor(fn: Callable[[Request | None], Iterable[bytes]]) -> None:
+    main(fn, kind="E")
+
+
+def run_transformer(fn: Callable[[list[bytes]], Iterable[bytes]]) -> None:
+    main(fn, kind="T")
+
+
+def run_loader(fn: Callable[[list[bytes]], object]) -> None:
+    main(fn, kind="L")
