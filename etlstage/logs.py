@@ -48,7 +48,9 @@ class Rfc5424Formatter(logging.Formatter):
         text = record.getMessage()
         if record.exc_info:
             text += " " + self.formatException(record.exc_info).replace("\n", " | ")
-        return f"<{pri}>1 {_iso(record.created)} {self.host} {self.app} {record.process} - - [{record.levelname}] {text}"
+        return (
+            f"<{pri}>1 {_iso(record.created)} {self.host} {self.app} {record.process} - - [{record.levelname}] {text}"
+        )
 
 
 class JsonFormatter(logging.Formatter):
@@ -98,7 +100,7 @@ class _RawSyslogHandler(logging.Handler):
                 inner.socket.sendto(line, inner.address)
             else:
                 inner.socket.sendall(line + b"\n")
-        except Exception:  # noqa: BLE001 - logging must never take the process down
+        except Exception:
             self.handleError(record)
 
 

@@ -138,7 +138,7 @@ class ReplyParser:
     [b'r2\\n', EOP]
     """
 
-    __slots__ = ("_m", "_eom", "_eop", "_bnc", "_eob", "_bnc_ok", "_eop_ok", "_max", "_tail", "_tail_len")
+    __slots__ = ("_bnc", "_bnc_ok", "_eob", "_eom", "_eop", "_eop_ok", "_m", "_max", "_tail", "_tail_len")
 
     def __init__(
         self,
@@ -268,7 +268,7 @@ class RequestParser:
     [[b'm3'], EOB]
     """
 
-    __slots__ = ("_m", "_eom", "_eob", "_tail")
+    __slots__ = ("_eob", "_eom", "_m", "_tail")
 
     def __init__(self, markers: Markers) -> None:
         self._m = markers

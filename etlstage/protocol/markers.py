@@ -45,8 +45,7 @@ def parse_marker(value: object, where: str = "marker") -> int:
             except ValueError:
                 pass
     raise MarkerError(
-        f"{where}: expected one byte — an integer such as 0x17 or a one-character string "
-        f"such as \"\\n\" — got {value!r}"
+        f'{where}: expected one byte — an integer such as 0x17 or a one-character string such as "\\n" — got {value!r}'
     )
 
 
@@ -68,26 +67,25 @@ class Markers:
         for name, value in values.items():
             if value in seen:
                 raise MarkerError(
-                    f"markers {seen[value]} and {name} are both 0x{value:02x}; "
-                    "the four markers must be distinct bytes"
+                    f"markers {seen[value]} and {name} are both 0x{value:02x}; the four markers must be distinct bytes"
                 )
             seen[value] = name
 
     # bytes views, computed once; the hot paths use these
     @property
-    def EOM(self) -> bytes:  # noqa: N802 - the protocol's own names
+    def EOM(self) -> bytes:
         return _BYTE[self.eom]
 
     @property
-    def EOP(self) -> bytes:  # noqa: N802
+    def EOP(self) -> bytes:
         return _BYTE[self.eop]
 
     @property
-    def EOB(self) -> bytes:  # noqa: N802
+    def EOB(self) -> bytes:
         return _BYTE[self.eob]
 
     @property
-    def BNC(self) -> bytes:  # noqa: N802
+    def BNC(self) -> bytes:
         return _BYTE[self.bnc]
 
     def name_of(self, byte: int) -> str | None:
@@ -116,9 +114,7 @@ class Markers:
             try:
                 values[name] = int(raw, 16)
             except ValueError:
-                raise MarkerError(
-                    f"ETLSTAGE_{name.upper()}={raw!r}: expected two hex digits such as 0a"
-                ) from None
+                raise MarkerError(f"ETLSTAGE_{name.upper()}={raw!r}: expected two hex digits such as 0a") from None
         return cls(**values)
 
     @classmethod

@@ -47,7 +47,9 @@ class Scenario:
         if self.type not in STAGE_TYPES:
             problems.append(f"type {self.type!r}: expected one of E, T, L")
         elif self.mode not in MODES[self.type]:
-            problems.append(f"mode {self.mode!r} for a {self.type}-stage: expected one of {', '.join(MODES[self.type])}")
+            problems.append(
+                f"mode {self.mode!r} for a {self.type}-stage: expected one of {', '.join(MODES[self.type])}"
+            )
         if self.batch_driver not in ("supervisor", "worker"):
             problems.append(f"batch_driver {self.batch_driver!r}: expected supervisor or worker")
         if self.offsets not in ("worker", "supervisor"):
@@ -105,7 +107,9 @@ class Scenario:
             except (KeyError, ValueError, IndexError) as exc:
                 known = ", ".join("{" + k + "}" for k in sorted(values))
                 raise ConfigError(
-                    [f"command argument {arg!r}: bad placeholder ({exc}); known: {known} (write {{{{ for a literal brace)"],
+                    [
+                        f"command argument {arg!r}: bad placeholder ({exc}); known: {known} (write {{{{ for a literal brace)"
+                    ],
                     f"stage {self.stage!r}",
                 ) from None
         return out

@@ -18,8 +18,7 @@ from collections.abc import Callable, Iterable
 from typing import BinaryIO
 
 from etlstage.errors import ProtocolViolation
-from etlstage.protocol.framing import EOB, check_messages
-from etlstage.protocol.framing import RequestParser
+from etlstage.protocol.framing import EOB, RequestParser, check_messages
 from etlstage.protocol.scenario import Scenario
 from etlstage.worker.base import Extractor, Loader, Request, Transformer, Worker, as_worker
 
@@ -107,7 +106,7 @@ def _protected_stdout() -> BinaryIO:
     fd = os.dup(1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    return open(fd, "wb", buffering=CHUNK)  # noqa: SIM115 - lives as long as the process
+    return open(fd, "wb", buffering=CHUNK)
 
 
 def _loop(w: Worker, sc: Scenario, stdin: BinaryIO, out: _Output) -> None:

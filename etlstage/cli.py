@@ -1,0 +1,257 @@
+"""``etlstage``: run, validate and inspect pipelines.
+
+Exit codes: 0 done, 1 pipeline failure, 2 usage or configuration error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from etlstage import __version__
+from etlstage.config.loader import load_config, schema
+from etlstage.errors import ConfigError, EtlstageError
+from etlstage.logs import FORMATS, log_env, setup_logging
+
+log = logging.getLogger("etlstage")
+
+
+def _fail(exc: EtlstageError) -> None:
+    click.echo(f"etlstage: {exc}", err=True)
+    sys.exit(exc.exit_code)
+
+
+def _log_options(fn):  # type: ignore[no-untyped-def]
+    fn = click.option(
+        "--log-format",
+        type=click.Choice(FORMATS),
+        default=None,
+        envvar="ETLSTAGE_LOG_FORMAT",
+        help="text (default), json, or syslog (RFC 5424).",
+    )(fn)
+    fn = click.option(
+        "--log-level", default=None, envvar="ETLSTAGE_LOG_LEVEL", help="DEBUG, INFO (default), WARNING..."
+    )(fn)
+    fn = click.option(
+        "--syslog-address",
+        default=None,
+        envvar="ETLSTAGE_SYSLOG_ADDRESS",
+        help="With --log-format syslog: /dev/log, udp://host:514 or tcp://host:514 instead of stderr.",
+    )(fn)
+    fn = click.option(
+        "--syslog-facility",
+        default=None,
+        envvar="ETLSTAGE_SYSLOG_FACILITY",
+        type=click.Choice([f"local{i}" for i in range(8)]),
+        help="syslog facility (default local0).",
+    )(fn)
+    return fn
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="etlstage")
+def main() -> None:
+    """etlstage: run ETL pipelines of workers written in any language.
+
+    A supervisor spawns the Extract, Transform and Load workers listed in a
+    stages.yaml and drives them over stdin/stdout with the marker protocol
+    (docs/protocol.md).
+    """
+
+
+@main.command()
+@click.argument("pipeline_file", type=click.Path(dir_okay=False), default="stages.yaml")
+@click.option("--once", is_flag=True, help="Stop when the extractors have nothing more and everything is loaded.")
+@click.option("--progress/--no-progress", default=True, help="Live progress on a terminal, periodic lines otherwise.")
+@_log_options
+def run(
+    pipeline_file: str,
+    once: bool,
+    progress: bool,
+    log_format: str | None,
+    log_level: str | None,
+    syslog_address: str | None,
+    syslog_facility: str | None,
+) -> None:
+    """Run the pipeline in PIPELINE_FILE (default: stages.yaml)."""
+    setup_logging("etlstage", log_format, level=log_level, syslog_address=syslog_address, facility=syslog_facility)
+    try:
+        config = load_config(pipeline_file)
+    except ConfigError as exc:
+        _fail(exc)
+    from etlstage.runtime.runner import run_pipeline
+
+    env = log_env(log_format, log_level, syslog_address, syslog_facility)
+    code = asyncio.run(run_pipeline(config, once=once, progress=progress, extra_env=env))
+    sys.exit(code)
+
+
+@main.command()
+@click.argument("pipeline_file", type=click.Path(dir_okay=False), default="stages.yaml")
+def validate(pipeline_file: str) -> None:
+    """Check PIPELINE_FILE against the schema; report every problem with its line."""
+    try:
+        config = load_config(pipeline_file)
+    except ConfigError as exc:
+        _fail(exc)
+    chain = " → ".join(f"{s.name} ({s.type}, {s.mode})" for s in config.stages)
+    click.echo(f"{pipeline_file}: valid. {chain}")
+
+
+@main.command("schema")
+def schema_cmd() -> None:
+    """Print the JSON Schema of stages.yaml (for editors' completion and checks)."""
+    click.echo(json.dumps(schema(), indent=2))
+
+
+def _store(pipeline_file: str):  # type: ignore[no-untyped-def]
+    from etlstage.state.store import StateStore
+
+    config = load_config(pipeline_file)
+    if not (Path(config.state_dir) / StateStore.FILE).exists():
+        raise ConfigError([f"no state yet: {config.state_dir} has no {StateStore.FILE} (the pipeline never ran)"])
+    return config, StateStore(config.state_dir)
+
+
+def _when(ts: float | None) -> str:
+    if ts is None:
+        return "-"
+    return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+@main.command()
+@click.argument("pipeline_file", type=click.Path(dir_okay=False), default="stages.yaml")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def status(pipeline_file: str, as_json: bool) -> None:
+    """Committed offsets, windows in flight, dead letters and the running supervisor."""
+    try:
+        config, store = _store(pipeline_file)
+    except EtlstageError as exc:
+        _fail(exc)
+    checkpoints = store.checkpoints()
+    windows = store.open_windows()
+    dead = store.deadletters()
+    runs = [r for r in store.runs() if time.time() - r[2] < 30]
+    if as_json:
+        click.echo(
+            json.dumps(
+                {
+                    "checkpoints": [
+                        {
+                            "source": c[0],
+                            "committed_end": c[1],
+                            "windows_done": c[2],
+                            "messages": c[3],
+                            "updated_at": c[4],
+                        }
+                        for c in checkpoints
+                    ],
+                    "windows_in_flight": [
+                        {
+                            "source": w[0],
+                            "seq": w[1],
+                            "request": w[2],
+                            "opened_at": w[3],
+                            "closed_at": w[4],
+                            "messages": w[5],
+                        }
+                        for w in windows
+                    ],
+                    "deadletters": {"total": len(dead), "new": sum(d.status == "new" for d in dead)},
+                    "running": [{"pid": r[0], "started_at": r[1], "heartbeat": r[2], "progress": r[3]} for r in runs],
+                },
+                indent=2,
+            )
+        )
+        return
+    click.echo(f"state: {store.path}")
+    click.echo("running: " + (", ".join(f"pid {r[0]} since {_when(r[1])}" for r in runs) or "no"))
+    for r in runs:
+        for name, st in (r[3].get("stages") or {}).items():  # type: ignore[union-attr]
+            rss = st.get("rss")
+            extra = f" rss {rss / 1e6:.0f} MB cpu {st.get('cpu', 0):.0f}%" if rss else ""
+            click.echo(f"  {name:<16} in {st['in']:>10,} out {st['out']:>10,} in flight {st['in_flight']}{extra}")
+    click.echo("checkpoints:" if checkpoints else "checkpoints: none yet")
+    for c in checkpoints:
+        end = f" committed end {json.dumps(c[1])}" if c[1] is not None else ""
+        click.echo(f"  {c[0]:<20} windows done {c[2]:>6}  messages {c[3]:>10,}{end}  at {_when(c[4])}")
+    click.echo(f"windows in flight: {len(windows)}")
+    for w in windows:
+        state = "closed" if w[4] else "open"
+        click.echo(f"  {w[0]} #{w[1]} {state} messages {w[5]:,} request {json.dumps(w[2]) if w[2] else '-'}")
+    click.echo(f"dead letters: {len(dead)} ({sum(d.status == 'new' for d in dead)} new)")
+
+
+@main.group()
+def deadletter() -> None:
+    """Inspect and re-inject messages that failed under on_failure: deadletter."""
+
+
+@deadletter.command("list")
+@click.argument("pipeline_file", type=click.Path(dir_okay=False), default="stages.yaml")
+@click.option("--stage", default=None, help="Only this stage.")
+def deadletter_list(pipeline_file: str, stage: str | None) -> None:
+    try:
+        _, store = _store(pipeline_file)
+    except EtlstageError as exc:
+        _fail(exc)
+    rows = store.deadletters(stage=stage)
+    if not rows:
+        click.echo("no dead letters")
+    for d in rows:
+        first = d.error.splitlines()[0] if d.error else ""
+        click.echo(
+            f"#{d.id:<5} {_when(d.created_at)} stage {d.stage!r} {d.messages} message(s) "
+            f"attempts {d.attempts} [{d.status}] {first[:100]}"
+        )
+
+
+@deadletter.command("show")
+@click.argument("ident", type=int)
+@click.argument("pipeline_file", type=click.Path(dir_okay=False), default="stages.yaml")
+def deadletter_show(ident: int, pipeline_file: str) -> None:
+    try:
+        _, store = _store(pipeline_file)
+    except EtlstageError as exc:
+        _fail(exc)
+    d = store.deadletter(ident)
+    if d is None:
+        _fail(ConfigError([f"no dead letter #{ident} (etlstage deadletter list shows them)"]))
+        return
+    click.echo(f"#{d.id} stage {d.stage!r} at {_when(d.created_at)}, {d.attempts} attempts, status {d.status}")
+    click.echo("error:\n  " + d.error.replace("\n", "\n  "))
+    click.echo(f"messages ({d.messages}):")
+    for m in d.split():
+        click.echo("  " + repr(m)[2:-1][:2000])
+
+
+@deadletter.command("replay")
+@click.argument("idents", type=int, nargs=-1)
+@click.option("--all", "everything", is_flag=True, help="Every new dead letter.")
+@click.option("--pipeline", "pipeline_file", type=click.Path(dir_okay=False), default="stages.yaml")
+def deadletter_replay(idents: tuple[int, ...], everything: bool, pipeline_file: str) -> None:
+    """Mark dead letters to be sent again to their stage by the next `etlstage run`."""
+    try:
+        _, store = _store(pipeline_file)
+    except EtlstageError as exc:
+        _fail(exc)
+    ids = [d.id for d in store.deadletters(status="new")] if everything else list(idents)
+    if not ids:
+        _fail(ConfigError(["name dead letters to replay (ids from `etlstage deadletter list`) or use --all"]))
+    known = {d.id for d in store.deadletters()}
+    missing = [i for i in ids if i not in known]
+    if missing:
+        _fail(ConfigError([f"no dead letter(s) {', '.join(f'#{i}' for i in missing)}"]))
+    n = store.set_deadletter_status(ids, "replay")
+    click.echo(f"{n} dead letter(s) will be sent again to their stage by the next run")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,285 @@
+"""Read ``stages.yaml``: YAML → JSON Schema → semantic checks → :class:`PipelineConfig`.
+
+Every problem is collected and reported at once, each with its place::
+
+    stages.yaml:14: stages[1].batch_size: -3 is less than the minimum of 1
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import replace
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+from etlstage.config.model import OffsetPolicy, PipelineConfig, RestartPolicy, StageConfig, Timeouts, split_command
+from etlstage.errors import ConfigError, EtlstageError
+from etlstage.protocol.markers import Markers
+from etlstage.protocol.scenario import MODES, Scenario
+
+Path_ = tuple[str | int, ...]
+
+_SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([kKmMgG]?)(i?)[bB]?\s*$")
+
+
+@lru_cache(maxsize=1)
+def schema() -> dict[str, Any]:
+    text = resources.files("etlstage.config").joinpath("stages.schema.json").read_text()
+    return json.loads(text)  # type: ignore[no-any-return]
+
+
+def parse_size(value: object, where: str) -> int:
+    """Bytes from an integer or ``"64MiB"``, ``"1.5 GB"``, ``"512k"`` (k, M, G; i = binary)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    m = _SIZE.match(str(value))
+    if not m:
+        raise ConfigError([f"{where}: {value!r} is not a size such as 1048576, 64MiB or 1.5GB"])
+    number, unit, binary = m.groups()
+    base = 1024 if binary or unit == "k" else 1000
+    power = {"": 0, "k": 1, "K": 1, "m": 2, "M": 2, "g": 3, "G": 3}[unit]
+    return int(float(number) * base**power)
+
+
+def _where(path: Path_) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(top level)"
+
+
+class _Lines:
+    """Line numbers of every node of a YAML document, by JSON path."""
+
+    def __init__(self, text: str) -> None:
+        self.lines: dict[Path_, int] = {}
+        try:
+            root = yaml.compose(text)
+        except yaml.YAMLError:
+            return
+        if root is not None:
+            self._walk(root, ())
+
+    def _walk(self, node: yaml.Node, path: Path_) -> None:
+        self.lines[path] = node.start_mark.line + 1
+        if isinstance(node, yaml.MappingNode):
+            for k, v in node.value:
+                key = k.value
+                self.lines[(*path, key)] = k.start_mark.line + 1
+                self._walk(v, (*path, key))
+                self.lines[(*path, key)] = k.start_mark.line + 1
+        elif isinstance(node, yaml.SequenceNode):
+            for i, v in enumerate(node.value):
+                self._walk(v, (*path, i))
+
+    def of(self, path: Path_) -> int | None:
+        path = tuple(path)
+        while path not in self.lines and path:
+            path = path[:-1]
+        return self.lines.get(path)
+
+
+def load_config(path: str | Path) -> PipelineConfig:
+    """Read, validate and resolve a pipeline file; raises :class:`ConfigError` with every problem."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError([f"no such file: {p} (give the path of a stages.yaml)"]) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError([f"cannot read {p}: {exc}"]) from None
+    return parse_config(text, str(p), base_dir=str(p.resolve().parent))
+
+
+def parse_config(text: str, source: str = "stages.yaml", base_dir: str = ".") -> PipelineConfig:
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark else source
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError([f"{where}: not valid YAML: {problem}"]) from None
+    lines = _Lines(text)
+
+    def at(path: Path_, message: str) -> str:
+        line = lines.of(path)
+        return f"{source}:{line}: {_where(path)}: {message}" if line else f"{source}: {_where(path)}: {message}"
+
+    if not isinstance(data, dict):
+        raise ConfigError([f"{source}: expected a mapping with a 'stages' list, got {type(data).__name__}"])
+    validator = jsonschema.Draft202012Validator(schema())
+    problems = [at(tuple(e.absolute_path), _explain(e)) for e in sorted(validator.iter_errors(data), key=_order)]
+    if problems:
+        raise ConfigError(problems)
+    return _resolve(data, at, source, base_dir)
+
+
+def _order(e: jsonschema.ValidationError) -> tuple[str, ...]:
+    return tuple(str(p) for p in e.absolute_path)
+
+
+def _explain(e: jsonschema.ValidationError) -> str:
+    if e.validator in ("additionalProperties", "unevaluatedProperties"):
+        extra = re.findall(r"'([^']+)'", e.message)
+        known = sorted((e.schema.get("properties") or {}).keys()) if isinstance(e.schema, dict) else []
+        hint = f"; known keys: {', '.join(known)}" if known else ""
+        return f"unknown key(s) {', '.join(repr(x) for x in extra) or e.message}{hint}"
+    if e.validator == "oneOf" and e.context:
+        best = jsonschema.exceptions.best_match(e.context)
+        return f"{e.instance!r} is not valid: {best.message}"
+    if e.validator == "enum":
+        return f"{e.instance!r} is not one of {', '.join(repr(x) for x in e.validator_value)}"
+    return e.message
+
+
+def _resolve(data: dict[str, Any], at: Any, source: str, base_dir: str) -> PipelineConfig:
+    problems: list[str] = []
+
+    def guard(path: Path_, fn: Any, *args: Any) -> Any:
+        try:
+            return fn(*args)
+        except EtlstageError as exc:
+            msgs = exc.problems if isinstance(exc, ConfigError) else [str(exc)]
+            problems.extend(at(path, m) for m in msgs)
+            return None
+
+    markers = guard(("markers",), Markers.from_mapping, data.get("markers") or {}) or Markers()
+    defaults = data.get("defaults") or {}
+    stages: list[StageConfig] = []
+    names: set[str] = set()
+    for i, raw in enumerate(data["stages"]):
+        raw = {**defaults, **raw}
+        path: Path_ = ("stages", i)
+        name, typ = raw["name"], raw["type"]
+        if name in names:
+            problems.append(at((*path, "name"), f"stage name {name!r} is used twice; names must be unique"))
+        names.add(name)
+        mode = raw.get("mode") or ("plain" if typ == "E" else "single")
+        if mode not in MODES[typ]:
+            problems.append(
+                at((*path, "mode"), f"{mode!r} is not a mode of a {typ}-stage; expected one of {', '.join(MODES[typ])}")
+            )
+        merged = {**(data.get("markers") or {}), **(raw.get("markers") or {})}
+        stage_markers = guard((*path, "markers"), Markers.from_mapping, merged) or markers
+        offsets = raw.get("offsets", "worker")
+        policy = None
+        if "offset_policy" in raw:
+            op = raw["offset_policy"]
+            policy = OffsetPolicy(op["type"], op.get("start", 0), op.get("step", 1000), op.get("lag"))
+        if typ == "E" and mode == "cyclic" and offsets == "supervisor":
+            if policy is None:
+                problems.append(
+                    at(path, "offsets: supervisor needs an offset_policy (e.g. {type: counter, start: 0, step: 1000})")
+                )
+            else:
+                from etlstage.runtime.offsets import make_policy
+
+                guard(
+                    (*path, "offset_policy"),
+                    make_policy,
+                    policy.kind,
+                    policy.start,
+                    policy.step,
+                    policy.lag,
+                    "offset_policy",
+                )
+            if raw.get("instances", 1) != 1:
+                problems.append(
+                    at(
+                        (*path, "instances"),
+                        "supervisor-managed offsets need instances: 1 (one offset sequence per stage)",
+                    )
+                )
+        elif policy is not None and not (typ == "E" and mode == "cyclic"):
+            problems.append(at((*path, "offset_policy"), "only a cyclic E-stage with offsets: supervisor uses it"))
+        if raw.get("partition_by") and typ == "E":
+            problems.append(at((*path, "partition_by"), "an E-stage has no input to partition"))
+        protocol = raw.get("protocol", "marker")
+        if protocol == "kcl-multilang" and typ == "E":
+            problems.append(at((*path, "protocol"), "kcl-multilang is for T- and L-stages"))
+        command = split_command(raw["command"])
+        if protocol == "kcl-multilang":
+            command = [
+                "etlstage-kcl-adapter",
+                "--protocol-version",
+                str(raw.get("protocol_version", 2)),
+                "--",
+                *command,
+            ]
+        t = raw.get("timeouts") or {}
+        r = raw.get("restart") or {}
+        size_fields = {
+            k: guard((*path, k), parse_size, raw[k], k) for k in ("max_message_bytes", "max_rss") if k in raw
+        }
+        try:
+            stage = StageConfig(
+                name=name,
+                type=typ,
+                command=command,
+                mode=mode,
+                markers=stage_markers,
+                batch_size=raw.get("batch_size", 1000 if mode == "batch" else 1),
+                batch_driver=raw.get("batch_driver", "supervisor"),
+                linger=float(raw.get("linger", 0.2)),
+                offsets=offsets,
+                offset_policy=policy,
+                poll_interval=float(raw.get("poll_interval", 1.0)),
+                instances=raw.get("instances", 1),
+                partition_by=raw.get("partition_by"),
+                env={k: str(v) for k, v in (raw.get("env") or {}).items()},
+                cwd=str(Path(base_dir) / raw["cwd"]) if raw.get("cwd") else None,
+                timeouts=replace(Timeouts(), **{k: t[k] for k in ("startup", "request", "idle") if k in t}),
+                restart=replace(
+                    RestartPolicy(), **{k: r[k] for k in ("max_restarts", "backoff", "backoff_max") if k in r}
+                ),
+                on_failure=raw.get("on_failure", "fail"),
+                max_message_bytes=size_fields.get("max_message_bytes") or (64 << 20),
+                prefetch=raw.get("prefetch", 0),
+                stop_timeout=float(raw.get("stop_timeout", 10.0)),
+                max_rss=size_fields.get("max_rss"),
+                protocol=protocol,
+                protocol_version=raw.get("protocol_version", 2),
+            )
+        except (TypeError, ValueError) as exc:
+            problems.append(at(path, str(exc)))
+            continue
+        guard(
+            (*path, "command"),
+            Scenario(
+                type=typ, mode=mode if mode in MODES[typ] else MODES[typ][0], markers=stage_markers, stage=name
+            ).expand,
+            command,
+        )
+        stages.append(stage)
+
+    types = [s.type for s in stages]
+    order = "".join(types)
+    if stages and not re.fullmatch(r"E+T*L+", order):
+        problems.append(
+            at(
+                ("stages",),
+                f"stages must be one or more E, then any T, then one or more L, in that order; got {' → '.join(types)}",
+            )
+        )
+    if problems:
+        raise ConfigError(problems)
+    state_dir = Path(data.get("state_dir", ".etlstage"))
+    if not state_dir.is_absolute():
+        state_dir = Path(base_dir) / state_dir
+    buffer_bytes = parse_size(data.get("buffer_bytes", 16 << 20), "buffer_bytes")
+    return PipelineConfig(
+        stages=stages,
+        state_dir=str(state_dir),
+        markers=markers,
+        source=source,
+        base_dir=base_dir,
+        name=data.get("name", Path(source).stem),
+        max_inflight_windows=data.get("max_inflight_windows", 4),
+        buffer_bytes=buffer_bytes,
+    )

@@ -1,0 +1,118 @@
+"""The validated shape of ``stages.yaml``: plain dataclasses the runtime reads."""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+
+from etlstage.protocol.markers import Markers
+from etlstage.protocol.scenario import Scenario
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    startup: float | None = 120.0  # first reply of a fresh worker
+    request: float | None = 600.0  # any later request, counted from when it is at the head
+    idle: float | None = None  # silence while a request is outstanding ("any output is life")
+
+
+@dataclass(frozen=True)
+class RestartPolicy:
+    max_restarts: int = 5  # tries of one job (and failed starts in a row) before on_failure applies
+    backoff: float = 0.5  # first wait before a restart; doubles each time
+    backoff_max: float = 30.0
+
+
+@dataclass(frozen=True)
+class OffsetPolicy:
+    """How a supervisor-managed cyclic E-stage's requests are made.
+
+    ``counter``: ``{"start": n, "end": n + step}``; ``time``: ISO-8601 instants, windows of
+    ``step`` (ISO-8601 duration) that end no later than now - ``lag``.
+    """
+
+    kind: str = "counter"
+    start: object = 0
+    step: object = 1000
+    lag: object = None
+
+
+@dataclass(frozen=True)
+class StageConfig:
+    name: str
+    type: str
+    command: list[str]
+    mode: str
+    markers: Markers
+    batch_size: int = 1000
+    batch_driver: str = "supervisor"
+    linger: float = 0.2
+    offsets: str = "worker"
+    offset_policy: OffsetPolicy | None = None
+    poll_interval: float = 1.0
+    instances: int = 1
+    partition_by: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    cwd: str | None = None
+    timeouts: Timeouts = field(default_factory=Timeouts)
+    restart: RestartPolicy = field(default_factory=RestartPolicy)
+    on_failure: str = "fail"
+    max_message_bytes: int = 64 << 20
+    prefetch: int = 0  # requests written ahead; 0: the mode's default (see jobs_in_flight)
+    stop_timeout: float = 10.0
+    max_rss: int | None = None
+    protocol: str = "marker"
+    protocol_version: int = 2
+
+    def scenario(self, instance: int, state_dir: str) -> Scenario:
+        return Scenario(
+            type=self.type,
+            mode=self.mode,
+            batch_size=self.batch_size,
+            batch_driver=self.batch_driver,
+            offsets=self.offsets,
+            markers=self.markers,
+            stage=self.name,
+            instance=instance,
+            instances=self.instances,
+            state_dir=state_dir,
+        )
+
+    @property
+    def jobs_in_flight(self) -> int:
+        """Jobs written ahead of the worker's replies (it reads them when it is ready)."""
+        if self.mode == "batch" and self.batch_driver == "worker":
+            return 1
+        if self.mode == "single":
+            return 1 if self.prefetch == 1 else 2
+        return self.prefetch or 2
+
+    @property
+    def single_job_size(self) -> int:
+        """Single-message mode: requests written in one go (``prefetch`` in all, over two jobs)."""
+        return max(1, (self.prefetch or 1000) // 2)
+
+    def argv(self) -> list[str]:
+        return list(self.command)
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    stages: list[StageConfig]
+    state_dir: str
+    markers: Markers
+    source: str = "stages.yaml"
+    base_dir: str = "."
+    name: str = "pipeline"
+    max_inflight_windows: int = 4
+    buffer_bytes: int = 16 << 20
+
+    def stage(self, name: str) -> StageConfig:
+        for s in self.stages:
+            if s.name == name:
+                return s
+        raise KeyError(name)
+
+
+def split_command(command: str | list[str]) -> list[str]:
+    return shlex.split(command) if isinstance(command, str) else [str(c) for c in command]

@@ -1,0 +1,499 @@
+"""Stage drivers: one stage's conversation with its worker instances.
+
+:class:`TransformDriver` runs a T- or L-stage: it assembles jobs from the stage's inbox
+(batches closed when full, at a window barrier, after ``linger``, or by EOB in answer
+to a BNC), writes them, reads replies, and hands results on.  :class:`ExtractDriver`
+runs an E-stage: plain (one window, the whole run) or cyclic (one window per request).
+
+Both restart a failed worker with backoff and send again what it had not answered
+(DESIGN.md §3); a job that keeps failing goes to the stage's ``on_failure`` policy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+
+from etlstage.config.model import StageConfig
+from etlstage.errors import PipelineError, ProtocolViolation, WorkerError
+from etlstage.protocol.framing import BNC, EOP
+from etlstage.protocol.scenario import Scenario
+from etlstage.runtime.flow import Inbox, Job, Piece, Window, cut_block
+from etlstage.runtime.session import WorkerSession
+from etlstage.runtime.stats import StageStats
+from etlstage.runtime.tasks import run_all, run_until
+from etlstage.runtime.transport import Transport
+
+log = logging.getLogger("etlstage.stage")
+
+SpawnFn = Callable[[StageConfig, Scenario, str], Awaitable[Transport]]
+EmitFn = Callable[[Piece], Awaitable[None]]
+DeadLetterFn = Callable[[StageConfig, Job, str], None]
+
+
+class Restarts:
+    """Backoff between restarts of one worker instance; fails after too many in a row."""
+
+    def __init__(self, stage: StageConfig, label: str) -> None:
+        self.policy = stage.restart
+        self.label = label
+        self.in_a_row = 0
+
+    def succeeded(self) -> None:
+        self.in_a_row = 0
+
+    async def wait(self, error: WorkerError) -> None:
+        self.in_a_row += 1
+        if self.in_a_row > self.policy.max_restarts:
+            raise PipelineError(
+                f"{self.label} failed {self.in_a_row} times in a row (max_restarts={self.policy.max_restarts}); "
+                f"last error: {error}"
+            )
+        delay = min(self.policy.backoff * (2 ** (self.in_a_row - 1)), self.policy.backoff_max)
+        log.warning(
+            "%s failed (%s); restart %d/%d in %.1fs",
+            self.label,
+            error.detail,
+            self.in_a_row,
+            self.policy.max_restarts,
+            delay,
+        )
+        await asyncio.sleep(delay)
+
+
+class _Driver:
+    def __init__(self, stage: StageConfig, level: int, state_dir: str, spawn: SpawnFn, stats: StageStats) -> None:
+        self.stage = stage
+        self.level = level
+        self.state_dir = state_dir
+        self.spawn = spawn
+        self.stats = stats
+        self.sessions: dict[int, WorkerSession] = {}
+
+    def label(self, instance: int) -> str:
+        return self.stage.name if self.stage.instances == 1 else f"{self.stage.name}#{instance}"
+
+    async def start(self, instance: int) -> WorkerSession:
+        scenario = self.stage.scenario(instance, self.state_dir)
+        argv = scenario.expand(self.stage.argv())
+        label = self.label(instance)
+        transport = await self.spawn(self.stage, scenario, label)
+        session = WorkerSession(transport, scenario, label, argv, self.stage.timeouts, self.stage.max_message_bytes)
+        self.sessions[instance] = session
+        self.stats.workers[instance] = transport
+        log.debug("started %s: pid %s", label, transport.pid)
+        return session
+
+    def kill_all(self) -> None:
+        for s in self.sessions.values():
+            s.kill()
+
+
+class TransformDriver(_Driver):
+    """A T- or L-stage (``single`` or ``batch``; supervisor- or worker-driven)."""
+
+    def __init__(
+        self,
+        stage: StageConfig,
+        level: int,
+        state_dir: str,
+        spawn: SpawnFn,
+        stats: StageStats,
+        inboxes: list[Inbox],
+        emit: EmitFn,
+        deadletter: DeadLetterFn,
+    ) -> None:
+        super().__init__(stage, level, state_dir, spawn, stats)
+        self.inboxes = inboxes  # one per instance (the same object when not partitioned)
+        self.emit = emit
+        self.deadletter = deadletter
+        self.eom = stage.markers.EOM
+        self.on_job_done: Callable[[Job], None] | None = None  # the harness listens here
+
+    async def run(self) -> None:
+        await run_all(*(self._instance(i) for i in range(self.stage.instances)))
+
+    # --- one instance: start, converse, restart ---------------------------------------
+
+    async def _instance(self, i: int) -> None:
+        restarts = Restarts(self.stage, self.label(i))
+        retry: list[Job] = []  # sent to a worker that failed: sent again first, as they were
+        while True:
+            session = await self.start(i)
+            try:
+                await self._converse(session, self.inboxes[i], retry, restarts)
+            except WorkerError as exc:
+                session.kill()
+                failed = list(session.inflight)
+                session.inflight.clear()
+                retry[:0] = self._after_failure(failed, exc)
+                self.stats.restarts += 1
+                await restarts.wait(exc)
+                continue
+            code = await session.stop(self.stage.stop_timeout)
+            if code not in (0, None):
+                log.warning("%s exited with status %s after its stdin closed (expected 0)", session.label, code)
+            return
+
+    def _after_failure(self, jobs: list[Job], exc: WorkerError) -> list[Job]:
+        """Jobs to send again; the head job (the one being worked on) is charged a try."""
+        if not jobs:
+            return []
+        head = jobs[0]
+        head.attempts += 1
+        head.error = str(exc)
+        for job in jobs:
+            job.reset()
+        if head.attempts <= self.stage.restart.max_restarts:
+            return jobs
+        if self.stage.on_failure == "fail":
+            raise PipelineError(
+                f"stage {self.stage.name!r}: a {'batch' if head.batch else 'request'} of {head.messages} message(s) "
+                f"failed {head.attempts} times; on_failure=fail stops the pipeline (nothing committed past it).\n"
+                f"Last error: {exc}"
+            )
+        if head.messages > 1:
+            # Isolate the bad message(s): one more try each, alone.
+            log.warning(
+                "%s: a batch of %d failed %d times; trying its messages one by one",
+                self.stage.name,
+                head.messages,
+                head.attempts,
+            )
+            singles = [
+                Job([Piece(m, 1, p.window)], 1, head.batch, attempts=self.stage.restart.max_restarts)
+                for p in head.pieces
+                for m in _messages_of(p.block, self.eom)
+            ]
+            return singles + jobs[1:]
+        self.deadletter(self.stage, head, str(exc))
+        self.stats.deadletters += head.messages
+        self._release(head)
+        return jobs[1:]
+
+    async def _converse(self, session: WorkerSession, inbox: Inbox, retry: list[Job], restarts: Restarts) -> None:
+        """Feed jobs and read replies until the inbox is closed, empty and all answered."""
+        worker_driven = self.stage.mode == "batch" and self.stage.batch_driver == "worker"
+        slots = asyncio.Semaphore(self.stage.jobs_in_flight)
+        drained = asyncio.Event()  # set whenever nothing is in flight
+        drained.set()
+        bnc = asyncio.Event()
+
+        async def feed() -> None:
+            while True:
+                await slots.acquire()
+                job = retry.pop(0) if retry else await self._assemble(inbox)
+                if job is None:
+                    await drained.wait()
+                    return
+                if not session.inflight:
+                    job.started = time.monotonic()
+                session.inflight.append(job)
+                drained.clear()
+                self.stats.in_flight += 1
+                if worker_driven:
+                    await self._feed_worker_driven(session, inbox, job, bnc)
+                else:
+                    await session.write(self._frame(job))
+
+        async def read() -> None:
+            while True:
+                tokens = await session.read_tokens()
+                if tokens is None:
+                    raise await session.gone(
+                        "exited with requests unanswered"
+                        if session.inflight
+                        else "exited while waiting for work (its stdin was still open)"
+                    )
+                for tok in tokens:
+                    if not session.inflight:
+                        raise session.violation(
+                            _violation(
+                                "the worker wrote bytes with no request outstanding",
+                                tok if isinstance(tok, bytes) else b"",
+                            )
+                        )
+                    head = session.inflight[0]
+                    if tok is EOP:
+                        head.eops += 1
+                        head.bounds.append(len(head.results))
+                        if worker_driven and not head.closed:
+                            raise session.violation(
+                                _violation(
+                                    f"EOP after {head.messages} message(s) of a batch of {self.stage.batch_size} "
+                                    "that the supervisor had not closed (expected BNC)"
+                                )
+                            )
+                        if head.eops == head.requests:
+                            await self._complete(head)
+                            session.inflight.popleft()
+                            session.completed += 1
+                            if session.inflight:
+                                session.inflight[0].started = time.monotonic()
+                            else:
+                                drained.set()
+                            restarts.succeeded()
+                            slots.release()
+                    elif tok is BNC:
+                        if head.closed or not head.awaiting_bnc:
+                            raise session.violation(
+                                _violation(
+                                    f"BNC after message {head.messages} of a batch of {self.stage.batch_size}"
+                                    + (
+                                        " — that message filled the batch, so the worker must process it and write EOP"
+                                        if head.messages >= self.stage.batch_size
+                                        else " — no BNC was due"
+                                    )
+                                )
+                            )
+                        head.awaiting_bnc = False
+                        bnc.set()
+                    else:
+                        if self.stage.type != "T":
+                            raise session.violation(
+                                _violation("an L-stage worker wrote a result; L-workers answer with EOP only", tok)
+                            )
+                        head.results.append(tok)
+
+        await run_until(feed(), read())
+
+    # --- assembling and framing jobs ------------------------------------------------------
+
+    async def _assemble(self, inbox: Inbox) -> Job | None:
+        """The next job from the inbox; None once it is closed and empty."""
+        st = self.stage
+        single = st.mode == "single"
+        want = st.single_job_size if single else st.batch_size
+        if st.batch_driver == "worker" and not single:
+            want = 1  # worker-driven: one message now, more on each BNC
+        pieces: list[Piece] = []
+        n = 0
+        deadline: float | None = None
+        loop = asyncio.get_running_loop()
+        while True:
+            got = inbox.take(want - n)
+            for p in got:
+                pieces.append(p)
+                n += p.count
+            if n >= want or (n and single):
+                break
+            if n and not len(inbox) and all(p.window.settled_before(self.level) for p in pieces):
+                break  # window barrier: nothing more of these windows can arrive
+            if not len(inbox) and inbox.closed:
+                if not n:
+                    return None
+                break
+            if n:
+                deadline = deadline or loop.time() + st.linger
+                if loop.time() >= deadline:
+                    break
+            inbox.changed.clear()
+            try:
+                async with asyncio.timeout_at(deadline):
+                    await inbox.changed.wait()
+            except TimeoutError:
+                pass
+        batch = st.mode == "batch"
+        job = Job(pieces, 1 if batch else n, batch)
+        self.stats.messages_in += n
+        return job
+
+    def _frame(self, job: Job) -> bytes:
+        block = job.block
+        if job.batch:
+            job.closed = True
+            return block + self.stage.markers.EOB
+        return block
+
+    async def _feed_worker_driven(self, session: WorkerSession, inbox: Inbox, job: Job, bnc: asyncio.Event) -> None:
+        """Write one message, then another on each BNC, or EOB when the batch should close."""
+        st = self.stage
+        bnc.clear()
+        job.awaiting_bnc = job.messages < st.batch_size
+        await session.write(job.block)
+        while job.messages < st.batch_size:
+            await bnc.wait()
+            bnc.clear()
+            more = await self._one_more(inbox, job)
+            if more is None:
+                job.closed = True
+                await session.write(st.markers.EOB)
+                return
+            job.pieces.append(more)
+            self.stats.messages_in += 1
+            job.awaiting_bnc = job.messages < st.batch_size
+            if not job.awaiting_bnc:
+                job.closed = True
+            await session.write(more.block)
+        job.closed = True
+
+    async def _one_more(self, inbox: Inbox, job: Job) -> Piece | None:
+        """The next message for an open worker-driven batch, or None to close it with EOB."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.stage.linger
+        while True:
+            got = inbox.take(1)
+            if got:
+                return got[0]
+            if inbox.closed or all(p.window.settled_before(self.level) for p in job.pieces):
+                return None
+            if loop.time() >= deadline:
+                return None
+            inbox.changed.clear()
+            try:
+                async with asyncio.timeout_at(deadline):
+                    await inbox.changed.wait()
+            except TimeoutError:
+                pass
+
+    # --- completion -----------------------------------------------------------------------
+
+    async def _complete(self, job: Job) -> None:
+        self.stats.in_flight -= 1
+        self.stats.jobs += 1
+        if self.on_job_done is not None:
+            self.on_job_done(job)
+        if job.results:
+            block = b"".join(job.results) if len(job.results) > 1 else job.results[0]
+            n = block.count(self.eom)
+            self.stats.messages_out += n
+            await self.emit(Piece(block, n, job.oldest_window()))
+        self._release(job)
+
+    def _release(self, job: Job) -> None:
+        for p in job.pieces:
+            p.window.release(self.level, p.count)
+
+
+def _messages_of(block: bytes, eom: bytes) -> list[bytes]:
+    parts = block.split(eom)
+    parts.pop()
+    return [m + eom for m in parts]
+
+
+def _violation(problem: str, snippet: bytes = b"") -> ProtocolViolation:
+    return ProtocolViolation(problem, snippet)
+
+
+class ExtractDriver(_Driver):
+    """An E-stage instance: plain (one window) or cyclic (a window per request)."""
+
+    def __init__(
+        self,
+        stage: StageConfig,
+        state_dir: str,
+        spawn: SpawnFn,
+        stats: StageStats,
+        emit: EmitFn,
+        open_window: Callable[[str, object], Window],
+        next_request: Callable[[str], Awaitable[object]],
+        once: bool,
+    ) -> None:
+        super().__init__(stage, 0, state_dir, spawn, stats)
+        self.emit = emit
+        self.open_window = open_window
+        self.next_request = next_request  # waits until a request may be sent; returns it or STOP
+        self.once = once
+        self.eom = stage.markers.EOM
+        self.stopping = False
+
+    def request_stop(self) -> None:
+        """Graceful stop: a plain E-worker is asked to end (stdin closed, then SIGTERM)."""
+        self.stopping = True
+        if self.stage.mode == "plain":
+            for s in self.sessions.values():
+                asyncio.ensure_future(s.stop(self.stage.stop_timeout))
+
+    async def run(self) -> None:
+        await run_all(*(self._instance(i) for i in range(self.stage.instances)))
+
+    async def _instance(self, i: int) -> None:
+        label = self.label(i)
+        restarts = Restarts(self.stage, label)
+        window: Window | None = None  # reopened and asked again after a failure
+        request: object = None
+        while True:
+            session = await self.start(i)
+            try:
+                if self.stage.mode == "plain":
+                    window = window or self.open_window(label, None)
+                    await self._plain(session, window)
+                    code = await session.stop(self.stage.stop_timeout)
+                    if self.stopping:
+                        log.info("%s stopped before its end; its window will be extracted again next run", label)
+                        return
+                    if code != 0:
+                        raise await session.gone(f"exited with status {code} (a plain E-worker ends with 0)")
+                    window.close()
+                    return
+                while True:
+                    if window is None:
+                        request = await self.next_request(label)
+                        if request is STOP:
+                            await session.stop(self.stage.stop_timeout)
+                            return
+                        window = self.open_window(label, request)
+                    empty = await self._cycle(session, window, request)
+                    window.close()
+                    window = None
+                    restarts.succeeded()
+                    if empty:
+                        self.stats.empty_cycles += 1
+                        if self.once:  # its request acknowledged every earlier window
+                            self.stats.exhausted = True
+                            await session.stop(self.stage.stop_timeout)
+                            return
+                        await asyncio.sleep(self.stage.poll_interval)
+            except WorkerError as exc:
+                session.kill()
+                self.stats.restarts += 1
+                if window is not None:
+                    window.attempts += 1
+                await restarts.wait(exc)
+
+    async def _plain(self, session: WorkerSession, window: Window) -> None:
+        while True:
+            tokens = await session.read_tokens()
+            if tokens is None:
+                return
+            session.completed += 1
+            for tok in tokens:
+                assert isinstance(tok, bytes)
+                await self._forward(tok, window)
+
+    async def _cycle(self, session: WorkerSession, window: Window, request: object) -> bool:
+        """Send one request, forward its messages as they come; True when it was empty."""
+        raw = request if isinstance(request, bytes) else b""
+        job = Job([], 1, False)
+        job.started = time.monotonic()
+        session.inflight.append(job)
+        await session.write(raw + self.eom)
+        before = window.messages
+        while True:
+            tokens = await session.read_tokens()
+            if tokens is None:
+                raise await session.gone("exited in the middle of a cycle (before EOP)")
+            for k, tok in enumerate(tokens):
+                if tok is EOP:
+                    if k != len(tokens) - 1:
+                        rest = b"".join(t for t in tokens[k + 1 :] if isinstance(t, bytes))
+                        raise session.violation(_violation("bytes after EOP before the next request", rest))
+                    session.inflight.clear()
+                    session.completed += 1
+                    return window.messages == before
+                assert isinstance(tok, bytes)
+                await self._forward(tok, window)
+
+    async def _forward(self, block: bytes, window: Window) -> None:
+        n = block.count(self.eom)
+        window.messages += n
+        self.stats.messages_out += n
+        await self.emit(Piece(block, n, window))
+
+
+STOP = object()
+
+
+__all__ = ["STOP", "ExtractDriver", "Restarts", "TransformDriver", "cut_block"]

@@ -1,0 +1,197 @@
+"""What flows between stages: windows, pieces, inboxes and jobs (DESIGN.md §3).
+
+A **piece** is a block of complete messages (each followed by EOM) that all belong to
+one window.  A **window** counts, per pipeline level, how many of its messages are still
+waiting or being worked on there; it is *done* when it is closed at its source and no
+message derived from it is left at any level.  An **inbox** is the bounded buffer in
+front of a stage (backpressure).  A **job** is what a stage driver writes to a worker
+in one go: one batch, or several single-message requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+
+class Window:
+    """One cycle of a cyclic E-stage, or the whole run of a plain one."""
+
+    __slots__ = ("_on_change", "attempts", "closed", "live", "messages", "opened", "request", "seq", "source")
+
+    def __init__(
+        self,
+        source: str,
+        seq: int,
+        levels: int,
+        request: object = None,
+        on_change: Callable[[Window], None] | None = None,
+    ) -> None:
+        self.source = source  # "stage#instance" of the extractor
+        self.seq = seq
+        self.request = request  # {"start": S, "end": E} with supervisor-managed offsets
+        self.closed = False
+        self.live = [0] * levels
+        self.messages = 0  # extracted in this window
+        self.opened = time.time()
+        self.attempts = 0
+        self._on_change = on_change
+
+    def __repr__(self) -> str:
+        return f"Window({self.source}#{self.seq}, closed={self.closed}, live={self.live})"
+
+    @property
+    def done(self) -> bool:
+        return self.closed and not any(self.live)
+
+    def settled_before(self, level: int) -> bool:
+        """No more of this window's messages can reach ``level``: the barrier has passed."""
+        return self.closed and not any(self.live[1:level])
+
+    def add(self, level: int, n: int) -> None:
+        self.live[level] += n
+
+    def release(self, level: int, n: int) -> None:
+        self.live[level] -= n
+        if self._on_change is not None:
+            self._on_change(self)
+
+    def close(self) -> None:
+        self.closed = True
+        if self._on_change is not None:
+            self._on_change(self)
+
+
+class Piece:
+    __slots__ = ("block", "count", "window")
+
+    def __init__(self, block: bytes, count: int, window: Window) -> None:
+        self.block = block
+        self.count = count
+        self.window = window
+
+
+def cut_block(block: bytes, n: int, eom: bytes) -> tuple[bytes, bytes]:
+    """The first ``n`` messages of a block, and the rest.
+
+    >>> cut_block(b"a\\nb\\nc\\n", 2, b"\\n")
+    (b'a\\nb\\n', b'c\\n')
+    """
+    rest = block.split(eom, n)[-1]
+    cut = len(block) - len(rest)
+    return block[:cut], rest
+
+
+class Inbox:
+    """Bounded FIFO of pieces in front of a stage.  ``put`` waits while it is full."""
+
+    def __init__(self, level: int, eom: bytes, capacity_bytes: int) -> None:
+        self.level = level
+        self._eom = eom
+        self.capacity = capacity_bytes
+        self._items: collections.deque[Piece] = collections.deque()
+        self.bytes = 0
+        self.messages = 0
+        self._space = asyncio.Event()
+        self._space.set()
+        self.changed = asyncio.Event()  # new input, or a window settled upstream
+        self.closed = False  # no more input will come
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def notify(self) -> None:
+        self.changed.set()
+
+    def close(self) -> None:
+        self.closed = True
+        self.changed.set()
+
+    async def put(self, piece: Piece) -> None:
+        """Wait for room, then append (a piece bigger than the capacity fits when empty)."""
+        while self.bytes and self.bytes + len(piece.block) > self.capacity:
+            self._space.clear()
+            await self._space.wait()
+        self.put_nowait(piece)
+
+    def put_nowait(self, piece: Piece, front: bool = False) -> None:
+        if front:
+            self._items.appendleft(piece)
+        else:
+            self._items.append(piece)
+        self.bytes += len(piece.block)
+        self.messages += piece.count
+        self.changed.set()
+
+    def take(self, max_messages: int) -> list[Piece]:
+        """Up to ``max_messages`` messages from the front, splitting a piece if needed."""
+        out: list[Piece] = []
+        want = max_messages
+        items = self._items
+        while items and want > 0:
+            piece = items[0]
+            if piece.count <= want:
+                items.popleft()
+                out.append(piece)
+                want -= piece.count
+                self.bytes -= len(piece.block)
+                self.messages -= piece.count
+            else:
+                head, rest = cut_block(piece.block, want, self._eom)
+                out.append(Piece(head, want, piece.window))
+                piece.block = rest
+                piece.count -= want
+                self.bytes -= len(head)
+                self.messages -= want
+                want = 0
+        if self.bytes < self.capacity:
+            self._space.set()
+        if not items:
+            self.changed.clear()
+        return out
+
+    def drain_all(self) -> list[Piece]:
+        out = list(self._items)
+        self._items.clear()
+        self.bytes = self.messages = 0
+        self._space.set()
+        return out
+
+
+@dataclass(eq=False)
+class Job:
+    """Work written to one worker in one go: a batch, or ``requests`` single messages."""
+
+    pieces: list[Piece]
+    requests: int  # EOPs that end it
+    batch: bool
+    attempts: int = 0
+    results: list[bytes] = field(default_factory=list)
+    eops: int = 0
+    started: float = 0.0
+    error: str = ""
+    closed: bool = False  # batch: EOB written, or filled (worker-driven)
+    awaiting_bnc: bool = False  # worker-driven: a BNC is due for the last message sent
+    bounds: list[int] = field(default_factory=list)  # len(results) at each EOP: per-request grouping
+
+    @property
+    def messages(self) -> int:
+        return sum(p.count for p in self.pieces)
+
+    @property
+    def block(self) -> bytes:
+        if len(self.pieces) == 1:
+            return self.pieces[0].block
+        return b"".join(p.block for p in self.pieces)
+
+    def oldest_window(self) -> Window:
+        return min((p.window for p in self.pieces), key=lambda w: (w.opened, w.seq))
+
+    def reset(self) -> None:
+        self.results.clear()
+        self.bounds.clear()
+        self.eops = 0
+        self.closed = self.awaiting_bnc = False

@@ -1,0 +1,353 @@
+"""The pipeline: stages wired in levels, windows tracked, checkpoints committed.
+
+Levels: 0 holds the E-stages, 1..t the T-stages in order, t+1 the L-stages (each
+L-stage receives every result).  A window is done when nothing derived from it is
+left at any level; windows of one extractor commit in order (DESIGN.md §3).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import json
+import logging
+import os
+import signal
+import time
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from etlstage.config.model import PipelineConfig, StageConfig
+from etlstage.errors import EtlstageError, PipelineError, WorkerError
+from etlstage.protocol.framing import reframe, split_block
+from etlstage.protocol.scenario import Scenario
+from etlstage.runtime.driver import STOP, ExtractDriver, TransformDriver
+from etlstage.runtime.flow import Inbox, Job, Piece, Window
+from etlstage.runtime.offsets import make_policy
+from etlstage.runtime.stats import StageStats
+from etlstage.runtime.tasks import cancel, run_all
+from etlstage.runtime.transport import ProcessTransport, Transport
+from etlstage.state.store import StateStore, ensure_private_dir
+
+log = logging.getLogger("etlstage.pipeline")
+
+
+@dataclass
+class Source:
+    """An E-stage instance and the windows it opened, oldest first."""
+
+    label: str
+    stage: StageConfig
+    windows: collections.deque[Window] = field(default_factory=collections.deque)
+    next_seq: int = 0
+    next_start: object = None  # supervisor-managed offsets: start of the next request
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class Pipeline:
+    def __init__(self, config: PipelineConfig, *, once: bool = False, extra_env: dict[str, str] | None = None) -> None:
+        self.config = config
+        self.once = once
+        self.extra_env = extra_env or {}
+        self.state_dir = Path(config.state_dir)
+        self.store = StateStore(self.state_dir)
+        ext = [s for s in config.stages if s.type == "E"]
+        trans = [s for s in config.stages if s.type == "T"]
+        loads = [s for s in config.stages if s.type == "L"]
+        self.levels: list[list[StageConfig]] = [ext, *([t] for t in trans), loads]
+        self.n_levels = len(self.levels)
+        self.stats = {s.name: StageStats(s.name, s.type) for s in config.stages}
+        self.inputs: dict[str, list[Inbox]] = {}
+        for level, stages in enumerate(self.levels[1:], start=1):
+            for s in stages:
+                if s.partition_by and s.instances > 1:
+                    self.inputs[s.name] = [Inbox(level, s.markers.EOM, config.buffer_bytes) for _ in range(s.instances)]
+                else:
+                    box = Inbox(level, s.markers.EOM, config.buffer_bytes)
+                    self.inputs[s.name] = [box] * s.instances
+        self.sources: dict[str, Source] = {}
+        self._extractors: list[ExtractDriver] = []
+        self.stopping = False
+        self.started = time.monotonic()
+        self._all_inboxes = list({id(b): b for boxes in self.inputs.values() for b in boxes}.values())
+        self._policies = {
+            s.name: make_policy(
+                s.offset_policy.kind,
+                s.offset_policy.start,
+                s.offset_policy.step,
+                s.offset_policy.lag,
+                f"stage {s.name!r}: offset_policy",
+            )
+            for s in ext
+            if s.mode == "cyclic" and s.offsets == "supervisor" and s.offset_policy
+        }
+
+    # --- spawning ---------------------------------------------------------------------------
+
+    def stage_dir(self, stage: StageConfig) -> str:
+        return str(ensure_private_dir(self.state_dir / "stages" / stage.name))
+
+    async def spawn(self, stage: StageConfig, scenario: Scenario, label: str) -> Transport:
+        env = dict(os.environ)
+        env.update(self.extra_env)
+        env.update(stage.env)
+        env.update(scenario.to_env())
+        argv = scenario.expand(stage.argv())
+        cwd = stage.cwd or self.config.base_dir
+        return await ProcessTransport.spawn(argv, env, cwd, label)
+
+    # --- moving pieces between levels -----------------------------------------------------
+
+    def emitter(self, level: int, stage: StageConfig):  # type: ignore[no-untyped-def]
+        targets = self.levels[level + 1]
+
+        async def emit(piece: Piece) -> None:
+            for t in targets:
+                block = piece.block
+                if t.markers != stage.markers:  # same markers: the reply parser has checked already
+                    block = reframe(block, stage.markers, t.markers, f"stage {t.name!r}")
+                piece.window.add(level + 1, piece.count)
+                boxes = self.inputs[t.name]
+                if t.partition_by and t.instances > 1:
+                    for i, (part, n) in enumerate(_partition(block, t)):
+                        if n:
+                            await boxes[i].put(Piece(part, n, piece.window))
+                else:
+                    await boxes[0].put(Piece(block, piece.count, piece.window))
+
+        return emit
+
+    # --- windows ----------------------------------------------------------------------------
+
+    def open_window(self, label: str, request: object) -> Window:
+        src = self.sources[label]
+        w = Window(label, src.next_seq, self.n_levels, request, self._window_changed)
+        src.next_seq += 1
+        src.windows.append(w)
+        doc = json.loads(request) if isinstance(request, bytes) and request else None
+        self.store.open_window(label, w.seq, doc)
+        return w
+
+    def _window_changed(self, w: Window) -> None:
+        for box in self._all_inboxes:
+            box.notify()
+        if w.done:
+            self._commit_done(self.sources[w.source])
+
+    def _commit_done(self, src: Source) -> None:
+        committed = False
+        while src.windows and src.windows[0].done:
+            w = src.windows.popleft()
+            end = json.loads(w.request).get("end") if isinstance(w.request, bytes) and w.request else None
+            self.store.commit(src.label, w.seq, end, w.messages)
+            committed = True
+        if committed:
+            src.changed.set()
+
+    async def next_request(self, label: str) -> object:
+        """Wait until ``label`` may be sent its next cycle request, and make it (or STOP)."""
+        src = self.sources[label]
+        stage = src.stage
+        limit = 1 if stage.offsets == "worker" else self.config.max_inflight_windows
+        while True:
+            if self.stopping:
+                return STOP
+            if len(src.windows) < limit:
+                break
+            src.changed.clear()
+            await src.changed.wait()
+        if stage.offsets == "worker":
+            return b""
+        policy = self._policies[stage.name]
+        while True:
+            span = policy.window(src.next_start)
+            if span is not None:
+                break
+            if self.once:
+                return STOP
+            await asyncio.sleep(min(policy.wait_seconds(src.next_start), stage.poll_interval) or 0.05)
+            if self.stopping:
+                return STOP
+        src.next_start = span[1]
+        return json.dumps({"start": span[0], "end": span[1]}, separators=(",", ":")).encode()
+
+    # --- dead letters -----------------------------------------------------------------------
+
+    def deadletter(self, stage: StageConfig, job: Job, error: str) -> None:
+        ident = self.store.add_deadletter(stage.name, job.attempts, error, job.block, job.messages, stage.markers.eom)
+        log.error(
+            "stage %r: %d message(s) failed %d times; written to the dead-letter store as #%d "
+            "(etlstage deadletter show %d)",
+            stage.name,
+            job.messages,
+            job.attempts,
+            ident,
+            ident,
+        )
+
+    # --- running ----------------------------------------------------------------------------
+
+    def _drivers(self) -> list[tuple[int, ExtractDriver | TransformDriver]]:
+        out: list[tuple[int, ExtractDriver | TransformDriver]] = []
+        for level, stages in enumerate(self.levels):
+            for s in stages:
+                stats = self.stats[s.name]
+                sdir = self.stage_dir(s)
+                if level == 0:
+                    for i in range(s.instances):
+                        label = s.name if s.instances == 1 else f"{s.name}#{i}"
+                        end, done = self.store.committed(label)
+                        policy = self._policies.get(s.name)
+                        self.sources[label] = Source(
+                            label,
+                            s,
+                            next_seq=done,
+                            next_start=end if end is not None else (policy.first() if policy else None),
+                        )
+                    out.append(
+                        (
+                            level,
+                            ExtractDriver(
+                                s,
+                                sdir,
+                                self.spawn,
+                                stats,
+                                self.emitter(0, s),
+                                self.open_window,
+                                self.next_request,
+                                self.once,
+                            ),
+                        )
+                    )
+                else:
+                    emit = self.emitter(level, s) if s.type == "T" else _no_emit
+                    out.append(
+                        (
+                            level,
+                            TransformDriver(
+                                s, level, sdir, self.spawn, stats, self.inputs[s.name], emit, self.deadletter
+                            ),
+                        )
+                    )
+        return out
+
+    async def run(self) -> None:
+        """Run to the end (``once``) or until :meth:`stop`; raises PipelineError on failure."""
+        stale = self.store.forget_open_windows()
+        if stale:
+            log.info("%d window(s) left open by an earlier run will be extracted again", stale)
+        drivers = self._drivers()
+        self._extractors = [d for _, d in drivers if isinstance(d, ExtractDriver)]
+        by_level: dict[int, list[ExtractDriver | TransformDriver]] = collections.defaultdict(list)
+        for level, d in drivers:
+            by_level[level].append(d)
+
+        async def run_level(level: int) -> None:
+            await run_all(*(d.run() for d in by_level[level]))
+            # nothing more will come out of this level: close the next level's inboxes
+            if level + 1 < self.n_levels:
+                for s in self.levels[level + 1]:
+                    for box in self.inputs[s.name]:
+                        box.close()
+
+        self.store.heartbeat(self.progress())
+        beat = asyncio.ensure_future(self._heartbeat())
+        try:
+            await run_all(*(run_level(level) for level in range(self.n_levels)))
+        except BaseException:
+            for _, d in drivers:
+                d.kill_all()
+            raise
+        finally:
+            await cancel([beat])
+            self.store.end_run()
+        undone = [w for src in self.sources.values() for w in src.windows if not w.done]
+        if undone and not self.stopping:
+            raise PipelineError(f"{len(undone)} window(s) were not completed: {undone[:3]}")
+
+    async def _heartbeat(self) -> None:
+        while True:
+            await asyncio.sleep(2.0)
+            self.store.heartbeat(self.progress())
+
+    def stop(self) -> None:
+        """Graceful: no new requests; what is in flight drains; then workers stop."""
+        if not self.stopping:
+            log.info("stopping: no new requests; draining what is in flight")
+        self.stopping = True
+        for src in self.sources.values():
+            src.changed.set()
+        for d in self._extractors:
+            d.request_stop()
+
+    def progress(self) -> dict[str, object]:
+        return {
+            "pid": os.getpid(),
+            "elapsed": round(time.monotonic() - self.started, 3),
+            "stages": {
+                n: {
+                    "in": s.messages_in,
+                    "out": s.messages_out,
+                    "jobs": s.jobs,
+                    "in_flight": s.in_flight,
+                    "restarts": s.restarts,
+                    "deadletters": s.deadletters,
+                }
+                for n, s in self.stats.items()
+            },
+            "windows_in_flight": sum(len(src.windows) for src in self.sources.values()),
+        }
+
+
+async def _no_emit(piece: Piece) -> None:  # an L-stage has no results
+    raise AssertionError("L-stage results are refused by the driver")
+
+
+def _partition(block: bytes, stage: StageConfig) -> list[tuple[bytes, int]]:
+    """Split a block by the hash of each message's ``partition_by`` key (per-message JSON)."""
+    eom = stage.markers.EOM
+    parts: list[list[bytes]] = [[] for _ in range(stage.instances)]
+    pointer = stage.partition_by or ""
+    for m in split_block(block, stage.markers):
+        key = _pointer_key(m, pointer)
+        parts[zlib.crc32(key) % stage.instances].append(m)
+    return [(eom.join(p) + eom if p else b"", len(p)) for p in parts]
+
+
+def _pointer_key(message: bytes, pointer: str) -> bytes:
+    try:
+        doc: object = json.loads(message)
+    except ValueError:
+        return message  # not JSON: the whole message is its key
+    for token in pointer.split("/")[1:]:
+        token = token.replace("~1", "/").replace("~0", "~")
+        if isinstance(doc, dict):
+            doc = doc.get(token)
+        elif isinstance(doc, list) and token.isdigit() and int(token) < len(doc):
+            doc = doc[int(token)]
+        else:
+            doc = None
+        if doc is None:
+            break
+    return json.dumps(doc, sort_keys=True).encode()
+
+
+def install_signal_handlers(pipeline: Pipeline, hard_stop: asyncio.Future[None]) -> None:
+    loop = asyncio.get_running_loop()
+    count = {"n": 0}
+
+    def on_signal(sig: signal.Signals) -> None:
+        count["n"] += 1
+        if count["n"] == 1:
+            log.warning("received %s: stopping gracefully (again to stop at once)", sig.name)
+            pipeline.stop()
+        elif not hard_stop.done():
+            log.error("received %s again: stopping at once", sig.name)
+            hard_stop.set_result(None)
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, on_signal, sig)
+
+
+__all__ = ["EtlstageError", "Pipeline", "WorkerError", "install_signal_handlers"]

@@ -1,0 +1,77 @@
+"""Progress while a pipeline runs, and the summary at its end.
+
+On a terminal: a table redrawn in place every second.  Otherwise: one plain log line
+per stage every ``interval`` seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+import time
+from typing import TextIO
+
+from etlstage.runtime.pipeline import Pipeline
+
+log = logging.getLogger("etlstage.progress")
+
+
+def _rate(n: int, seconds: float) -> str:
+    return f"{n / seconds:,.0f}/s" if seconds > 0 else "-"
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:,.0f} MB"
+
+
+def table(pipeline: Pipeline, live: bool = True) -> list[str]:
+    elapsed = time.monotonic() - pipeline.started
+    head = f"{'stage':<16} {'type':<4} {'in':>12} {'out':>12} {'rate':>12} {'in flight':>9} {'restarts':>8}"
+    if live:
+        head += f" {'rss':>8} {'cpu':>6}"
+    rows = [head]
+    for s in pipeline.stats.values():
+        n = s.messages_out if s.type == "E" else s.messages_in
+        row = (
+            f"{s.name:<16} {s.type:<4} {s.messages_in:>12,} {s.messages_out:>12,} {_rate(n, elapsed):>12} "
+            f"{s.in_flight:>9} {s.restarts:>8}"
+        )
+        if live:
+            rss, cpu = s.resources()
+            row += f" {_mb(rss):>8} {cpu:>5.0f}%"
+        rows.append(row)
+    rows.append(
+        f"windows in flight: {sum(len(src.windows) for src in pipeline.sources.values())}   elapsed: {elapsed:,.1f}s"
+    )
+    return rows
+
+
+async def report(pipeline: Pipeline, stream: TextIO | None = None, interval: float = 10.0) -> None:
+    stream = stream or sys.stderr
+    tty = stream.isatty()
+    drawn = 0
+    while True:
+        await asyncio.sleep(1.0 if tty else interval)
+        rows = table(pipeline)
+        if tty:
+            if drawn:
+                stream.write(f"\x1b[{drawn}F\x1b[J")
+            stream.write("\n".join(rows) + "\n")
+            stream.flush()
+            drawn = len(rows)
+        else:
+            for r in rows[1:-1]:
+                log.info("progress %s", " ".join(r.split()))
+
+
+def summary(pipeline: Pipeline) -> str:
+    elapsed = time.monotonic() - pipeline.started
+    rows = table(pipeline, live=False)
+    extract = sum(s.messages_out for s in pipeline.stats.values() if s.type == "E")
+    dead = sum(s.deadletters for s in pipeline.stats.values())
+    rows.append(
+        f"extracted {extract:,} messages in {elapsed:,.2f}s ({_rate(extract, elapsed)})"
+        + (f"; {dead:,} message(s) in the dead-letter store" if dead else "")
+    )
+    return "\n".join(rows)

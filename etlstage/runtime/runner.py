@@ -1,0 +1,48 @@
+"""Run a pipeline to its end: signals, progress, summary, exit status."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+
+from etlstage.config.model import PipelineConfig
+from etlstage.errors import EtlstageError
+from etlstage.runtime.pipeline import Pipeline, install_signal_handlers
+from etlstage.runtime.progress import report, summary
+from etlstage.runtime.tasks import cancel
+
+log = logging.getLogger("etlstage")
+
+
+async def run_pipeline(
+    config: PipelineConfig, *, once: bool = False, progress: bool = True, extra_env: dict[str, str] | None = None
+) -> int:
+    """0 when done (or stopped gracefully), 1 on a pipeline failure, 2 on a state/config error."""
+    try:
+        pipeline = Pipeline(config, once=once, extra_env=extra_env)
+    except EtlstageError as exc:
+        log.error("%s", exc)
+        return exc.exit_code
+    hard_stop: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    install_signal_handlers(pipeline, hard_stop)
+    names = " → ".join(s.name for s in config.stages)
+    log.info("pipeline %s: %s (state in %s)%s", config.name, names, config.state_dir, " --once" if once else "")
+    runner = asyncio.ensure_future(pipeline.run())
+    reporter = asyncio.ensure_future(report(pipeline)) if progress else None
+    code = 0
+    try:
+        await asyncio.wait({runner, hard_stop}, return_when=asyncio.FIRST_COMPLETED)
+        if hard_stop.done() and not runner.done():
+            log.error("stopped at once: in-flight windows will be extracted again next run")
+            code = 1
+        else:
+            runner.result()
+    except EtlstageError as exc:
+        log.error("pipeline failed: %s", exc)
+        code = 1
+    finally:
+        tasks = [t for t in (runner, reporter) if t is not None]
+        await cancel(tasks)  # type: ignore[arg-type]
+    print(summary(pipeline), file=sys.stderr)
+    return code

@@ -1,0 +1,159 @@
+"""One conversation with one worker: write requests, read replies, enforce time limits.
+
+A :class:`WorkerSession` owns a transport and a :class:`ReplyParser`.  It turns
+everything that can go wrong with a worker — a broken pipe, an early exit, a timeout,
+bytes the protocol does not allow — into one :class:`WorkerError` that names the stage,
+the command, the pid, the exit status, an escaped snippet and the stderr tail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import time
+
+from etlstage.config.model import Timeouts
+from etlstage.errors import ProtocolViolation, WorkerError, WorkerGone, WorkerTimeout, escape_bytes
+from etlstage.protocol.framing import ReplyParser, Token
+from etlstage.protocol.scenario import Scenario
+from etlstage.runtime.flow import Job
+from etlstage.runtime.transport import Transport
+
+
+class WorkerSession:
+    def __init__(
+        self,
+        transport: Transport,
+        scenario: Scenario,
+        label: str,
+        argv: list[str],
+        timeouts: Timeouts,
+        max_message_bytes: int,
+    ) -> None:
+        self.transport = transport
+        self.scenario = scenario
+        self.label = label
+        self.argv = argv
+        self.timeouts = timeouts
+        self.parser = ReplyParser(
+            scenario.markers,
+            bnc_allowed=scenario.worker_driven,
+            eop_allowed=scenario.has_requests,
+            max_message_bytes=max_message_bytes,
+        )
+        self.inflight: collections.deque[Job] = collections.deque()
+        self.completed = 0  # requests answered by this process
+        self.started = time.monotonic()
+        self.last_output = self.started
+        self.closing = False  # we closed its stdin on purpose
+
+    # --- errors ---------------------------------------------------------------------
+
+    def context(self, snippet: bytes = b"") -> list[str]:
+        code = self.transport.returncode()
+        lines = [
+            f"stage: {self.label} ({self.scenario.type}-stage, mode {self.scenario.mode}"
+            + (
+                f", batch_size {self.scenario.batch_size}, {self.scenario.batch_driver}-driven"
+                if self.scenario.is_batch
+                else ""
+            )
+            + ")",
+            f"command: {self.argv!r}",
+            f"pid: {self.transport.pid}",
+            f"exit status: {_describe_status(code)}",
+        ]
+        if snippet:
+            lines.append(f"bytes: {escape_bytes(snippet)}")
+        tail = self.transport.stderr_tail()
+        if tail:
+            lines.append("stderr (last lines):")
+            lines.extend(f"  | {t}" for t in tail[-10:])
+        else:
+            lines.append("stderr: (nothing)")
+        return lines
+
+    def violation(self, exc: ProtocolViolation) -> WorkerError:
+        return WorkerError(f"protocol violation by {self.label}: {exc.problem}", self.context(exc.snippet))
+
+    async def gone(self, what: str) -> WorkerGone:
+        """The worker went away: wait briefly for its exit status so the report has it."""
+        try:
+            async with asyncio.timeout(2.0):
+                await self.transport.wait()
+        except TimeoutError:
+            pass
+        return WorkerGone(f"{self.label} {what}", self.context())
+
+    # --- I/O ------------------------------------------------------------------------
+
+    async def write(self, data: bytes) -> None:
+        try:
+            await self.transport.write(data)
+        except (BrokenPipeError, ConnectionResetError, RuntimeError, OSError) as exc:
+            raise await self.gone(
+                f"stopped reading its stdin ({type(exc).__name__}) — it exited or closed it"
+            ) from None
+
+    def _deadline(self) -> tuple[float | None, str]:
+        """The earliest time limit now running, with its name."""
+        best: tuple[float | None, str] = (None, "")
+        t = self.timeouts
+        if self.inflight:
+            head = self.inflight[0]
+            limit = t.startup if self.completed == 0 else t.request
+            if limit is not None:
+                best = (
+                    head.started + limit,
+                    f"{'start-up' if self.completed == 0 else 'request'} timeout of {limit:g}s",
+                )
+        elif not self.scenario.has_requests and t.startup is not None and self.completed == 0:
+            best = (self.started + t.startup, f"start-up timeout of {t.startup:g}s (no output yet)")
+        if t.idle is not None and (self.inflight or not self.scenario.has_requests):
+            idle_at = self.last_output + t.idle
+            if best[0] is None or idle_at < best[0]:
+                best = (idle_at, f"idle timeout of {t.idle:g}s (no output)")
+        return best
+
+    async def read_tokens(self) -> list[Token] | None:
+        """The next tokens from the worker's stdout; None at end of file."""
+        deadline, what = self._deadline()
+        try:
+            if deadline is None:
+                chunk = await self.transport.read()
+            else:
+                async with asyncio.timeout_at(
+                    asyncio.get_running_loop().time() + max(0.0, deadline - time.monotonic())
+                ):
+                    chunk = await self.transport.read()
+        except TimeoutError:
+            raise WorkerTimeout(f"{self.label} did not answer within its {what}", self.context()) from None
+        except (ConnectionResetError, OSError) as exc:
+            raise await self.gone(f"stdout failed: {exc}") from None
+        if not chunk:
+            return None
+        self.last_output = time.monotonic()
+        try:
+            return self.parser.feed(chunk)
+        except ProtocolViolation as exc:
+            raise self.violation(exc) from None
+
+    async def stop(self, grace: float = 10.0) -> int | None:
+        self.closing = True
+        return await self.transport.stop(grace)
+
+    def kill(self) -> None:
+        self.transport.kill()
+
+
+def _describe_status(code: int | None) -> str:
+    if code is None:
+        return "still running"
+    if code < 0:
+        import signal
+
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return str(code)
