@@ -19,6 +19,7 @@ L (any T mode)                       as T                    ``\\x00``
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
@@ -98,21 +99,17 @@ class Scenario:
         return {k[len("ETLSTAGE_") :].lower(): v for k, v in self.to_env().items()}
 
     def expand(self, argv: list[str]) -> list[str]:
-        """``argv`` with ``{eom}``, ``{batch_size}``, … replaced; ``{{`` stays a brace."""
+        """``argv`` with ``{eom}``, ``{batch_size}``, … replaced; other braces are left alone.
+
+        ``{{eom}}`` stands for a literal ``{eom}``.
+        """
         values = self.placeholders()
-        out = []
-        for arg in argv:
-            try:
-                out.append(arg.format_map(values))
-            except (KeyError, ValueError, IndexError) as exc:
-                known = ", ".join("{" + k + "}" for k in sorted(values))
-                raise ConfigError(
-                    [
-                        f"command argument {arg!r}: bad placeholder ({exc}); known: {known} (write {{{{ for a literal brace)"
-                    ],
-                    f"stage {self.stage!r}",
-                ) from None
-        return out
+        pattern = re.compile(r"\{\{(" + "|".join(values) + r")\}\}|\{(" + "|".join(values) + r")\}")
+
+        def sub(m: re.Match[str]) -> str:
+            return "{" + m.group(1) + "}" if m.group(1) else values[m.group(2)]
+
+        return [pattern.sub(sub, arg) for arg in argv]
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> Scenario:

@@ -44,9 +44,11 @@ class Restarts:
     def succeeded(self) -> None:
         self.in_a_row = 0
 
-    async def wait(self, error: WorkerError) -> None:
+    async def wait(self, error: WorkerError, charged: bool = False) -> None:
+        """Back off before a restart.  ``charged``: a job took the blame and its own tries
+        decide (on_failure); otherwise too many failures in a row stop the pipeline."""
         self.in_a_row += 1
-        if self.in_a_row > self.policy.max_restarts:
+        if self.in_a_row > self.policy.max_restarts and not charged:
             raise PipelineError(
                 f"{self.label} failed {self.in_a_row} times in a row (max_restarts={self.policy.max_restarts}); "
                 f"last error: {error}"
@@ -128,9 +130,10 @@ class TransformDriver(_Driver):
                 session.kill()
                 failed = list(session.inflight)
                 session.inflight.clear()
+                self.stats.in_flight -= len(failed)
                 retry[:0] = self._after_failure(failed, exc)
                 self.stats.restarts += 1
-                await restarts.wait(exc)
+                await restarts.wait(exc, charged=bool(failed))
                 continue
             code = await session.stop(self.stage.stop_timeout)
             if code not in (0, None):
@@ -163,7 +166,7 @@ class TransformDriver(_Driver):
                 head.attempts,
             )
             singles = [
-                Job([Piece(m, 1, p.window)], 1, head.batch, attempts=self.stage.restart.max_restarts)
+                Job([Piece(m, 1, p.window)], 1, head.batch, attempts=self.stage.restart.max_restarts, alone=True)
                 for p in head.pieces
                 for m in _messages_of(p.block, self.eom)
             ]
@@ -188,15 +191,17 @@ class TransformDriver(_Driver):
                 if job is None:
                     await drained.wait()
                     return
-                if not session.inflight:
-                    job.started = time.monotonic()
-                session.inflight.append(job)
+                if job.alone:
+                    await drained.wait()
+                session.add_job(job)
                 drained.clear()
                 self.stats.in_flight += 1
                 if worker_driven:
                     await self._feed_worker_driven(session, inbox, job, bnc)
                 else:
                     await session.write(self._frame(job))
+                if job.alone:
+                    await drained.wait()
 
         async def read() -> None:
             while True:
@@ -466,9 +471,7 @@ class ExtractDriver(_Driver):
     async def _cycle(self, session: WorkerSession, window: Window, request: object) -> bool:
         """Send one request, forward its messages as they come; True when it was empty."""
         raw = request if isinstance(request, bytes) else b""
-        job = Job([], 1, False)
-        job.started = time.monotonic()
-        session.inflight.append(job)
+        session.add_job(Job([], 1, False))
         await session.write(raw + self.eom)
         before = window.messages
         while True:

@@ -176,6 +176,7 @@ class Job:
     closed: bool = False  # batch: EOB written, or filled (worker-driven)
     awaiting_bnc: bool = False  # worker-driven: a BNC is due for the last message sent
     bounds: list[int] = field(default_factory=list)  # len(results) at each EOP: per-request grouping
+    alone: bool = False  # isolating a failure: nothing else in flight beside it, so blame is exact
 
     @property
     def messages(self) -> int:

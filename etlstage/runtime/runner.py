@@ -41,6 +41,9 @@ async def run_pipeline(
     except EtlstageError as exc:
         log.error("pipeline failed: %s", exc)
         code = 1
+    except Exception:
+        log.exception("pipeline failed on an internal error (please report it with this traceback)")
+        code = 1
     finally:
         tasks = [t for t in (runner, reporter) if t is not None]
         await cancel(tasks)  # type: ignore[arg-type]

@@ -46,6 +46,8 @@ class WorkerSession:
         self.started = time.monotonic()
         self.last_output = self.started
         self.closing = False  # we closed its stdin on purpose
+        self._read: asyncio.Future[bytes] | None = None
+        self._rearm = asyncio.Event()
 
     # --- errors ---------------------------------------------------------------------
 
@@ -115,19 +117,37 @@ class WorkerSession:
                 best = (idle_at, f"idle timeout of {t.idle:g}s (no output)")
         return best
 
+    def add_job(self, job: Job) -> None:
+        """A request was written: its time limit starts to run (now, if it is the head)."""
+        if not self.inflight:
+            job.started = time.monotonic()
+        self.inflight.append(job)
+        self._rearm.set()
+
     async def read_tokens(self) -> list[Token] | None:
-        """The next tokens from the worker's stdout; None at end of file."""
-        deadline, what = self._deadline()
+        """The next tokens from the worker's stdout; None at end of file.
+
+        The pending read survives while the time limits are re-evaluated (a request
+        written meanwhile starts its clock), so no byte is lost to a re-arm.
+        """
+        if self._read is None:
+            self._read = asyncio.ensure_future(self.transport.read())
+        while True:
+            deadline, what = self._deadline()
+            timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+            self._rearm.clear()
+            rearm = asyncio.ensure_future(self._rearm.wait())
+            try:
+                done, _ = await asyncio.wait({self._read, rearm}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                rearm.cancel()
+            if self._read in done:
+                break
+            if rearm not in done:
+                raise WorkerTimeout(f"{self.label} did not answer within its {what}", self.context())
+        task, self._read = self._read, None
         try:
-            if deadline is None:
-                chunk = await self.transport.read()
-            else:
-                async with asyncio.timeout_at(
-                    asyncio.get_running_loop().time() + max(0.0, deadline - time.monotonic())
-                ):
-                    chunk = await self.transport.read()
-        except TimeoutError:
-            raise WorkerTimeout(f"{self.label} did not answer within its {what}", self.context()) from None
+            chunk = task.result()
         except (ConnectionResetError, OSError) as exc:
             raise await self.gone(f"stdout failed: {exc}") from None
         if not chunk:
@@ -143,6 +163,8 @@ class WorkerSession:
         return await self.transport.stop(grace)
 
     def kill(self) -> None:
+        if self._read is not None:
+            self._read.cancel()
         self.transport.kill()
 
 

@@ -124,12 +124,11 @@ class ProcessTransport(Transport):
                 f"cannot start {label}: {argv[0]!r} is not executable",
                 [f"command: {argv!r}", "fix: chmod +x it, or run it through its interpreter (e.g. ['sh', 'x.sh'])"],
             ) from None
-        except OSError as exc:
+        except (OSError, ValueError) as exc:
             raise WorkerError(f"cannot start {label}: {exc}", [f"command: {argv!r}"]) from None
-        for stream in (proc.stdin, proc.stdout):
-            transport = getattr(stream, "transport", None) or getattr(stream, "_transport", None)
-            pipe = transport.get_extra_info("pipe") if transport is not None else None
-            if pipe is not None:
+        for fd in (0, 1):
+            with contextlib.suppress(AttributeError, ValueError, OSError):
+                pipe = proc._transport.get_pipe_transport(fd).get_extra_info("pipe")  # type: ignore[attr-defined]
                 _grow_pipe(pipe.fileno())
         return cls(proc, argv, label)
 

@@ -114,10 +114,10 @@ def raw_worker(kind: str) -> None:
         sys.exit(3)
     elif kind == "ignore-term":
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        data = sys.stdin.buffer.read()
-        out.write(b"\x00" * data.count(b"\n"))
-        out.flush()
-        time.sleep(3600)
+        while chunk := sys.stdin.buffer.read1(65536):  # an L-worker: EOP per message...
+            out.write(b"\x00" * chunk.count(b"\n"))
+            out.flush()
+        time.sleep(3600)  # ...that does not exit when its stdin closes, nor on SIGTERM
     elif kind == "marker-in-result":  # T: answers each message with a result holding BNC's byte 0x11
         while sys.stdin.buffer.read1(65536):
             out.write(b"bad\x11byte\n\x00")

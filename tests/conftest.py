@@ -1,0 +1,57 @@
+"""Shared helpers: write a stages.yaml, run the real `etlstage` CLI on it, read results."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).parent
+TW = str(HERE / "workers" / "tw.py")
+PY = sys.executable
+
+
+@dataclass
+class Run:
+    code: int
+    stdout: str
+    stderr: str
+
+
+class PipelineDir:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def write(self, yaml_text: str, name: str = "stages.yaml") -> Path:
+        p = self.path / name
+        p.write_text(textwrap.dedent(yaml_text).replace("{PY}", PY).replace("{TW}", TW))
+        return p
+
+    def etlstage(self, *args: str, timeout: float = 120, env: dict[str, str] | None = None) -> Run:
+        full_env = {**os.environ, **(env or {})}
+        proc = subprocess.run(
+            [PY, "-m", "etlstage.cli", *args],
+            cwd=self.path,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=full_env,
+        )
+        return Run(proc.returncode, proc.stdout, proc.stderr)
+
+    def run(self, *args: str, timeout: float = 120) -> Run:
+        return self.etlstage("run", "stages.yaml", "--no-progress", *args, timeout=timeout)
+
+    def lines(self, name: str) -> list[str]:
+        p = self.path / name
+        return p.read_text().splitlines() if p.exists() else []
+
+
+@pytest.fixture
+def pdir(tmp_path: Path) -> PipelineDir:
+    return PipelineDir(tmp_path)

@@ -1,0 +1,193 @@
+"""Whole pipelines through the real `etlstage run`, every scenario of the protocol."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+
+
+def expected_fanout(n: int) -> list[str]:
+    out = []
+    for i in range(n):
+        k = i % 3
+        out += [] if k == 0 else [f"{i}a", f"{i}b"] if k == 1 else [str(i)]
+    return out
+
+
+def test_plain_extract_single_transform_worker_driven_load(pdir):
+    pdir.write("""
+        stages:
+          - {name: numbers, type: E, command: ["{PY}", "{TW}", count, "500"]}
+          - {name: fan, type: T, mode: single, command: ["{PY}", "{TW}", fanout]}
+          - {name: sink, type: L, mode: batch, batch_size: 7, batch_driver: worker,
+             command: ["{PY}", "{TW}", append, out.txt]}
+    """)
+    r = pdir.run("--once")
+    assert r.code == 0, r.stderr
+    assert sorted(pdir.lines("out.txt")) == sorted(expected_fanout(500))
+    assert "extracted 500 messages" in r.stderr
+
+
+@pytest.mark.parametrize(
+    "markers",
+    [
+        '{eom: "\\n", eop: 0x00, eob: 0x17, bnc: 0x11}',
+        '{eom: "|", eop: "#", eob: "~", bnc: "^"}',
+        "{eom: 0x1e, eop: 0x03, eob: 0x04, bnc: 0x05}",
+    ],
+    ids=["default", "printable", "control"],
+)
+def test_cyclic_worker_offsets_supervisor_batches_and_markers(pdir, markers):
+    pdir.write(f"""
+        markers: {markers}
+        stages:
+          - {{name: numbers, type: E, mode: cyclic, command: ["{{PY}}", "{{TW}}", count, "95", "10"]}}
+          - {{name: up, type: T, mode: batch, batch_size: 4, command: ["{{PY}}", "{{TW}}", fanout]}}
+          - {{name: sink, type: L, mode: batch, batch_size: 3, batch_driver: worker,
+              command: ["{{PY}}", "{{TW}}", append, out.txt]}}
+    """)
+    r = pdir.run("--once")
+    assert r.code == 0, r.stderr
+    assert sorted(pdir.lines("out.txt")) == sorted(expected_fanout(95))
+    # the worker committed its offsets as each next request arrived; 10 windows of data + 1 empty
+    assert (pdir.path / ".etlstage/stages/numbers/offset-0").read_text() == "95"
+    db = sqlite3.connect(pdir.path / ".etlstage/state.db")
+    (done,) = db.execute("SELECT window_seq FROM checkpoints WHERE source='numbers'").fetchone()
+    assert done == 11
+    # a second run resumes after the committed offsets: nothing new
+    r = pdir.run("--once")
+    assert r.code == 0, r.stderr
+    assert len(pdir.lines("out.txt")) == len(expected_fanout(95))
+
+
+def test_stage_markers_override_pipeline_markers(pdir):
+    pdir.write("""
+        markers: {eom: "|", eop: "#", eob: "~", bnc: "^"}
+        stages:
+          - {name: numbers, type: E, command: ["{PY}", "{TW}", count, "50"]}
+          - {name: up, type: T, mode: batch, batch_size: 5, batch_driver: worker,
+             markers: {eom: "\\n", eop: 0, eob: 0x17, bnc: 0x11}, command: ["{PY}", "{TW}", upper]}
+          - {name: sink, type: L, command: ["{PY}", "{TW}", append, out.txt]}
+    """)
+    r = pdir.run("--once")
+    assert r.code == 0, r.stderr
+    assert sorted(pdir.lines("out.txt"), key=int) == [str(i) for i in range(50)]
+
+
+def test_supervisor_offsets_counter_policy_commits_and_resumes(pdir):
+    pdir.write("""
+        max_inflight_windows: 3
+        stages:
+          - name: numbers
+            type: E
+            mode: cyclic
+            offsets: supervisor
+            offset_policy: {type: counter, start: 0, step: 7}
+            command: ["{PY}", "{TW}", count, "60"]
+          - {name: sink, type: L, mode: batch, batch_size: 10, command: ["{PY}", "{TW}", batches, b.jsonl]}
+    """)
+    r = pdir.run("--once")
+    assert r.code == 0, r.stderr
+    batches = [json.loads(line) for line in pdir.lines("b.jsonl")]
+    assert sorted(int(m) for b in batches for m in b) == list(range(60))
+    # a batch never mixes in messages after waiting: windows of 7 close their batches (barrier)
+    assert all(len(b) <= 10 for b in batches)
+    db = sqlite3.connect(pdir.path / ".etlstage/state.db")
+    (end,) = db.execute("SELECT committed_end FROM checkpoints WHERE source='numbers'").fetchone()
+    assert json.loads(end) == 70  # [56, 63) held 56..59; the empty [63, 70) ended the run and is committed too
+    r = pdir.run("--once")
+    assert r.code == 0
+    assert len([m for line in pdir.lines("b.jsonl") for m in json.loads(line)]) == 60
+
+
+def test_time_policy_requests_iso_ranges(pdir):
+    pdir.write("""
+        stages:
+          - name: clock
+            type: E
+            mode: cyclic
+            offsets: supervisor
+            offset_policy: {type: time, start: "2026-01-01T00:00:00Z", step: PT6H, lag: PT0S}
+            command: ["{PY}", echo.py]
+          - {name: sink, type: L, command: ["{PY}", "{TW}", append, out.txt]}
+    """)
+    (pdir.path / "echo.py").write_text(
+        "import sys\n"
+        "for line in iter(sys.stdin.buffer.readline, b''):\n"
+        "    sys.stdout.buffer.write(line + b'\\x00')\n"
+        "    sys.stdout.flush()\n"
+    )
+    # the worker echoes each request once; requests never stop (time keeps going), so stop it
+    import signal as sig
+    import subprocess
+    import sys
+    import time
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "etlstage.cli", "run", "stages.yaml", "--no-progress"],
+        cwd=pdir.path,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.time() + 30
+    while time.time() < deadline and len(pdir.lines("out.txt")) < 8:
+        time.sleep(0.2)
+    proc.send_signal(sig.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    first = [json.loads(line) for line in pdir.lines("out.txt")[:3]]
+    assert first[0] == {"start": "2026-01-01T00:00:00Z", "end": "2026-01-01T06:00:00Z"}
+    assert first[1]["start"] == first[0]["end"] and first[2]["end"] == "2026-01-01T18:00:00Z"
+
+
+def test_empty_messages_and_partial_batches_closed_by_linger(pdir):
+    pdir.write("""
+        stages:
+          - {name: src, type: E, command: ["{PY}", "-c", "import sys; sys.stdout.write(chr(10).join(['a', '', '', 'b', '']))"]}
+          - {name: t, type: T, mode: batch, batch_size: 100, linger: 0.05, command: ["{PY}", "{TW}", upper]}
+          - {name: sink, type: L, mode: batch, batch_size: 100, command: ["{PY}", "{TW}", batches, b.jsonl]}
+    """)
+    r = pdir.run("--once")
+    assert r.code == 0, r.stderr
+    assert [json.loads(x) for x in pdir.lines("b.jsonl")] == [["A", "", "", "B"]]
+
+
+def test_several_transforms_and_instances_partitioned_by_key(pdir):
+    src = "import json,sys; [print(json.dumps({'k': i % 5, 'i': i})) for i in range(300)]"
+    pdir.write(f"""
+        stages:
+          - {{name: src, type: E, command: ["{{PY}}", "-c", "{src}"]}}
+          - {{name: t1, type: T, mode: batch, batch_size: 8, instances: 3, partition_by: /k,
+              command: ["{{PY}}", "{{TW}}", pass]}}
+          - {{name: t2, type: T, mode: single, instances: 2, command: ["{{PY}}", "{{TW}}", pass]}}
+          - {{name: sink, type: L, mode: batch, batch_size: 50, command: ["{{PY}}", "{{TW}}", append, out.txt]}}
+    """)
+    r = pdir.run("--once")
+    assert r.code == 0, r.stderr
+    docs = [json.loads(x) for x in pdir.lines("out.txt")]
+    assert sorted(d["i"] for d in docs) == list(range(300))
+
+
+def test_two_loaders_each_receive_every_message(pdir):
+    pdir.write("""
+        stages:
+          - {name: src, type: E, command: ["{PY}", "{TW}", count, "100"]}
+          - {name: a, type: L, mode: batch, batch_size: 9, command: ["{PY}", "{TW}", append, a.txt]}
+          - {name: b, type: L, command: ["{PY}", "{TW}", append, b.txt]}
+    """)
+    r = pdir.run("--once")
+    assert r.code == 0, r.stderr
+    assert sorted(pdir.lines("a.txt"), key=int) == sorted(pdir.lines("b.txt"), key=int) == [str(i) for i in range(100)]
+
+
+def test_placeholders_in_commands(pdir):
+    pdir.write("""
+        stages:
+          - {name: src, type: E, command: ["{PY}", "-c", "import sys; print(sys.argv[1:])", "{eom}", "{stage}", "{type}"]}
+          - {name: sink, type: L, command: ["{PY}", "{TW}", append, out.txt]}
+    """)
+    r = pdir.run("--once")
+    assert r.code == 0, r.stderr
+    assert pdir.lines("out.txt") == ["['0a', 'src', 'E']"]

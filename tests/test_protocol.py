@@ -1,0 +1,151 @@
+"""The byte layer: markers, the reply and request parsers, re-framing."""
+
+from __future__ import annotations
+
+import pytest
+
+from etlstage.errors import MarkerError, MarkerInMessage, ProtocolViolation
+from etlstage.protocol import (
+    BNC,
+    DEFAULT_MARKERS,
+    EOB,
+    EOP,
+    Markers,
+    ReplyParser,
+    RequestParser,
+    Scenario,
+    check_messages,
+    parse_marker,
+    reframe,
+)
+
+PRINTABLE = Markers(eom=ord("|"), eop=ord("#"), eob=ord("~"), bnc=ord("^"))
+
+
+@pytest.mark.parametrize(
+    "value, expected",
+    [(0x17, 0x17), (0, 0), ("\n", 10), ("|", 124), ("0x11", 0x11), ("\\x00", 0), ("\x00", 0)],
+)
+def test_parse_marker_accepts_ints_and_one_character_strings(value, expected):
+    assert parse_marker(value) == expected
+
+
+@pytest.mark.parametrize("value", [256, -1, "ab", "", True, 1.5, "0xZZ"])
+def test_parse_marker_rejects_anything_else_naming_the_value(value):
+    with pytest.raises(MarkerError) as err:
+        parse_marker(value, "markers.eom")
+    assert "markers.eom" in str(err.value) and repr(value) in str(err.value)
+
+
+def test_markers_must_be_distinct():
+    with pytest.raises(MarkerError, match="eom and eop are both 0x0a"):
+        Markers(eom=10, eop=10)
+
+
+def test_markers_travel_as_two_hex_digits():
+    env = PRINTABLE.to_env()
+    assert env == {"ETLSTAGE_EOM": "7c", "ETLSTAGE_EOP": "23", "ETLSTAGE_EOB": "7e", "ETLSTAGE_BNC": "5e"}
+    assert Markers.from_env(env) == PRINTABLE
+    with pytest.raises(MarkerError, match="ETLSTAGE_EOM='zz'"):
+        Markers.from_env({"ETLSTAGE_EOM": "zz"})
+
+
+def test_scenario_env_and_placeholders():
+    sc = Scenario(type="T", mode="batch", batch_size=3, batch_driver="worker", stage="t", state_dir="/s")
+    env = sc.to_env()
+    assert env["ETLSTAGE_MODE"] == "batch" and env["ETLSTAGE_BATCH_DRIVER"] == "worker"
+    assert env["ETLSTAGE_BATCH_SIZE"] == "3" and env["ETLSTAGE_EOB"] == "17"
+    assert Scenario.from_env(env) == sc
+    assert sc.expand(["w", "--eom={eom}", "--n", "{batch_size}", "{{eom}}", "{'k': 1}"]) == [
+        "w",
+        "--eom=0a",
+        "--n",
+        "3",
+        "{eom}",
+        "{'k': 1}",
+    ]
+
+
+def feed_in_pieces(parser, data: bytes, cut: int):
+    tokens = []
+    for i in range(0, len(data), cut):
+        tokens.extend(parser.feed(data[i : i + cut]))
+    return tokens
+
+
+def normalise(tokens):
+    """Join adjacent data tokens so the result does not depend on chunking."""
+    out = []
+    for t in tokens:
+        if isinstance(t, bytes) and out and isinstance(out[-1], bytes):
+            out[-1] += t
+        else:
+            out.append(t)
+    return out
+
+
+@pytest.mark.parametrize("markers", [DEFAULT_MARKERS, PRINTABLE], ids=["default", "printable"])
+def test_reply_parser_is_independent_of_chunking(markers):
+    m = markers
+    stream = m.BNC + m.BNC + b"r1" + m.EOM + m.EOM + b"r3" + m.EOM + m.EOP + m.EOP + b"x" + m.EOM + m.EOP
+    expected = [BNC, BNC, b"r1" + m.EOM + m.EOM + b"r3" + m.EOM, EOP, EOP, b"x" + m.EOM, EOP]
+    for cut in range(1, len(stream) + 1):
+        parser = ReplyParser(m, bnc_allowed=True)
+        assert normalise(feed_in_pieces(parser, stream, cut)) == expected, cut
+
+
+def test_reply_parser_refuses_eob_from_a_worker():
+    with pytest.raises(ProtocolViolation, match="EOB"):
+        ReplyParser(DEFAULT_MARKERS).feed(b"a\n\x17")
+
+
+def test_reply_parser_refuses_bnc_outside_worker_driven_batches():
+    with pytest.raises(ProtocolViolation, match="not in worker-driven batch mode"):
+        ReplyParser(DEFAULT_MARKERS).feed(b"\x11")
+
+
+def test_reply_parser_refuses_eop_from_a_plain_extractor():
+    with pytest.raises(ProtocolViolation, match="plain E-stage"):
+        ReplyParser(DEFAULT_MARKERS, eop_allowed=False).feed(b"a\n\x00")
+
+
+def test_result_cut_short_by_eop_is_a_violation():
+    p = ReplyParser(DEFAULT_MARKERS)
+    p.feed(b"abc")
+    with pytest.raises(ProtocolViolation, match="not ended by EOM") as err:
+        p.feed(b"def\x00")
+    assert b"abcdef" in err.value.snippet
+
+
+@pytest.mark.parametrize("cut", [1, 7, 1000])
+def test_message_longer_than_the_limit_is_a_violation(cut):
+    p = ReplyParser(DEFAULT_MARKERS, max_message_bytes=50)
+    ok = b"x" * 50 + b"\n"
+    assert normalise(feed_in_pieces(p, ok, cut)) == [ok]
+    with pytest.raises(ProtocolViolation, match="exceeds max_message_bytes=50"):
+        feed_in_pieces(p, b"y" * 51 + b"\n", cut)
+
+
+def test_request_parser_splits_messages_and_batches():
+    p = RequestParser(PRINTABLE)
+    assert p.feed(b"a|b|c") == [[b"a", b"b"]]
+    assert p.feed(b"|~|~") == [[b"c"], EOB, [b""], EOB]
+    with pytest.raises(ProtocolViolation, match="EOP"):
+        p.feed(b"#")
+
+
+def test_check_messages_refuses_markers_inside_results():
+    with pytest.raises(MarkerInMessage, match="EOM"):
+        check_messages([b"a\nb"], DEFAULT_MARKERS)
+    with pytest.raises(MarkerInMessage, match="BNC marker 0x11"):
+        check_messages([b"ok", b"a\x11b"], DEFAULT_MARKERS)
+    assert check_messages([b"a", b""], DEFAULT_MARKERS) == b"a\n\n"
+
+
+def test_reframe_between_stages_with_different_markers():
+    block = b"a|b||"
+    assert reframe(block, PRINTABLE, DEFAULT_MARKERS, "stage 't'") == b"a\nb\n\n"
+    with pytest.raises(MarkerInMessage, match="stage 't'.*EOM marker 0x0a"):
+        reframe(b"a\nb|", PRINTABLE, DEFAULT_MARKERS, "stage 't'")
+    with pytest.raises(MarkerInMessage, match="EOP marker 0x23"):
+        reframe(b"a#b\n", DEFAULT_MARKERS, PRINTABLE, "stage 't'")
