@@ -1,0 +1,274 @@
+"""The example workers of workers/examples/, each run as a real subprocess.
+
+Every worker x every mode it supports x default and printable markers: the replies must
+match byte for byte (BNC placement, partial batches closed by EOB, empty messages), and
+the worker must exit 0 with nothing more on stdout once stdin closes.  The conversations
+are plain tables (see tests/wire.py for the notation).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from wire import DEFAULT, PRINTABLE, PRINTABLE_NL, Finished, Step, WireWorker, converse, loader_expectation, render
+
+from etlstage.protocol import Markers, Scenario
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "workers" / "examples"
+PY = sys.executable
+
+pytestmark = pytest.mark.timeout(60)
+
+# --- the tables: mode -> (scenario settings, conversation) ------------------------------
+
+BIG = [f"message {i:05d} " + "x" * 90 for i in range(3000)]  # ~300 KB: many read chunks
+
+T_TABLES: dict[str, tuple[dict[str, object], list[Step]]] = {
+    "single": (
+        {"mode": "single"},
+        [
+            ("hello{M}", "HELLO{M}{P}"),
+            ("{M}", "{M}{P}"),  # empty message -> one empty result
+            ("caf\xc3\xa9 1-2 Zz{M}", "CAF\xc3\xa9 1-2 ZZ{M}{P}"),  # bytes >= 0x80 unchanged
+            ("hel", ""),  # a message cut across two writes
+            ("lo{M}", "HELLO{M}{P}"),
+            ("a{M}b{M}", "A{M}{P}B{M}{P}"),  # two requests arriving in one chunk
+        ],
+    ),
+    "batch-supervisor": (
+        {"mode": "batch", "batch_size": 3, "batch_driver": "supervisor"},
+        [
+            ("a{M}b{M}c{M}{B}", "A{M}B{M}C{M}{P}"),
+            ("d{M}{B}", "D{M}{P}"),  # partial batch closed by EOB
+            ("{M}e{M}{M}{B}", "{M}E{M}{M}{P}"),  # empty messages inside a batch
+            ("f{M}g", ""),
+            ("{M}{B}", "F{M}G{M}{P}"),
+            ("".join(m + "{M}" for m in BIG[:3]) + "{B}", "".join(m.upper() + "{M}" for m in BIG[:3]) + "{P}"),
+        ],
+    ),
+    "batch-supervisor-big": (
+        {"mode": "batch", "batch_size": len(BIG), "batch_driver": "supervisor"},
+        [("".join(m + "{M}" for m in BIG) + "{B}", "".join(m.upper() + "{M}" for m in BIG) + "{P}")],
+    ),
+    "batch-worker": (
+        {"mode": "batch", "batch_size": 3, "batch_driver": "worker"},
+        [
+            ("a{M}", "{N}"),
+            ("b{M}", "{N}"),
+            ("c{M}", "A{M}B{M}C{M}{P}"),  # the filling message gets no BNC
+            ("d{M}", "{N}"),
+            ("{B}", "D{M}{P}"),  # partial batch: EOB in answer to BNC
+            ("{M}", "{N}"),  # empty message
+            ("x", ""),
+            ("{M}", "{N}"),
+            ("{M}", "{M}X{M}{M}{P}"),
+            ("p{M}", "{N}"),
+            ("q{M}", "{N}"),
+            ("{B}", "P{M}Q{M}{P}"),
+        ],
+    ),
+    "batch-worker-size1": (
+        {"mode": "batch", "batch_size": 1, "batch_driver": "worker"},
+        [("a{M}", "A{M}{P}"), ("{M}", "{M}{P}"), ("b{M}", "B{M}{P}")],  # every message fills: never BNC
+    ),
+}
+ALL_T_MODES = list(T_TABLES)
+
+
+@dataclass(frozen=True)
+class Example:
+    name: str
+    argv: tuple[str, ...]
+    modes: tuple[str, ...]
+    marker_sets: tuple[str, ...]
+
+
+MARKER_SETS = {"default": DEFAULT, "printable": PRINTABLE, "printable-nl": PRINTABLE_NL}
+
+
+@pytest.fixture(scope="session")
+def c_upper(tmp_path_factory: pytest.TempPathFactory) -> str:
+    out = tmp_path_factory.mktemp("c-build")
+    subprocess.run(["sh", str(EXAMPLES / "build.sh"), str(out)], check=True, capture_output=True)
+    return str(out / "upper")
+
+
+UPPERS = {
+    "c": Example("c", ("{c_upper}",), tuple(ALL_T_MODES), ("default", "printable", "printable-nl")),
+    "node": Example("node", ("node", str(EXAMPLES / "upper.js")), tuple(ALL_T_MODES), ("default", "printable")),
+    "python": Example("python", (PY, str(EXAMPLES / "upper.py")), tuple(ALL_T_MODES), ("default", "printable")),
+    "sh": Example("sh", ("sh", str(EXAMPLES / "upper.sh")), ("single",), ("default", "printable-nl")),
+}
+
+
+def _cases() -> list[object]:
+    return [
+        pytest.param(ex, mode, ms, id=f"{ex.name}-{mode}-{ms}")
+        for ex in UPPERS.values()
+        for mode in ex.modes
+        for ms in ex.marker_sets
+    ]
+
+
+def _argv(example: Example, c_upper: str) -> list[str]:
+    return [a.format(c_upper=c_upper) for a in example.argv]
+
+
+def _env() -> dict[str, str]:
+    return {"PYTHONPATH": str(ROOT)}
+
+
+def assert_clean_end(done: Finished) -> None:
+    assert done.rest == b"", f"bytes on stdout after the last reply: {done.rest[:200]!r}"
+    assert done.code == 0, f"exit status {done.code}; stderr: {done.stderr[-800:]!r}"
+
+
+@pytest.mark.parametrize(("example", "mode", "marker_set"), _cases())
+def test_upper(example: Example, mode: str, marker_set: str, c_upper: str, tmp_path: Path) -> None:
+    if example.name == "node" and not shutil.which("node"):
+        pytest.fail("node is not installed (CI must provide Node.js 20)")
+    markers = MARKER_SETS[marker_set]
+    settings, steps = T_TABLES[mode]
+    scenario = Scenario(type="T", markers=markers, stage="upper", state_dir=str(tmp_path), **settings)  # type: ignore[arg-type]
+    worker = WireWorker(_argv(example, c_upper), scenario, _env())
+    assert_clean_end(converse(worker, steps, markers))
+
+
+# --- the L-worker: the same conversations, signals only, and the file holds every message --
+
+
+@pytest.mark.parametrize("marker_set", ["default", "printable"])
+@pytest.mark.parametrize("mode", ALL_T_MODES)
+def test_append(mode: str, marker_set: str, tmp_path: Path) -> None:
+    markers = MARKER_SETS[marker_set]
+    settings, steps = T_TABLES[mode]
+    l_steps = [(send, loader_expectation(expect)) for send, expect in steps]
+    out = tmp_path / "out.txt"
+    out.write_bytes(b"existing\n")
+    scenario = Scenario(type="L", markers=markers, stage="sink", state_dir=str(tmp_path), **settings)  # type: ignore[arg-type]
+    worker = WireWorker([PY, str(EXAMPLES / "append.py"), str(out)], scenario, _env())
+    assert_clean_end(converse(worker, l_steps, markers))
+    sent = b"".join(render(send, markers) for send, _ in steps).replace(markers.EOB, b"")
+    loaded = sent.split(markers.EOM)[:-1]
+    assert out.read_bytes() == b"existing\n" + b"".join(m + b"\n" for m in loaded)
+
+
+def test_append_acknowledges_only_after_the_write(tmp_path: Path) -> None:
+    """Each EOP comes after the batch is in the file (fsync'ed before load returns)."""
+    out = tmp_path / "out.txt"
+    scenario = Scenario(type="L", mode="batch", batch_size=2, batch_driver="worker", state_dir=str(tmp_path))
+    worker = WireWorker([PY, str(EXAMPLES / "append.py"), str(out)], scenario, _env())
+    try:
+        assert worker.step(b"a\n", b"\x11") == b"\x11"
+        assert not out.exists() or out.read_bytes() == b""
+        assert worker.step(b"b\n", b"\x00") == b"\x00"
+        assert out.read_bytes() == b"a\nb\n"
+        assert_clean_end(worker.finish())
+    finally:
+        worker.kill()
+
+
+# --- the E-worker ---------------------------------------------------------------------
+
+
+def _count(scenario: Scenario, *args: str) -> WireWorker:
+    return WireWorker([PY, str(EXAMPLES / "count.py"), *args], scenario, _env())
+
+
+@pytest.mark.parametrize("marker_set", ["default", "printable"])
+def test_count_plain(marker_set: str, tmp_path: Path) -> None:
+    markers = MARKER_SETS[marker_set]
+    worker = _count(Scenario(type="E", mode="plain", markers=markers, state_dir=str(tmp_path)), "5")
+    done = worker.finish()
+    assert done.rest == render("1{M}2{M}3{M}4{M}5{M}", markers)
+    assert done.code == 0, done.stderr
+
+
+COUNT_CYCLIC_WORKER_OFFSETS: list[Step] = [
+    ("{M}", "1{M}2{M}3{M}{P}"),
+    ("{M}", "4{M}5{M}{P}"),
+    ("{M}", "{P}"),  # after N: empty cycles
+    ("{M}", "{P}"),
+]
+
+
+@pytest.mark.parametrize("marker_set", ["default", "printable"])
+def test_count_cyclic_worker_offsets(marker_set: str, tmp_path: Path) -> None:
+    markers = MARKER_SETS[marker_set]
+    scenario = Scenario(type="E", mode="cyclic", offsets="worker", markers=markers, state_dir=str(tmp_path))
+    assert_clean_end(converse(_count(scenario, "5"), COUNT_CYCLIC_WORKER_OFFSETS, markers))
+    assert (tmp_path / "count-0.offset").read_text().strip() == "5"
+
+
+def test_count_commits_the_previous_cycle_on_the_next_request_never_on_eof(tmp_path: Path) -> None:
+    scenario = Scenario(type="E", mode="cyclic", offsets="worker", state_dir=str(tmp_path))
+    markers = DEFAULT
+    # run 1: two cycles; the second is never acknowledged (stdin closes instead)
+    assert_clean_end(converse(_count(scenario, "10"), [("{M}", "1{M}2{M}3{M}{P}"), ("{M}", "4{M}5{M}6{M}{P}")], markers))
+    assert (tmp_path / "count-0.offset").read_text().strip() == "3"
+    # run 2: the unacknowledged window 4..6 is emitted again
+    assert_clean_end(converse(_count(scenario, "10"), [("{M}", "4{M}5{M}6{M}{P}")], markers))
+
+
+def test_count_cyclic_supervisor_offsets(tmp_path: Path) -> None:
+    scenario = Scenario(type="E", mode="cyclic", offsets="supervisor", state_dir=str(tmp_path))
+    steps: list[Step] = [
+        ('{"start":0,"end":2}{M}', "1{M}2{M}{P}"),
+        ('{"start":2,"end":4}{M}', "3{M}4{M}{P}"),
+        ('{"start":4,"end":9}{M}', "5{M}{P}"),  # capped at N
+        ('{"start":5,"end":9}{M}', "{P}"),
+    ]
+    assert_clean_end(converse(_count(scenario, "5"), steps, DEFAULT))
+    assert not (tmp_path / "count-0.offset").exists()
+
+
+# --- start-up errors are clear and early ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "needle"),
+    [
+        (("sh", str(EXAMPLES / "upper.sh")), {"ETLSTAGE_MODE": "batch"}, b"single mode only"),
+        (("sh", str(EXAMPLES / "upper.sh")), {"ETLSTAGE_EOP": "zz"}, b"ETLSTAGE_EOP=zz"),
+        (("node", str(EXAMPLES / "upper.js")), {"ETLSTAGE_EOB": "1"}, b"ETLSTAGE_EOB=1"),
+        (("{c_upper}",), {"ETLSTAGE_MODE": "batchy"}, b"batchy"),
+        (("{c_upper}",), {"ETLSTAGE_EOB": "0a"}, b"distinct"),
+    ],
+)
+def test_bad_environment_is_refused(argv: tuple[str, ...], env: dict[str, str], needle: bytes, c_upper: str) -> None:
+    full_env = {k: v for k, v in Scenario().to_env().items()}
+    full_env.update(env)
+    proc = subprocess.run(
+        [a.format(c_upper=c_upper) for a in argv], input=b"", capture_output=True, env=full_env, timeout=30
+    )
+    assert proc.returncode == 2
+    assert proc.stdout == b""
+    assert needle in proc.stderr
+
+
+def test_sh_refuses_a_non_newline_eom_under_mawk() -> None:
+    awk = subprocess.run(["awk", "-W", "version"], capture_output=True).stdout
+    env = {**Scenario(markers=PRINTABLE).to_env()}
+    proc = subprocess.run(["sh", str(EXAMPLES / "upper.sh")], input=b"a|", capture_output=True, env=env, timeout=30)
+    if b"mawk" in awk:
+        assert proc.returncode == 2 and b"EOM must be 0a" in proc.stderr
+    else:  # gawk / busybox awk: a printable EOM works
+        assert proc.stdout == b"A|#"
+
+
+@pytest.mark.parametrize("example", ["c", "node"])
+def test_marker_on_stdin_is_a_protocol_error(example: str, c_upper: str) -> None:
+    argv = _argv(UPPERS[example], c_upper)
+    proc = subprocess.run(argv, input=b"a\n\x00", capture_output=True, env=Scenario().to_env(), timeout=30)
+    assert proc.returncode == 3
+    assert b"EOP" in proc.stderr
+
+
+def test_markers_object_is_what_the_tables_assume() -> None:
+    assert PRINTABLE == Markers(eom=0x7C, eop=0x23, eob=0x7E, bnc=0x5E)
