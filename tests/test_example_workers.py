@@ -8,6 +8,7 @@ are plain tables (see tests/wire.py for the notation).
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -124,6 +125,10 @@ def _env() -> dict[str, str]:
     return {"PYTHONPATH": str(ROOT)}
 
 
+def _with_path(env: dict[str, str]) -> dict[str, str]:
+    return {**env, "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+
+
 def assert_clean_end(done: Finished) -> None:
     assert done.rest == b"", f"bytes on stdout after the last reply: {done.rest[:200]!r}"
     assert done.code == 0, f"exit status {done.code}; stderr: {done.stderr[-800:]!r}"
@@ -210,7 +215,9 @@ def test_count_commits_the_previous_cycle_on_the_next_request_never_on_eof(tmp_p
     scenario = Scenario(type="E", mode="cyclic", offsets="worker", state_dir=str(tmp_path))
     markers = DEFAULT
     # run 1: two cycles; the second is never acknowledged (stdin closes instead)
-    assert_clean_end(converse(_count(scenario, "10"), [("{M}", "1{M}2{M}3{M}{P}"), ("{M}", "4{M}5{M}6{M}{P}")], markers))
+    assert_clean_end(
+        converse(_count(scenario, "10"), [("{M}", "1{M}2{M}3{M}{P}"), ("{M}", "4{M}5{M}6{M}{P}")], markers)
+    )
     assert (tmp_path / "count-0.offset").read_text().strip() == "3"
     # run 2: the unacknowledged window 4..6 is emitted again
     assert_clean_end(converse(_count(scenario, "10"), [("{M}", "4{M}5{M}6{M}{P}")], markers))
@@ -242,10 +249,10 @@ def test_count_cyclic_supervisor_offsets(tmp_path: Path) -> None:
     ],
 )
 def test_bad_environment_is_refused(argv: tuple[str, ...], env: dict[str, str], needle: bytes, c_upper: str) -> None:
-    full_env = {k: v for k, v in Scenario().to_env().items()}
+    full_env = _with_path(Scenario().to_env())
     full_env.update(env)
     proc = subprocess.run(
-        [a.format(c_upper=c_upper) for a in argv], input=b"", capture_output=True, env=full_env, timeout=30
+        [a.format(c_upper=c_upper) for a in argv], check=False, input=b"", capture_output=True, env=full_env, timeout=30
     )
     assert proc.returncode == 2
     assert proc.stdout == b""
@@ -253,9 +260,11 @@ def test_bad_environment_is_refused(argv: tuple[str, ...], env: dict[str, str], 
 
 
 def test_sh_refuses_a_non_newline_eom_under_mawk() -> None:
-    awk = subprocess.run(["awk", "-W", "version"], capture_output=True).stdout
-    env = {**Scenario(markers=PRINTABLE).to_env()}
-    proc = subprocess.run(["sh", str(EXAMPLES / "upper.sh")], input=b"a|", capture_output=True, env=env, timeout=30)
+    awk = subprocess.run(["awk", "-W", "version"], check=False, capture_output=True).stdout
+    env = _with_path(Scenario(markers=PRINTABLE).to_env())
+    proc = subprocess.run(
+        ["sh", str(EXAMPLES / "upper.sh")], check=False, input=b"a|", capture_output=True, env=env, timeout=30
+    )
     if b"mawk" in awk:
         assert proc.returncode == 2 and b"EOM must be 0a" in proc.stderr
     else:  # gawk / busybox awk: a printable EOM works
@@ -265,7 +274,9 @@ def test_sh_refuses_a_non_newline_eom_under_mawk() -> None:
 @pytest.mark.parametrize("example", ["c", "node"])
 def test_marker_on_stdin_is_a_protocol_error(example: str, c_upper: str) -> None:
     argv = _argv(UPPERS[example], c_upper)
-    proc = subprocess.run(argv, input=b"a\n\x00", capture_output=True, env=Scenario().to_env(), timeout=30)
+    proc = subprocess.run(
+        argv, check=False, input=b"a\n\x00", capture_output=True, env=_with_path(Scenario().to_env()), timeout=30
+    )
     assert proc.returncode == 3
     assert b"EOP" in proc.stderr
 

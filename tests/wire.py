@@ -165,9 +165,7 @@ def converse(worker: WireWorker, steps: Sequence[Step], markers: Markers) -> Fin
         for i, (send, expect) in enumerate(steps):
             want = render(expect, markers)
             got = worker.step(render(send, markers), want)
-            assert got == want, (
-                f"step {i} {send!r}: expected {want!r}, got {got!r}; stderr: {worker.stderr[-500:]!r}"
-            )
+            assert got == want, f"step {i} {send!r}: expected {want!r}, got {got!r}; stderr: {worker.stderr[-500:]!r}"
         return worker.finish()
     finally:
         worker.kill()
