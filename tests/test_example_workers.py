@@ -40,6 +40,10 @@ T_TABLES: dict[str, tuple[dict[str, object], list[Step]]] = {
             ("hel", ""),  # a message cut across two writes
             ("lo{M}", "HELLO{M}{P}"),
             ("a{M}b{M}", "A{M}{P}B{M}{P}"),  # two requests arriving in one chunk
+            (
+                "".join(f"m{i}{{M}}" for i in range(500)),
+                "".join(f"M{i}{{M}}{{P}}" for i in range(500)),
+            ),  # written ahead
         ],
     ),
     "batch-supervisor": (
@@ -47,6 +51,7 @@ T_TABLES: dict[str, tuple[dict[str, object], list[Step]]] = {
         [
             ("a{M}b{M}c{M}{B}", "A{M}B{M}C{M}{P}"),
             ("d{M}{B}", "D{M}{P}"),  # partial batch closed by EOB
+            ("a{M}{B}b{M}c{M}{B}", "A{M}{P}B{M}C{M}{P}"),  # the next batch written ahead
             ("{M}e{M}{M}{B}", "{M}E{M}{M}{P}"),  # empty messages inside a batch
             ("f{M}g", ""),
             ("{M}{B}", "F{M}G{M}{P}"),

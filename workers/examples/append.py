@@ -26,6 +26,7 @@ class Append(Loader):
         self.path = path
 
     def setup(self) -> None:
+        os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
         self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         log.info("loading into %s", self.path)
 
