@@ -99,14 +99,15 @@ MARKER_SETS = {"default": DEFAULT, "printable": PRINTABLE, "printable-nl": PRINT
 
 
 @pytest.fixture(scope="session")
-def c_upper(tmp_path_factory: pytest.TempPathFactory) -> str:
+def c_build(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The C workers, built with workers/examples/build.sh into a temporary folder."""
     out = tmp_path_factory.mktemp("c-build")
     subprocess.run(["sh", str(EXAMPLES / "build.sh"), str(out)], check=True, capture_output=True)
-    return str(out / "upper")
+    return str(out)
 
 
 UPPERS = {
-    "c": Example("c", ("{c_upper}",), tuple(ALL_T_MODES), ("default", "printable", "printable-nl")),
+    "c": Example("c", ("{c_build}/upper",), tuple(ALL_T_MODES), ("default", "printable", "printable-nl")),
     "node": Example("node", ("node", str(EXAMPLES / "upper.js")), tuple(ALL_T_MODES), ("default", "printable")),
     "python": Example("python", (PY, str(EXAMPLES / "upper.py")), tuple(ALL_T_MODES), ("default", "printable")),
     "sh": Example("sh", ("sh", str(EXAMPLES / "upper.sh")), ("single",), ("default", "printable-nl")),
@@ -122,8 +123,8 @@ def _cases() -> list[object]:
     ]
 
 
-def _argv(example: Example, c_upper: str) -> list[str]:
-    return [a.format(c_upper=c_upper) for a in example.argv]
+def _argv(example: Example, c_build: str) -> list[str]:
+    return [a.format(c_build=c_build) for a in example.argv]
 
 
 def _env() -> dict[str, str]:
@@ -140,40 +141,48 @@ def assert_clean_end(done: Finished) -> None:
 
 
 @pytest.mark.parametrize(("example", "mode", "marker_set"), _cases())
-def test_upper(example: Example, mode: str, marker_set: str, c_upper: str, tmp_path: Path) -> None:
+def test_upper(example: Example, mode: str, marker_set: str, c_build: str, tmp_path: Path) -> None:
     if example.name == "node" and not shutil.which("node"):
         pytest.fail("node is not installed (CI must provide Node.js 20)")
     markers = MARKER_SETS[marker_set]
     settings, steps = T_TABLES[mode]
     scenario = Scenario(type="T", markers=markers, stage="upper", state_dir=str(tmp_path), **settings)  # type: ignore[arg-type]
-    worker = WireWorker(_argv(example, c_upper), scenario, _env())
+    worker = WireWorker(_argv(example, c_build), scenario, _env())
     assert_clean_end(converse(worker, steps, markers))
 
 
 # --- the L-worker: the same conversations, signals only, and the file holds every message --
 
 
+LOADERS = {
+    "python": Example("python", (PY, str(EXAMPLES / "append.py")), tuple(ALL_T_MODES), ("default", "printable")),
+    "c": Example("c", ("{c_build}/append",), tuple(ALL_T_MODES), ("default", "printable")),
+}
+
+
 @pytest.mark.parametrize("marker_set", ["default", "printable"])
 @pytest.mark.parametrize("mode", ALL_T_MODES)
-def test_append(mode: str, marker_set: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("loader", list(LOADERS))
+def test_append(loader: str, mode: str, marker_set: str, c_build: str, tmp_path: Path) -> None:
     markers = MARKER_SETS[marker_set]
     settings, steps = T_TABLES[mode]
     l_steps = [(send, loader_expectation(expect)) for send, expect in steps]
     out = tmp_path / "out.txt"
     out.write_bytes(b"existing\n")
     scenario = Scenario(type="L", markers=markers, stage="sink", state_dir=str(tmp_path), **settings)  # type: ignore[arg-type]
-    worker = WireWorker([PY, str(EXAMPLES / "append.py"), str(out)], scenario, _env())
+    worker = WireWorker([*_argv(LOADERS[loader], c_build), str(out)], scenario, _env())
     assert_clean_end(converse(worker, l_steps, markers))
     sent = b"".join(render(send, markers) for send, _ in steps).replace(markers.EOB, b"")
     loaded = sent.split(markers.EOM)[:-1]
     assert out.read_bytes() == b"existing\n" + b"".join(m + b"\n" for m in loaded)
 
 
-def test_append_acknowledges_only_after_the_write(tmp_path: Path) -> None:
-    """Each EOP comes after the batch is in the file (fsync'ed before load returns)."""
+@pytest.mark.parametrize("loader", list(LOADERS))
+def test_append_acknowledges_only_after_the_write(loader: str, c_build: str, tmp_path: Path) -> None:
+    """Each EOP comes after the batch is in the file (fsync'ed before the EOP is written)."""
     out = tmp_path / "out.txt"
     scenario = Scenario(type="L", mode="batch", batch_size=2, batch_driver="worker", state_dir=str(tmp_path))
-    worker = WireWorker([PY, str(EXAMPLES / "append.py"), str(out)], scenario, _env())
+    worker = WireWorker([*_argv(LOADERS[loader], c_build), str(out)], scenario, _env())
     try:
         assert worker.step(b"a\n", b"\x11") == b"\x11"
         assert not out.exists() or out.read_bytes() == b""
@@ -187,14 +196,22 @@ def test_append_acknowledges_only_after_the_write(tmp_path: Path) -> None:
 # --- the E-worker ---------------------------------------------------------------------
 
 
-def _count(scenario: Scenario, *args: str) -> WireWorker:
-    return WireWorker([PY, str(EXAMPLES / "count.py"), *args], scenario, _env())
+COUNTERS = {
+    "python": Example("python", (PY, str(EXAMPLES / "count.py")), ("plain", "cyclic"), ("default", "printable")),
+    "sh": Example("sh", ("sh", str(EXAMPLES / "count.sh")), ("plain", "cyclic"), ("default", "printable-nl")),
+}
+COUNTER_CASES = [pytest.param(name, ms, id=f"{name}-{ms}") for name, ex in COUNTERS.items() for ms in ex.marker_sets]
 
 
-@pytest.mark.parametrize("marker_set", ["default", "printable"])
-def test_count_plain(marker_set: str, tmp_path: Path) -> None:
+def _count(counter: str, scenario: Scenario, total: str, per_cycle: int = 3) -> WireWorker:
+    args = ["--per-cycle", str(per_cycle)] if counter == "python" else [str(per_cycle)]
+    return WireWorker([*COUNTERS[counter].argv, total, *args], scenario, _env())
+
+
+@pytest.mark.parametrize(("counter", "marker_set"), COUNTER_CASES)
+def test_count_plain(counter: str, marker_set: str, tmp_path: Path) -> None:
     markers = MARKER_SETS[marker_set]
-    worker = _count(Scenario(type="E", mode="plain", markers=markers, state_dir=str(tmp_path)), "5")
+    worker = _count(counter, Scenario(type="E", mode="plain", markers=markers, state_dir=str(tmp_path)), "5")
     done = worker.finish()
     assert done.rest == render("1{M}2{M}3{M}4{M}5{M}", markers)
     assert done.code == 0, done.stderr
@@ -208,27 +225,29 @@ COUNT_CYCLIC_WORKER_OFFSETS: list[Step] = [
 ]
 
 
-@pytest.mark.parametrize("marker_set", ["default", "printable"])
-def test_count_cyclic_worker_offsets(marker_set: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("counter", "marker_set"), COUNTER_CASES)
+def test_count_cyclic_worker_offsets(counter: str, marker_set: str, tmp_path: Path) -> None:
     markers = MARKER_SETS[marker_set]
     scenario = Scenario(type="E", mode="cyclic", offsets="worker", markers=markers, state_dir=str(tmp_path))
-    assert_clean_end(converse(_count(scenario, "5"), COUNT_CYCLIC_WORKER_OFFSETS, markers))
+    assert_clean_end(converse(_count(counter, scenario, "5"), COUNT_CYCLIC_WORKER_OFFSETS, markers))
     assert (tmp_path / "count-0.offset").read_text().strip() == "5"
 
 
-def test_count_commits_the_previous_cycle_on_the_next_request_never_on_eof(tmp_path: Path) -> None:
+@pytest.mark.parametrize("counter", list(COUNTERS))
+def test_count_commits_the_previous_cycle_on_the_next_request_never_on_eof(counter: str, tmp_path: Path) -> None:
     scenario = Scenario(type="E", mode="cyclic", offsets="worker", state_dir=str(tmp_path))
     markers = DEFAULT
     # run 1: two cycles; the second is never acknowledged (stdin closes instead)
     assert_clean_end(
-        converse(_count(scenario, "10"), [("{M}", "1{M}2{M}3{M}{P}"), ("{M}", "4{M}5{M}6{M}{P}")], markers)
+        converse(_count(counter, scenario, "10"), [("{M}", "1{M}2{M}3{M}{P}"), ("{M}", "4{M}5{M}6{M}{P}")], markers)
     )
     assert (tmp_path / "count-0.offset").read_text().strip() == "3"
     # run 2: the unacknowledged window 4..6 is emitted again
-    assert_clean_end(converse(_count(scenario, "10"), [("{M}", "4{M}5{M}6{M}{P}")], markers))
+    assert_clean_end(converse(_count(counter, scenario, "10"), [("{M}", "4{M}5{M}6{M}{P}")], markers))
 
 
-def test_count_cyclic_supervisor_offsets(tmp_path: Path) -> None:
+@pytest.mark.parametrize("counter", list(COUNTERS))
+def test_count_cyclic_supervisor_offsets(counter: str, tmp_path: Path) -> None:
     scenario = Scenario(type="E", mode="cyclic", offsets="supervisor", state_dir=str(tmp_path))
     steps: list[Step] = [
         ('{"start":0,"end":2}{M}', "1{M}2{M}{P}"),
@@ -236,7 +255,7 @@ def test_count_cyclic_supervisor_offsets(tmp_path: Path) -> None:
         ('{"start":4,"end":9}{M}', "5{M}{P}"),  # capped at N
         ('{"start":5,"end":9}{M}', "{P}"),
     ]
-    assert_clean_end(converse(_count(scenario, "5"), steps, DEFAULT))
+    assert_clean_end(converse(_count(counter, scenario, "5"), steps, DEFAULT))
     assert not (tmp_path / "count-0.offset").exists()
 
 
@@ -249,15 +268,18 @@ def test_count_cyclic_supervisor_offsets(tmp_path: Path) -> None:
         (("sh", str(EXAMPLES / "upper.sh")), {"ETLSTAGE_MODE": "batch"}, b"single mode only"),
         (("sh", str(EXAMPLES / "upper.sh")), {"ETLSTAGE_EOP": "zz"}, b"ETLSTAGE_EOP=zz"),
         (("node", str(EXAMPLES / "upper.js")), {"ETLSTAGE_EOB": "1"}, b"ETLSTAGE_EOB=1"),
-        (("{c_upper}",), {"ETLSTAGE_MODE": "batchy"}, b"batchy"),
-        (("{c_upper}",), {"ETLSTAGE_EOB": "0a"}, b"distinct"),
+        (("sh", str(EXAMPLES / "count.sh"), "5"), {"ETLSTAGE_EOM": "7c"}, b"EOM must be 0a"),
+        (("sh", str(EXAMPLES / "count.sh"), "-1"), {}, b"usage"),
+        (("{c_build}/append",), {}, b"usage"),
+        (("{c_build}/upper",), {"ETLSTAGE_MODE": "batchy"}, b"batchy"),
+        (("{c_build}/upper",), {"ETLSTAGE_EOB": "0a"}, b"distinct"),
     ],
 )
-def test_bad_environment_is_refused(argv: tuple[str, ...], env: dict[str, str], needle: bytes, c_upper: str) -> None:
+def test_bad_environment_is_refused(argv: tuple[str, ...], env: dict[str, str], needle: bytes, c_build: str) -> None:
     full_env = _with_path(Scenario().to_env())
     full_env.update(env)
     proc = subprocess.run(
-        [a.format(c_upper=c_upper) for a in argv], check=False, input=b"", capture_output=True, env=full_env, timeout=30
+        [a.format(c_build=c_build) for a in argv], check=False, input=b"", capture_output=True, env=full_env, timeout=30
     )
     assert proc.returncode == 2
     assert proc.stdout == b""
@@ -277,8 +299,8 @@ def test_sh_refuses_a_non_newline_eom_under_mawk() -> None:
 
 
 @pytest.mark.parametrize("example", ["c", "node"])
-def test_marker_on_stdin_is_a_protocol_error(example: str, c_upper: str) -> None:
-    argv = _argv(UPPERS[example], c_upper)
+def test_marker_on_stdin_is_a_protocol_error(example: str, c_build: str) -> None:
+    argv = _argv(UPPERS[example], c_build)
     proc = subprocess.run(
         argv, check=False, input=b"a\n\x00", capture_output=True, env=_with_path(Scenario().to_env()), timeout=30
     )

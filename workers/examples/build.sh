@@ -5,5 +5,7 @@ set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 out=${1:-$here}
 mkdir -p "$out"
-${CC:-cc} -O2 -Wall -Wextra -o "$out/upper" "$here/upper.c"
-echo "built $out/upper" >&2
+for name in upper append; do
+    ${CC:-cc} -O2 -Wall -Wextra -o "$out/$name" "$here/$name.c"
+    echo "built $out/$name" >&2
+done
