@@ -6,7 +6,8 @@ The baseline is the same work with no protocol at all: ``tr a-z A-Z`` over the s
 bytes.  Batch modes get supervisor-driven batches of ``--batch`` messages closed by EOB
 (all written ahead, as the supervisor may); single mode gets every message as a request.
 A worker-driven run needs a round trip per message, which measures the pipe latency
-more than the worker: it runs on a tenth of the messages.
+more than the worker: it runs on a tenth of the messages, like the byte-per-line
+``upper_bytes.sh``.
 """
 
 from __future__ import annotations
@@ -93,6 +94,7 @@ def main() -> None:
             "node": ["node", str(EXAMPLES / "upper.js")],
             "python (SDK)": [sys.executable, str(EXAMPLES / "upper.py")],
             "sh/awk": ["sh", str(EXAMPLES / "upper.sh")],
+            "sh/od/awk": ["sh", str(EXAMPLES / "upper_bytes.sh")],
         }
         base_env = {**os.environ, "PYTHONPATH": str(ROOT), "ETLSTAGE_TYPE": "T"}
 
@@ -103,6 +105,8 @@ def main() -> None:
 
         for name, argv in workers.items():
             modes = ["single"] if name == "sh/awk" else ["single", "batch", "batch-worker"]
+            if name == "sh/od/awk":
+                modes = ["batch-tenth"]  # a byte per line through awk: slow, so a tenth of the data
             for mode in modes:
                 env = dict(base_env, ETLSTAGE_MODE="batch" if mode != "single" else "single")
                 env["ETLSTAGE_BATCH_SIZE"] = str(args.batch)
@@ -112,6 +116,11 @@ def main() -> None:
                 elif mode == "batch":
                     secs = run_fed(argv, env, batched, len(batches))
                     n = len(messages)
+                elif mode == "batch-tenth":
+                    few = batches[: max(1, len(batches) // 10)]
+                    data = b"".join(b"".join(m + b"\n" for m in b) + b"\x17" for b in few)
+                    secs = run_fed(argv, env, data, len(few))
+                    n = sum(len(b) for b in few)
                 else:
                     env["ETLSTAGE_BATCH_DRIVER"] = "worker"
                     n = max(args.batch, len(messages) // 10 // args.batch * args.batch)

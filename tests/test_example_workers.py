@@ -95,7 +95,12 @@ class Example:
     marker_sets: tuple[str, ...]
 
 
-MARKER_SETS = {"default": DEFAULT, "printable": PRINTABLE, "printable-nl": PRINTABLE_NL}
+MARKER_SETS = {
+    "default": DEFAULT,
+    "printable": PRINTABLE,
+    "printable-nl": PRINTABLE_NL,
+    "nul-eom": Markers(eom=0x00, eop=0x0A, eob=0x17, bnc=0x11),  # messages may hold newlines
+}
 
 
 @pytest.fixture(scope="session")
@@ -107,10 +112,13 @@ def c_build(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 UPPERS = {
-    "c": Example("c", ("{c_build}/upper",), tuple(ALL_T_MODES), ("default", "printable", "printable-nl")),
+    "c": Example("c", ("{c_build}/upper",), tuple(ALL_T_MODES), ("default", "printable", "printable-nl", "nul-eom")),
     "node": Example("node", ("node", str(EXAMPLES / "upper.js")), tuple(ALL_T_MODES), ("default", "printable")),
     "python": Example("python", (PY, str(EXAMPLES / "upper.py")), tuple(ALL_T_MODES), ("default", "printable")),
     "sh": Example("sh", ("sh", str(EXAMPLES / "upper.sh")), ("single",), ("default", "printable-nl")),
+    "sh-bytes": Example(
+        "sh-bytes", ("sh", str(EXAMPLES / "upper_bytes.sh")), tuple(ALL_T_MODES), ("default", "printable", "nul-eom")
+    ),
 }
 
 

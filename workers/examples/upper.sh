@@ -4,7 +4,8 @@
 # Modes: SINGLE ONLY.  Batch modes need to react to EOB, and EOB is not followed by
 # EOM: awk only hands over a record once it sees the record separator (or EOF), so it
 # would wait forever for the byte after EOB while the supervisor waits for EOP.  Write
-# batch workers in a language that reads raw bytes (see upper.c, upper.js, upper.py).
+# batch workers in a language that reads raw bytes (upper.c, upper.js, upper.py), or
+# see upper_bytes.sh for the shell workaround (od turns every byte into a line).
 #
 # Markers come from ETLSTAGE_EOM/_EOP/_EOB/_BNC (two hex digits).  Printable markers
 # such as EOP='#' (23) work.  Limits of awk, checked at start:
