@@ -44,7 +44,7 @@ def run_fed(argv: list[str], env: dict[str, str], data: bytes, expect_eops: int)
     writer.start()
     eops = 0
     while eops < expect_eops:
-        chunk = proc.stdout.read1(1 << 20)
+        chunk = os.read(proc.stdout.fileno(), 1 << 20)
         if not chunk:
             break
         eops += chunk.count(b"\x00")

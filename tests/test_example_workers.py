@@ -318,3 +318,17 @@ def test_marker_on_stdin_is_a_protocol_error(example: str, c_build: str) -> None
 
 def test_markers_object_is_what_the_tables_assume() -> None:
     assert PRINTABLE == Markers(eom=0x7C, eop=0x23, eob=0x7E, bnc=0x5E)
+
+
+@pytest.mark.parametrize(("counter", "needle"), [("python", b"must be an integer"), ("sh", b"bad request")])
+def test_count_refuses_a_request_it_cannot_read(counter: str, needle: bytes, tmp_path: Path) -> None:
+    scenario = Scenario(type="E", mode="cyclic", offsets="supervisor", state_dir=str(tmp_path))
+    worker = _count(counter, scenario, "5")
+    try:
+        worker.send(b'{"start":"2026-01-01T00:00:00Z","end":"2026-01-01T00:01:00Z"}\n')
+        done = worker.finish()
+    finally:
+        worker.kill()
+    assert done.rest == b""  # no partial answer
+    assert done.code not in (0, None)
+    assert needle in done.stderr

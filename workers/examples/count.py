@@ -46,7 +46,7 @@ class Count(Extractor):
         if request is None:  # plain mode: the whole run
             first, last = 1, self.total
         elif request.start is not None or request.end is not None:  # supervisor offsets
-            first, last = int(request.start or 0) + 1, min(int(request.end or 0), self.total)
+            first, last = _offset(request, "start") + 1, min(_offset(request, "end"), self.total)
         else:  # worker offsets: continue after what was emitted
             first, last = self.emitted + 1, min(self.emitted + self.per_cycle, self.total)
             self.emitted = max(self.emitted, last)
@@ -65,6 +65,15 @@ class Count(Extractor):
         os.replace(tmp, self.offset_file)
         self.committed = self.emitted
         log.info("committed offset %d", self.committed)
+
+
+def _offset(request: Request, name: str) -> int:
+    value = getattr(request, name)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    raise ValueError(f"request {request.raw!r}: {name!r} must be an integer (a counter offset policy), got {value!r}")
 
 
 def parse_args() -> argparse.Namespace:
