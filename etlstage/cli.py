@@ -253,5 +253,53 @@ def deadletter_replay(idents: tuple[int, ...], everything: bool, pipeline_file: 
     click.echo(f"{n} dead letter(s) will be sent again to their stage by the next run")
 
 
+@main.command("check-worker", context_settings={"ignore_unknown_options": True})
+@click.option(
+    "--type", "stage_type", type=click.Choice(["E", "T", "L"]), required=True, help="The worker's stage type."
+)
+@click.option(
+    "--mode",
+    type=click.Choice(["plain", "cyclic", "single", "batch"]),
+    default=None,
+    help="Check one mode only (default: every mode of the type).",
+)
+@click.option(
+    "--batch-driver",
+    type=click.Choice(["supervisor", "worker"]),
+    default=None,
+    help="Batch mode: check one batch driver only.",
+)
+@click.option("--batch-size", type=click.IntRange(1), default=3, show_default=True)
+@click.option("--markers", default=None, help="Markers for the default checks, e.g. eom=0x7c,eop=#,eob=~,bnc=^")
+@click.option("--timeout", type=float, default=20.0, show_default=True, help="Seconds per request.")
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def check_worker(
+    stage_type: str,
+    mode: str | None,
+    batch_driver: str | None,
+    batch_size: int,
+    markers: str | None,
+    timeout: float,
+    command: tuple[str, ...],
+) -> None:
+    """Run the protocol conformance checks against a worker: etlstage check-worker --type T -- ./my-worker ARGS"""
+    from etlstage.protocol.markers import Markers
+    from etlstage.protocol.scenario import MODES as MODES_OK
+    from etlstage.testing.conformance import Options, report, run_checks
+
+    if mode and mode not in MODES_OK[stage_type]:
+        _fail(ConfigError([f"--mode {mode} is not a mode of a {stage_type}-stage ({', '.join(MODES_OK[stage_type])})"]))
+    try:
+        m = Markers.from_mapping(dict(kv.split("=", 1) for kv in markers.split(","))) if markers else None
+    except (ValueError, EtlstageError) as exc:
+        _fail(ConfigError([f"--markers {markers!r}: {exc} (expected e.g. eom=0x7c,eop=#)"]))
+    opts = Options(
+        type=stage_type, mode=mode, batch_driver=batch_driver, batch_size=batch_size, markers=m, timeout=timeout
+    )
+    results = run_checks(list(command), opts)
+    click.echo(report(results))
+    sys.exit(0 if all(r.passed for r in results) else 1)
+
+
 if __name__ == "__main__":
     main()

@@ -317,7 +317,7 @@ def test_marker_on_stdin_is_a_protocol_error(example: str, c_build: str) -> None
 
 
 def test_markers_object_is_what_the_tables_assume() -> None:
-    assert PRINTABLE == Markers(eom=0x7C, eop=0x23, eob=0x7E, bnc=0x5E)
+    assert Markers(eom=0x7C, eop=0x23, eob=0x7E, bnc=0x5E) == PRINTABLE
 
 
 @pytest.mark.parametrize(("counter", "needle"), [("python", b"must be an integer"), ("sh", b"bad request")])

@@ -52,7 +52,7 @@ class Restarts:
             raise PipelineError(
                 f"{self.label} failed {self.in_a_row} times in a row (max_restarts={self.policy.max_restarts}); "
                 f"last error: {error}"
-            )
+            ) from error
         delay = min(self.policy.backoff * (2 ** (self.in_a_row - 1)), self.policy.backoff_max)
         log.warning(
             "%s failed (%s); restart %d/%d in %.1fs",
@@ -92,6 +92,10 @@ class _Driver:
         for s in self.sessions.values():
             s.kill()
 
+    async def abort_all(self) -> None:
+        for s in list(self.sessions.values()):
+            await s.abort()
+
 
 class TransformDriver(_Driver):
     """A T- or L-stage (``single`` or ``batch``; supervisor- or worker-driven)."""
@@ -127,7 +131,7 @@ class TransformDriver(_Driver):
             try:
                 await self._converse(session, self.inboxes[i], retry, restarts)
             except WorkerError as exc:
-                session.kill()
+                await session.abort()
                 failed = list(session.inflight)
                 session.inflight.clear()
                 self.stats.in_flight -= len(failed)
@@ -156,7 +160,7 @@ class TransformDriver(_Driver):
                 f"stage {self.stage.name!r}: a {'batch' if head.batch else 'request'} of {head.messages} message(s) "
                 f"failed {head.attempts} times; on_failure=fail stops the pipeline (nothing committed past it).\n"
                 f"Last error: {exc}"
-            )
+            ) from exc
         if head.messages > 1:
             # Isolate the bad message(s): one more try each, alone.
             log.warning(
@@ -452,7 +456,7 @@ class ExtractDriver(_Driver):
                             return
                         await asyncio.sleep(self.stage.poll_interval)
             except WorkerError as exc:
-                session.kill()
+                await session.abort()
                 self.stats.restarts += 1
                 if window is not None:
                     window.attempts += 1

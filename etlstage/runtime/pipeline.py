@@ -258,6 +258,8 @@ class Pipeline:
         except BaseException:
             for _, d in drivers:
                 d.kill_all()
+            for _, d in drivers:
+                await d.abort_all()
             raise
         finally:
             await cancel([beat])

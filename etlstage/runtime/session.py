@@ -167,6 +167,12 @@ class WorkerSession:
             self._read.cancel()
         self.transport.kill()
 
+    async def abort(self) -> None:
+        """Kill the worker and reap it."""
+        if self._read is not None:
+            self._read.cancel()
+        await self.transport.abort()
+
 
 def _describe_status(code: int | None) -> str:
     if code is None:

@@ -75,6 +75,10 @@ class Transport:
     def kill(self) -> None:
         raise NotImplementedError
 
+    async def abort(self) -> None:
+        """Kill, reap and release the pipes (so nothing is left for after the event loop)."""
+        self.kill()
+
     def stderr_tail(self) -> list[str]:
         return []
 
@@ -220,6 +224,16 @@ class ProcessTransport(Transport):
         if not tree and self._proc.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 self._proc.kill()
+
+    async def abort(self) -> None:
+        self.kill()
+        try:
+            await asyncio.wait_for(self.wait(), 5.0)
+        except (TimeoutError, Exception):
+            pass
+        transport = getattr(self._proc, "_transport", None)
+        if transport is not None:
+            transport.close()
 
     def stderr_tail(self) -> list[str]:
         return list(self._tail)

@@ -1,1 +1,13 @@
-"""pytest plugin (entry point ``pytest11``): fixtures for testing etlstage workers."""
+"""pytest plugin (entry point ``pytest11``): the ``stage_harness`` fixture."""
+
+from __future__ import annotations
+
+import pytest
+
+from etlstage.testing.harness import StageHarness
+
+
+@pytest.fixture
+def stage_harness(tmp_path) -> StageHarness:  # type: ignore[no-untyped-def]
+    """Drive one worker through any protocol scenario from memory; see etlstage.testing."""
+    return StageHarness(str(tmp_path))

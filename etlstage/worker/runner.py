@@ -15,7 +15,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Iterable
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from etlstage.errors import ProtocolViolation
 from etlstage.protocol.framing import EOB, RequestParser, check_messages
@@ -72,6 +72,7 @@ def serve(
     stdout: BinaryIO | None = None,
     env: dict[str, str] | None = None,
     scenario: Scenario | None = None,
+    stderr: Any = None,
 ) -> int:
     """Run a worker until stdin closes; return the exit status (0 on a clean end).
 
@@ -89,7 +90,7 @@ def serve(
         redirect = contextlib.nullcontext()
     else:
         out_stream = stdout
-        redirect = contextlib.redirect_stdout(sys.stderr)  # type: ignore[assignment]
+        redirect = contextlib.redirect_stdout(stderr or sys.stderr)  # type: ignore[assignment]
     in_stream = stdin if stdin is not None else io.FileIO(0, "rb", closefd=False)
     with redirect:
         w.setup()
@@ -137,6 +138,7 @@ def _loop(w: Worker, sc: Scenario, stdin: BinaryIO, out: _Output) -> None:
                 if sc.type == "E" or not sc.is_batch:
                     raise ProtocolViolation(f"EOB received by a {sc.type}-worker in {sc.mode} mode")
                 _run_batch(w, batch, out, m.EOP)
+                out.flush()  # acknowledge now, not after the next batch (which may take long)
                 batch = []
                 continue
             assert isinstance(token, list)
@@ -148,6 +150,7 @@ def _loop(w: Worker, sc: Scenario, stdin: BinaryIO, out: _Output) -> None:
                         w.on_window_done(request)
                     out.messages(w.extract(request))
                     out.signal(m.EOP)
+                    out.flush()
                     cycle += 1
             elif not sc.is_batch:
                 for message in token:
@@ -157,6 +160,7 @@ def _loop(w: Worker, sc: Scenario, stdin: BinaryIO, out: _Output) -> None:
                     batch.append(message)
                     if len(batch) >= sc.batch_size:
                         _run_batch(w, batch, out, m.EOP)
+                        out.flush()
                         batch = []
                     else:
                         out.signal(m.BNC)

@@ -1,0 +1,234 @@
+"""The worker conformance checker: protocol checks any worker program must pass.
+
+Every check drives the worker with the in-memory harness (the supervisor's own stage
+driver), so a failure reads exactly like the supervisor's report: what was wrong, the
+bytes seen, the worker's stderr.  Used by ``etlstage check-worker`` and by the
+project's own tests, over subprocesses and in-process SDK workers alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from etlstage.protocol.markers import DEFAULT_MARKERS, Markers
+from etlstage.testing.harness import HarnessResult, StageHarness, WorkerFailed
+
+PRINTABLE = Markers(eom=ord("|"), eop=ord("#"), eob=ord("~"), bnc=ord("^"))
+SAMPLE = [b"alpha", b"beta", b"", b"gamma", b"delta", b"epsilon", b"zeta"]
+
+
+@dataclass
+class CheckResult:
+    name: str
+    passed: bool
+    detail: str = ""
+
+
+@dataclass
+class Options:
+    type: str = "T"
+    mode: str | None = None  # None: every mode of the type
+    batch_driver: str | None = None
+    batch_size: int = 3
+    markers: Markers | None = None
+    timeout: float = 20.0
+    cycles: int = 3
+    env: dict[str, str] = field(default_factory=dict)
+
+
+Check = Callable[[StageHarness, Any, Options], str | None]  # returns a problem, or None when passed
+
+
+def _expect_groups(result: HarnessResult, expected_sizes: list[int], what: str) -> str | None:
+    sizes = [len(b) for b in result.inputs]
+    if sizes != expected_sizes:
+        return f"expected {what} of {expected_sizes} message(s), the worker answered {sizes}"
+    if result.exit_status not in (0, None):
+        return f"expected exit status 0 after stdin closed, saw {result.exit_status}"
+    return None
+
+
+def _run(h: StageHarness, worker: Any, o: Options, **kw: Any) -> HarnessResult:
+    kw.setdefault("markers", o.markers or DEFAULT_MARKERS)
+    return h.run(worker, type=o.type, timeout=o.timeout, env=o.env, **kw)
+
+
+def _batch_sizes(n: int, size: int) -> list[int]:
+    return [min(size, n - i) for i in range(0, n, size)]
+
+
+def check_single(h: StageHarness, w: Any, o: Options) -> str | None:
+    r = _run(h, w, o, mode="single", inputs=SAMPLE, prefetch=1, settle=0.3)
+    return _expect_groups(r, [1] * len(SAMPLE), "one EOP per request, requests")
+
+
+def check_supervisor_batches(h: StageHarness, w: Any, o: Options) -> str | None:
+    r = _run(
+        h, w, o, mode="batch", batch_driver="supervisor", batch_size=o.batch_size, inputs=SAMPLE, prefetch=1, settle=0.3
+    )
+    return _expect_groups(r, _batch_sizes(len(SAMPLE), o.batch_size), "EOB-closed batches")
+
+
+def check_worker_batches(h: StageHarness, w: Any, o: Options) -> str | None:
+    # BNC after each message short of the batch, never after the filling one; the last
+    # batch is partial and closed by EOB in answer to a BNC.
+    r = _run(h, w, o, mode="batch", batch_driver="worker", batch_size=o.batch_size, inputs=SAMPLE, settle=0.3)
+    return _expect_groups(r, _batch_sizes(len(SAMPLE), o.batch_size), "BNC-driven batches")
+
+
+def check_empty_messages(h: StageHarness, w: Any, o: Options) -> str | None:
+    mode = o.mode or "single"
+    r = _run(
+        h,
+        w,
+        o,
+        mode=mode,
+        batch_driver=o.batch_driver or "supervisor",
+        batch_size=o.batch_size,
+        inputs=[b"", b"", b""],
+        prefetch=1,
+    )
+    return _expect_groups(r, _batch_sizes(3, 1 if mode == "single" else o.batch_size), "empty messages, groups")
+
+
+def check_printable_markers(h: StageHarness, w: Any, o: Options) -> str | None:
+    mode = o.mode or "single"
+    r = _run(
+        h,
+        w,
+        o,
+        markers=PRINTABLE,
+        mode=mode,
+        batch_driver=o.batch_driver or "supervisor",
+        batch_size=o.batch_size,
+        inputs=SAMPLE,
+        prefetch=1,
+    )
+    return _expect_groups(
+        r,
+        _batch_sizes(len(SAMPLE), 1 if mode == "single" else o.batch_size),
+        "groups with markers | # ~ ^ from ETLSTAGE_*,",
+    )
+
+
+def check_control_markers(h: StageHarness, w: Any, o: Options) -> str | None:
+    markers = Markers(eom=0x1E, eop=0x03, eob=0x04, bnc=0x05)
+    mode = o.mode or "single"
+    r = _run(
+        h,
+        w,
+        o,
+        markers=markers,
+        mode=mode,
+        batch_driver=o.batch_driver or "supervisor",
+        batch_size=o.batch_size,
+        inputs=SAMPLE,
+        prefetch=1,
+    )
+    return _expect_groups(
+        r,
+        _batch_sizes(len(SAMPLE), 1 if mode == "single" else o.batch_size),
+        "groups with markers 1e 03 04 05 from ETLSTAGE_*,",
+    )
+
+
+def check_no_input(h: StageHarness, w: Any, o: Options) -> str | None:
+    # stdin closed at once: the worker must exit 0 without writing anything
+    r = _run(
+        h,
+        w,
+        o,
+        mode=o.mode or "single",
+        batch_driver=o.batch_driver or "supervisor",
+        batch_size=o.batch_size,
+        inputs=[],
+        settle=0.3,
+    )
+    if r.batches:
+        return f"wrote {r.batches!r} with no request"
+    if r.exit_status not in (0, None):
+        return f"expected exit status 0 when stdin closes at once, saw {r.exit_status}"
+    return None
+
+
+def check_extract_plain(h: StageHarness, w: Any, o: Options) -> str | None:
+    r = _run(h, w, o, mode="plain")
+    if r.exit_status not in (0, None):
+        return f"expected exit status 0 at the end of a plain run, saw {r.exit_status}"
+    return None if r.batches else "a plain run produced no window at all"
+
+
+def check_extract_cyclic(h: StageHarness, w: Any, o: Options) -> str | None:
+    r = _run(h, w, o, mode="cyclic", offsets="worker", cycles=o.cycles)
+    if len(r.batches) != o.cycles:
+        return f"expected {o.cycles} cycles each ended by EOP, saw {len(r.batches)}"
+    if r.exit_status not in (0, None):
+        return f"expected exit status 0 after stdin closed, saw {r.exit_status}"
+    return None
+
+
+def check_extract_printable(h: StageHarness, w: Any, o: Options) -> str | None:
+    r = _run(h, w, o, mode="cyclic", offsets="worker", cycles=2, markers=PRINTABLE)
+    return None if len(r.batches) == 2 else f"expected 2 cycles ended by EOP '#', saw {len(r.batches)}"
+
+
+def checks_for(o: Options) -> list[tuple[str, Check]]:
+    if o.type == "E":
+        plan = []
+        if o.mode in (None, "plain"):
+            plan.append(("plain run: messages, then exit 0", check_extract_plain))
+        if o.mode in (None, "cyclic"):
+            plan += [
+                ("cyclic: one EOP per request, clean exit on stdin EOF", check_extract_cyclic),
+                ("cyclic: printable markers from ETLSTAGE_*", check_extract_printable),
+            ]
+        return plan
+    plan = []
+    if o.mode in (None, "single"):
+        plan.append(("single: EOP after every request, nothing unasked on stdout", check_single))
+    if o.mode in (None, "batch") and o.batch_driver in (None, "supervisor"):
+        plan.append(
+            (
+                f"batch, supervisor-driven (size {o.batch_size}): EOP per EOB-closed batch, partial last",
+                check_supervisor_batches,
+            )
+        )
+    if o.mode in (None, "batch") and o.batch_driver in (None, "worker"):
+        plan.append(
+            (
+                f"batch, worker-driven (size {o.batch_size}): BNC exactly when due, partial batch closed by EOB",
+                check_worker_batches,
+            )
+        )
+    plan += [
+        ("empty messages", check_empty_messages),
+        ("printable markers | # ~ ^ read from ETLSTAGE_*", check_printable_markers),
+        ("control-byte markers 1e 03 04 05 read from ETLSTAGE_*", check_control_markers),
+        ("stdin closed at once: exit 0, nothing written", check_no_input),
+    ]
+    return plan
+
+
+def run_checks(worker: Any, options: Options, harness: StageHarness | None = None) -> list[CheckResult]:
+    h = harness or StageHarness()
+    results = []
+    for name, check in checks_for(options):
+        try:
+            problem = check(h, worker, options)
+        except WorkerFailed as exc:
+            problem = str(exc)
+        results.append(CheckResult(name, problem is None, problem or ""))
+    return results
+
+
+def report(results: list[CheckResult]) -> str:
+    lines = []
+    for r in results:
+        lines.append(f"{'PASS' if r.passed else 'FAIL'}  {r.name}")
+        if r.detail:
+            lines.extend(f"      {d}" for d in r.detail.splitlines())
+    failed = sum(not r.passed for r in results)
+    lines.append(f"{len(results) - failed} passed, {failed} failed")
+    return "\n".join(lines)

@@ -1,0 +1,232 @@
+"""The in-memory supervisor harness: drive one worker through any scenario from memory.
+
+It is the supervisor's own stage driver (:mod:`etlstage.runtime.driver`) over a pipe
+to a subprocess, or over OS pipes to a Python SDK worker running in a thread of this
+process — one implementation of the protocol, not a second one.
+
+>>> result = StageHarness().run(lambda ms: [m.upper() for m in ms], type="T", mode="batch",
+...                             batch_size=2, inputs=[b"a", b"b", b"c"])
+>>> result.batches
+[[b'A', b'B'], [b'C']]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import os
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from etlstage.config.model import RestartPolicy, StageConfig, Timeouts
+from etlstage.errors import PipelineError
+from etlstage.protocol.markers import DEFAULT_MARKERS, Markers
+from etlstage.protocol.scenario import Scenario
+from etlstage.runtime.driver import STOP, ExtractDriver, TransformDriver
+from etlstage.runtime.flow import Inbox, Job, Piece, Window
+from etlstage.runtime.stats import StageStats
+from etlstage.runtime.tasks import run_all
+from etlstage.runtime.transport import InProcessTransport, ProcessTransport, Transport
+from etlstage.worker.base import Worker
+from etlstage.worker.runner import serve
+
+WorkerSpec = Sequence[str] | Worker | Callable[..., Any] | type
+
+
+class WorkerFailed(AssertionError):
+    """The worker broke the protocol, crashed or timed out; the message is the supervisor's."""
+
+
+@dataclass
+class HarnessResult:
+    batches: list[list[bytes]]  # outputs, one list per request (single) / batch / cycle
+    inputs: list[list[bytes]]  # what was sent, grouped the same way
+    stderr: list[str] = field(default_factory=list)
+    exit_status: int | None = None
+
+    @property
+    def outputs(self) -> list[bytes]:
+        return [m for b in self.batches for m in b]
+
+
+class StageHarness:
+    """Runs workers for tests; ``tmp_dir`` holds their ``ETLSTAGE_STATE_DIR``."""
+
+    def __init__(self, tmp_dir: str | None = None) -> None:
+        self.tmp_dir = tmp_dir or tempfile.mkdtemp(prefix="etlstage-harness-")
+
+    def run(
+        self,
+        worker: WorkerSpec,
+        *,
+        type: str = "T",
+        mode: str | None = None,
+        inputs: Sequence[bytes] = (),
+        batch_size: int = 1,
+        batch_driver: str = "supervisor",
+        offsets: str = "worker",
+        markers: Markers | dict[str, object] | None = None,
+        cycles: int = 1,
+        requests: Sequence[dict[str, object] | bytes] | None = None,
+        env: dict[str, str] | None = None,
+        timeout: float = 30.0,
+        linger: float = 0.05,
+        prefetch: int = 0,
+        state_dir: str | None = None,
+        settle: float = 0.0,
+    ) -> HarnessResult:
+        """Drive ``worker`` (argv list, or a Python SDK worker/function run in-process).
+
+        T/L: ``inputs`` are sent in the scenario's shape; E cyclic: ``cycles`` empty
+        requests (worker offsets) or the given ``requests`` (supervisor offsets).
+        Raises :class:`WorkerFailed` with the supervisor's report if the worker breaks
+        the protocol, crashes or exceeds ``timeout``.  ``settle``: seconds to wait before
+        the first request, so bytes a worker writes unasked are caught.
+        """
+        m = markers if isinstance(markers, Markers) else Markers.from_mapping(markers or {}, DEFAULT_MARKERS)
+        mode = mode or ("plain" if type == "E" else "single")
+        in_process = not (isinstance(worker, (list, tuple)))
+        stage = StageConfig(
+            name="harness",
+            type=type,
+            command=[str(a) for a in worker] if not in_process else ["<in-process>"],  # type: ignore[union-attr]
+            mode=mode,
+            markers=m,
+            batch_size=batch_size,
+            batch_driver=batch_driver,
+            linger=linger,
+            offsets=offsets,
+            poll_interval=0.0,
+            env=env or {},
+            timeouts=Timeouts(startup=timeout, request=timeout, idle=None),
+            restart=RestartPolicy(max_restarts=0, backoff=0.0),
+            on_failure="fail",
+            prefetch=prefetch,
+            stop_timeout=timeout,
+        )
+        sdir = state_dir or os.path.join(self.tmp_dir, "state")
+        os.makedirs(sdir, exist_ok=True)
+        stderr = io.StringIO()
+        transports: list[Transport] = []
+
+        async def spawn(st: StageConfig, scenario: Scenario, label: str) -> Transport:
+            t: Transport
+            if in_process:
+                t = InProcessTransport(
+                    lambda i, o: serve(worker, stdin=i, stdout=o, scenario=scenario, stderr=stderr), label
+                )
+            else:
+                full_env = {**os.environ, **st.env, **scenario.to_env()}
+                t = await ProcessTransport.spawn(scenario.expand(st.argv()), full_env, None, label)
+            transports.append(t)
+            return t
+
+        run = _extract if type == "E" else _transform
+        try:
+            batches, sent = asyncio.run(run(stage, sdir, spawn, list(inputs), cycles, requests, settle))
+        except PipelineError as exc:
+            raise WorkerFailed(_failure_text(exc)) from None
+        tail: list[str] = []
+        status = None
+        for t in transports:
+            tail.extend(t.stderr_tail())
+            status = t.returncode()
+        lines = stderr.getvalue().splitlines() + tail
+        return HarnessResult(batches, sent, lines, status)
+
+
+def _failure_text(exc: PipelineError) -> str:
+    return str(exc.__cause__ or exc)
+
+
+async def _transform(
+    stage: StageConfig, sdir: str, spawn: Any, inputs: list[bytes], cycles: int, requests: Any, settle: float
+) -> tuple[list[list[bytes]], list[list[bytes]]]:
+    eom = stage.markers.EOM
+    window = Window("harness", 0, 3)
+    inbox = Inbox(1, eom, 1 << 30)
+
+    async def fill() -> None:
+        await asyncio.sleep(settle)
+        if inputs:
+            block = eom.join(inputs) + eom
+            window.add(1, len(inputs))
+            inbox.put_nowait(Piece(block, len(inputs), window))
+        window.close()
+        inbox.close()
+
+    batches: list[list[bytes]] = []
+    sent: list[list[bytes]] = []
+
+    def on_job_done(job: Job) -> None:
+        messages = _split(job.block, eom)
+        results = _split(b"".join(job.results), eom)
+        if job.batch:
+            batches.append(results)
+            sent.append(messages)
+            return
+        # single mode: one group per request, cut at each EOP
+        counts = [b"".join(job.results[:end]).count(eom) for end in job.bounds]
+        start = 0
+        for i, end in enumerate(counts):
+            batches.append(results[start:end])
+            sent.append(messages[i : i + 1])
+            start = end
+
+    async def emit(piece: Piece) -> None:
+        return None
+
+    driver = TransformDriver(stage, 1, sdir, spawn, StageStats("harness", stage.type), [inbox], emit, lambda *a: None)
+    driver.on_job_done = on_job_done
+    await run_all(driver.run(), fill())
+    return batches, sent
+
+
+async def _extract(
+    stage: StageConfig, sdir: str, spawn: Any, inputs: list[bytes], cycles: int, requests: Any, settle: float
+) -> tuple[list[list[bytes]], list[list[bytes]]]:
+    import json
+
+    eom = stage.markers.EOM
+    windows: list[Window] = []
+    outputs: dict[int, list[bytes]] = {}
+    sent: list[list[bytes]] = []
+    queue: list[bytes]
+    if requests is not None:
+        queue = [r if isinstance(r, bytes) else json.dumps(r, separators=(",", ":")).encode() for r in requests]
+    else:
+        queue = [b""] * cycles
+
+    def open_window(label: str, request: object) -> Window:
+        w = Window(label, len(windows), 2, request)
+        windows.append(w)
+        outputs[w.seq] = []
+        return w
+
+    async def next_request(label: str) -> object:
+        if not sent:
+            await asyncio.sleep(settle)
+        if not queue:
+            return STOP
+        r = queue.pop(0)
+        sent.append([r])
+        return r
+
+    async def emit(piece: Piece) -> None:
+        outputs[piece.window.seq].extend(_split(piece.block, eom))
+
+    driver = ExtractDriver(stage, sdir, spawn, StageStats("harness", "E"), emit, open_window, next_request, once=False)
+    await driver.run()
+    if stage.mode == "plain":
+        sent = [[]]
+    return [outputs[w.seq] for w in windows], sent
+
+
+def _split(block: bytes, eom: bytes) -> list[bytes]:
+    if not block:
+        return []
+    parts = block.split(eom)
+    parts.pop()
+    return parts
