@@ -1,0 +1,169 @@
+"""The etlstage side: a T-worker (a tap: inputs pass through as results) or an L-worker.
+
+For each batch (single mode: each message) the adapter
+
+1. classifies every message (:mod:`.records`) and groups the records by shard, keeping
+   their order; records of a shard already checkpointed past them (a replay after a
+   restart) are not delivered to the child again — the KCL never redelivers below a
+   checkpoint — but a T-stage still passes them through;
+2. per shard: starts that shard's child on first use (``initialize``), sends one
+   ``processRecords`` and waits for its ``status``; a shard-end marker sends
+   ``shardEnded`` after the shard's records and ends that child;
+3. then returns: the batch's EOP is written only after every status, so the
+   supervisor's acknowledgement of the window means "the processor said done".
+
+On stdin EOF every live child gets ``shutdownRequested``, then ``leaseLost`` (V1:
+``shutdown`` ZOMBIE), its stdin is closed and it is waited for.  After a failure the
+children are killed instead and the adapter exits non-zero.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from etlstage.worker import Loader, Transformer
+from etlstage_workers.kcl.records import Parsed, Record, classify, format_sequence, now_ms
+from etlstage_workers.kcl.session import ShardSession
+from etlstage_workers.kcl.store import CheckpointStore
+
+log = logging.getLogger("etlstage.kcl")
+
+
+@dataclass
+class Options:
+    argv: list[str]
+    version: int = 2
+    shard_id: str | None = None
+    timeout: float = 300.0
+    shutdown_timeout: float = 60.0
+    checkpoint_db: str | None = None
+    shutdown_requested: bool = True
+
+
+class _MldDriver:
+    scenario: object  # set by the SDK before setup()
+
+    def __init__(self, options: Options) -> None:
+        self.options = options
+        self.sessions: dict[str, ShardSession] = {}
+        self.failed = False
+        self.store: CheckpointStore | None = None
+        self.batches = 0
+        self.default_shard = ""
+
+    def setup(self) -> None:
+        sc = self.scenario
+        self.default_shard = self.options.shard_id or f"shardId-{sc.instance:012d}"  # type: ignore[attr-defined]
+        path = self.options.checkpoint_db
+        self.store = CheckpointStore(path, sc.stage)  # type: ignore[attr-defined, arg-type]
+        log.info(
+            "KCL MultiLangDaemon adapter: protocol V%d, default shard %s, checkpoints in %s, child: %s",
+            self.options.version, self.default_shard, path, " ".join(self.options.argv),
+        )
+
+    def handle(self, messages: list[bytes]) -> None:
+        try:
+            self._handle(messages)
+        except BaseException:
+            self.failed = True
+            raise
+
+    def _handle(self, messages: list[bytes]) -> None:
+        assert self.store is not None
+        self.batches += 1
+        now = now_ms()
+        where = f"stage {self.scenario.stage!r}, batch {self.batches}"  # type: ignore[attr-defined]
+        # shard -> list of segments; a segment is (records, behind, ends_shard)
+        plan: dict[str, list[tuple[list[Parsed], bool]]] = {}
+        for i, message in enumerate(messages):
+            parsed = classify(message, self.default_shard, now, f"{where}, message {i + 1}")
+            segments = plan.setdefault(parsed.shard_id, [([], False)])
+            if parsed.end:
+                segments[-1] = (segments[-1][0], True)
+                segments.append(([], False))
+            else:
+                segments[-1][0].append(parsed)
+        for shard_id, segments in plan.items():
+            for parsed_list, ends in segments:
+                if parsed_list:
+                    self._deliver(shard_id, parsed_list)
+                if ends:
+                    self._end_shard(shard_id)
+
+    def _session(self, shard_id: str) -> ShardSession:
+        session = self.sessions.get(shard_id)
+        if session is None:
+            o = self.options
+            assert self.store is not None
+            session = ShardSession(o.argv, shard_id, self.store, o.version, o.timeout, o.shutdown_timeout)
+            self.sessions[shard_id] = session
+        return session
+
+    def _deliver(self, shard_id: str, parsed_list: list[Parsed]) -> None:
+        assert self.store is not None
+        synthetic = [p for p in parsed_list if p.synthetic]
+        if synthetic:
+            first = self.store.allocate(shard_id, len(synthetic))
+            for n, p in enumerate(synthetic, first):
+                p.record.sequence_number = format_sequence(n)  # type: ignore[union-attr]
+        session = self._session(shard_id)
+        records: list[Record] = [p.record for p in parsed_list]  # type: ignore[misc]
+        floor = session.last_checkpoint
+        if floor is not None:
+            kept = [r for r in records if r.key > floor]
+            if len(kept) < len(records):
+                log.info(
+                    "%s: %d of %d records are at or below the checkpoint %s (a replay); not delivered again",
+                    shard_id, len(records) - len(kept), len(records), floor,
+                )
+            records = kept
+        behind = [p.millis_behind for p in parsed_list if p.millis_behind is not None]
+        session.process_records(records, behind[-1] if behind else 0)
+
+    def _end_shard(self, shard_id: str) -> None:
+        session = self._session(shard_id)
+        session.shard_ended()
+        del self.sessions[shard_id]
+        log.info(
+            "%s ended: %d records delivered, %d checkpoints", shard_id, session.records_delivered, session.checkpoints
+        )
+
+    def teardown(self) -> None:
+        sessions, self.sessions = list(self.sessions.values()), {}
+        try:
+            if self.failed:
+                for s in sessions:
+                    s.kill()
+                return
+            for i, s in enumerate(sessions):
+                try:
+                    s.shutdown(self.options.shutdown_requested)
+                except BaseException:
+                    self.failed = True
+                    for rest in sessions[i:]:
+                        rest.kill()
+                    raise
+                log.info(
+                    "%s shut down: %d records delivered, %d checkpoints",
+                    s.shard_id, s.records_delivered, s.checkpoints,
+                )
+        finally:
+            if self.store is not None:
+                self.store.close()
+
+
+class KclTap(_MldDriver, Transformer):
+    """T-stage: the batch's input messages are the results, after the child's status."""
+
+    def process(self, messages: list[bytes]) -> Iterable[bytes]:
+        self.handle(messages)
+        return messages
+
+
+class KclLoader(_MldDriver, Loader):
+    """L-stage: the child's status acknowledges the batch."""
+
+    def load(self, messages: list[bytes]) -> None:
+        self.handle(messages)
