@@ -1,0 +1,92 @@
+"""A misbehaving MLD child ends the adapter non-zero with a clear message, never a hang;
+an invalid checkpoint gets the KCL's exception name and the run goes on."""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+
+import pytest
+
+from kcl_support import CHILDREN, EOP, batches_to_bytes, envelope, run_adapter
+
+pytestmark = pytest.mark.timeout(60)
+CHILD = ["node", str(CHILDREN / "mld_child.js"), "v2"]
+THREE_BATCHES = batches_to_bytes([[b"a", b"b"], [b"c", b"d"], [b"e"]])
+
+
+def _child_pids(stderr: str) -> list[int]:
+    return [int(p) for p in re.findall(r"started MLD child pid (\d+)", stderr)]
+
+
+def _assert_gone(pid: int) -> None:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return
+    # a zombie would be reaped by init; a live child is a leak
+    with open(f"/proc/{pid}/stat") as f:
+        assert f.read().split()[2] == "Z", f"MLD child {pid} still running"
+
+
+def test_child_exits_in_mid_batch(tmp_path):
+    run = run_adapter(tmp_path, CHILD, THREE_BATCHES, env={"KCL_FAULT": "exit-mid-batch"})
+    assert run.returncode == 1
+    assert "exited with status 3 while the adapter waited for the status of processRecords" in run.stderr
+    assert run.stdout == b"a\nb\n" + EOP  # the first batch only: the second is not acknowledged
+
+
+def test_child_never_answers(tmp_path):
+    started = time.monotonic()
+    run = run_adapter(tmp_path, CHILD, THREE_BATCHES, adapter_args=["--timeout", "1.5"], env={"KCL_FAULT": "hang"})
+    assert time.monotonic() - started < 20
+    assert run.returncode == 1
+    assert "did not answer the status of processRecords in time" in run.stderr
+    assert run.stdout == b"a\nb\n" + EOP
+    for pid in _child_pids(run.stderr):
+        _assert_gone(pid)
+
+
+def test_child_answers_the_wrong_action(tmp_path):
+    run = run_adapter(tmp_path, CHILD, THREE_BATCHES, env={"KCL_FAULT": "wrong-action"})
+    assert run.returncode == 1
+    assert "answered with status for 'initialize' while the adapter waited for the status of 'processRecords'" \
+        in run.stderr
+    assert run.stdout == b"a\nb\n" + EOP
+
+
+def test_invalid_checkpoint_is_refused_and_the_run_goes_on(tmp_path):
+    run = run_adapter(tmp_path, CHILD, THREE_BATCHES, env={"KCL_FAULT": "bad-checkpoint"})
+    assert run.returncode == 0, run.stderr
+    errors = run.events("checkpoint-error")
+    assert len(errors) == 3 and {e[-1] for e in errors} == {"IllegalArgumentException"}
+    assert run.stdout.count(EOP) == 3
+
+
+def test_child_that_cannot_start(tmp_path):
+    run = run_adapter(tmp_path, ["/nonexistent/processor"], THREE_BATCHES)
+    assert run.returncode == 1
+    assert "cannot start the MLD child ['/nonexistent/processor']" in run.stderr
+
+
+def test_bad_envelope_names_the_message(tmp_path):
+    bad = envelope("shardId-000000000001", 1, "x").replace(b'"sequenceNumber": "0', b'"sequenceNumber": "x0')
+    run = run_adapter(tmp_path, CHILD, batches_to_bytes([[b"ok", bad]]))
+    assert run.returncode == 1
+    assert "batch 1, message 2: envelope sequenceNumber 'x0" in run.stderr
+    assert run.stdout == b""
+
+
+def test_missing_command_and_state_dir(tmp_path):
+    run = run_adapter(tmp_path, [], THREE_BATCHES)
+    assert run.returncode == 2 and "no record processor command" in run.stderr
+
+
+def test_checkpoint_without_a_checkpointer(tmp_path):
+    run = run_adapter(tmp_path, CHILD, THREE_BATCHES, env={"KCL_FAULT": "checkpoint-at-init"},
+                      adapter_args=["--no-shutdown-requested"])
+    assert run.returncode == 0, run.stderr
+    assert run.events("checkpoint-error") == [["checkpoint-error", "shardId-000000000000", "null", "null",
+                                               "InvalidStateException"]]
+    assert not run.events("shutdown_requested") and run.events("lease_lost")
