@@ -35,7 +35,7 @@ def kclpy_dir() -> Path:
         done = subprocess.run(
             [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
              f"amazon-kclpy=={KCLPY_VERSION}", "-d", str(cache)],
-            capture_output=True, text=True, timeout=300,
+            check=False, capture_output=True, text=True, timeout=300,
         )
         if done.returncode != 0 or not sdist.exists():
             pytest.fail(f"cannot download the amazon-kclpy {KCLPY_VERSION} sdist from PyPI:\n{done.stderr[-2000:]}")
@@ -95,7 +95,7 @@ def run_adapter(
     )
     full_env.update(env or {})
     argv = [sys.executable, "-m", "etlstage_workers.kcl", *adapter_args, "--", *child]
-    done = subprocess.run(argv, input=stdin, env=full_env, capture_output=True, timeout=timeout, cwd=ROOT)
+    done = subprocess.run(argv, check=False, input=stdin, env=full_env, capture_output=True, timeout=timeout, cwd=ROOT)
     lines = out.read_text().splitlines() if out.exists() else []
     return Run(done.returncode, done.stdout, done.stderr.decode("utf-8", "replace"), lines)
 

@@ -8,7 +8,6 @@ import re
 import time
 
 import pytest
-
 from kcl_support import CHILDREN, EOP, batches_to_bytes, envelope, run_adapter
 
 pytestmark = pytest.mark.timeout(60)

@@ -6,7 +6,6 @@ import sqlite3
 import sys
 
 import pytest
-
 from kcl_support import CHILDREN, EOP, batches_to_bytes, envelope, kclpy_dir, run_adapter, shard_end
 
 pytestmark = pytest.mark.timeout(180)
@@ -34,7 +33,7 @@ def _workload() -> tuple[list[list[bytes]], list[bytes]]:
 
 @pytest.mark.parametrize("processor", ["kclpy_v3_processor.py", "kclpy_v2_processor.py"])
 def test_kclpy_processor_sees_every_record_and_checkpoints(tmp_path, kclpy, processor):
-    batches, messages = _workload()
+    batches, _ = _workload()
     run = run_adapter(
         tmp_path, [sys.executable, str(CHILDREN / processor)], batches_to_bytes(batches),
         batch_size=97, kclpy=kclpy, env={"KCL_TEST_CHECKPOINT_EVERY": "300"},

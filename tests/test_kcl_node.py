@@ -6,7 +6,6 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
-
 from kcl_support import BNC, CHILDREN, EOB, EOP, batches_to_bytes, envelope, run_adapter, shard_end
 
 pytestmark = pytest.mark.timeout(120)

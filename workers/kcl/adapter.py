@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from etlstage.worker import Loader, Transformer
-from etlstage_workers.kcl.records import Parsed, Record, classify, format_sequence, now_ms
+from etlstage_workers.kcl.records import Parsed, Record, classify, now_ms
 from etlstage_workers.kcl.session import ShardSession
 from etlstage_workers.kcl.store import CheckpointStore
 
@@ -107,7 +107,7 @@ class _MldDriver:
         if synthetic:
             first = self.store.allocate(shard_id, len(synthetic))
             for n, p in enumerate(synthetic, first):
-                p.record.sequence_number = format_sequence(n)  # type: ignore[union-attr]
+                p.record.assign(n)  # type: ignore[union-attr]
         session = self._session(shard_id)
         records: list[Record] = [p.record for p in parsed_list]  # type: ignore[misc]
         floor = session.last_checkpoint

@@ -39,20 +39,28 @@ ENVELOPE_KEYS = ("sequenceNumber", "partitionKey", "data")
 SEQ_WIDTH = 20
 
 
-@dataclass
+@dataclass(slots=True)
 class Record:
-    """One record as the child will see it; ``data_b64`` is already base64 text."""
+    """One record as the child will see it; ``data_b64`` is already base64 text.
+
+    ``seq_int`` is ``sequence_number`` as a number (Kinesis numbers are decimal strings
+    up to 128 bits): the extended sequence number ``key`` orders records."""
 
     data_b64: str
     partition_key: str
     sequence_number: str
     sub_sequence_number: int
     arrival_ms: int
+    seq_int: int = 0
 
     @property
     def key(self) -> tuple[int, int]:
-        """Extended sequence number, comparable (Kinesis numbers are decimal strings)."""
-        return int(self.sequence_number), self.sub_sequence_number
+        return self.seq_int, self.sub_sequence_number
+
+    def assign(self, n: int) -> None:
+        """Give a plain record its synthetic sequence number."""
+        self.seq_int = n
+        self.sequence_number = str(n).zfill(SEQ_WIDTH)
 
 
 @dataclass(frozen=True)
@@ -60,7 +68,7 @@ class ShardEnd:
     shard_id: str
 
 
-@dataclass
+@dataclass(slots=True)
 class Parsed:
     """One input message, classified.  ``record.sequence_number`` is "" until assigned."""
 
@@ -122,7 +130,7 @@ def _from_envelope(doc: dict, default_shard: str, now_ms: int, where: str) -> Pa
     arrival = _arrival_ms(doc.get("approximateArrivalTimestamp"), now_ms, where)
     behind = doc.get("millisBehindLatest")
     behind = behind if isinstance(behind, int) and not isinstance(behind, bool) else None
-    return Parsed(shard, Record(data_b64, pk, seq, sub, arrival), millis_behind=behind)
+    return Parsed(shard, Record(data_b64, pk, seq, sub, arrival, int(seq)), millis_behind=behind)
 
 
 def _is_base64(doc: dict) -> bool:

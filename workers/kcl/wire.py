@@ -34,6 +34,13 @@ def line(doc: dict) -> bytes:
     return _dumps(doc).encode("ascii") + b"\n"
 
 
+def _json_string(text: str) -> str:
+    """A JSON string literal; the common keys (hex digests, ids) need no escaping."""
+    if text.isascii() and text.isalnum():
+        return f'"{text}"'
+    return json.dumps(text)
+
+
 def initialize(version: int, shard_id: str, seq: str | None, sub: int | None) -> bytes:
     doc: dict = {"action": "initialize", "shardId": shard_id}
     if version >= 2:
@@ -44,7 +51,7 @@ def initialize(version: int, shard_id: str, seq: str | None, sub: int | None) ->
 
 def process_records(version: int, records: Sequence[Record], millis_behind: int) -> bytes:
     # Built as text: one json.dumps per string field would cost more than the records' joins.
-    dumps = json.dumps
+    dumps = _json_string
     if version >= 2:
         parts = [
             f'{{"action":"record","data":"{r.data_b64}","partitionKey":{dumps(r.partition_key)},'
