@@ -89,3 +89,30 @@ def test_checkpoint_without_a_checkpointer(tmp_path):
     assert run.events("checkpoint-error") == [["checkpoint-error", "shardId-000000000000", "null", "null",
                                                "InvalidStateException"]]
     assert not run.events("shutdown_requested") and run.events("lease_lost")
+
+
+def test_sigterm_kills_the_children(tmp_path):
+    """The supervisor's SIGTERM: the adapter kills its children (their own sessions) and exits."""
+    import subprocess
+    import sys
+
+    from kcl_support import ROOT
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT), ETLSTAGE_TYPE="T", ETLSTAGE_MODE="batch", ETLSTAGE_BATCH_SIZE="2",
+               ETLSTAGE_STATE_DIR=str(tmp_path), KCL_FAULT="hang", KCL_TEST_OUT=str(tmp_path / "out.txt"))
+    proc = subprocess.Popen([sys.executable, "-m", "etlstage_workers.kcl", "--", *CHILD], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=ROOT)
+    proc.stdin.write(b"a\nb\n\x17")
+    proc.stdin.flush()
+    assert proc.stdout.read(5) == b"a\nb\n" + EOP
+    proc.stdin.write(b"c\nd\n\x17")  # the child hangs on this one
+    proc.stdin.flush()
+    time.sleep(0.5)
+    proc.terminate()
+    proc.wait(timeout=10)
+    stderr = proc.stderr.read().decode()
+    assert proc.returncode == 128 + 15, stderr
+    pids = _child_pids(stderr)
+    assert pids
+    for pid in pids:
+        _assert_gone(pid)

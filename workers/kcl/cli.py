@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import sys
 
 from etlstage.errors import ConfigError, EtlstageError, ProtocolViolation
@@ -80,6 +81,18 @@ def parse_options(argv: list[str], scenario: Scenario) -> tuple[Options, argpars
     ), args
 
 
+def _kill_children_on_sigterm(worker: KclTap | KclLoader) -> None:
+    """SIGTERM (the supervisor stopping us): kill the children, no goodbye messages.
+
+    The children run in their own sessions, so the signal would not reach them."""
+
+    def stop(signum: int, frame: object) -> None:
+        worker.failed = True  # teardown then kills instead of shutting down gracefully
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
+
+
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     args = build_parser().parse_args(argv)
@@ -88,6 +101,7 @@ def main(argv: list[str] | None = None) -> None:
         scenario = Scenario.from_env()
         options, _ = parse_options(argv, scenario)
         worker = KclTap(options) if scenario.type == "T" else KclLoader(options)
+        _kill_children_on_sigterm(worker)
         code = serve(worker, scenario=scenario)
     except ConfigError as exc:
         log.error("%s", exc)

@@ -123,7 +123,11 @@ def _from_envelope(doc: dict, default_shard: str, now_ms: int, where: str) -> Pa
             raise InputError(f"{where}: envelope data {data[:60]!r} is marked base64 but is not valid base64") from None
         data_b64 = data
     else:
-        data_b64 = base64.b64encode(data.encode("utf-8")).decode("ascii")
+        try:
+            raw = data.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InputError(f"{where}: envelope data {data[:60]!r} is not valid UTF-8 text ({exc.reason})") from None
+        data_b64 = base64.b64encode(raw).decode("ascii")
     shard = doc.get("shardId") or default_shard
     if not isinstance(shard, str):
         raise InputError(f"{where}: envelope shardId {shard!r}: expected a string")
