@@ -116,3 +116,23 @@ def test_checkpoint_rules(tmp_path):
         f"processRecords#2 {s(9)} 0 IllegalArgumentException",
         "shardEnded#1 None None None",
     ]
+
+
+def test_in_process_with_serve(tmp_path, monkeypatch):
+    """The adapter as an SDK worker over in-memory streams (the child is still a real process)."""
+    import io
+
+    from etlstage.protocol.scenario import Scenario
+    from etlstage.worker import serve
+    from etlstage_workers.kcl.adapter import KclLoader, Options
+
+    monkeypatch.setenv("KCL_TEST_OUT", str(tmp_path / "out.txt"))
+    options = Options(argv=["node", str(CHILDREN / "mld_child.js"), "v2"], checkpoint_db=str(tmp_path / "db.sqlite"))
+    out = io.BytesIO()
+    scenario = Scenario(type="L", mode="batch", batch_size=2, stage="mem", state_dir=str(tmp_path))
+    assert serve(KclLoader(options), stdin=io.BytesIO(b"x\ny\n\x17z\n\x17"), stdout=out, scenario=scenario) == 0
+    assert out.getvalue() == b"\x00\x00"
+    lines = (tmp_path / "out.txt").read_text().splitlines()
+    assert [line.rsplit(" ", 1)[1] for line in lines if line.startswith("RECORD")] == ["x", "y", "z"]
+    assert CheckpointStore(str(tmp_path / "db.sqlite"), "mem").get("shardId-000000000000") == (
+        "00000000000000000003", 0)
