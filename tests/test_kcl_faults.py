@@ -116,3 +116,18 @@ def test_sigterm_kills_the_children(tmp_path):
     assert pids
     for pid in pids:
         _assert_gone(pid)
+
+
+def test_failure_among_parallel_shards(tmp_path):
+    """Three shards in each batch, their children working at once; all of them exit on the
+    second batch: the first shard in input order is reported, and every child is gone."""
+    batches = [[envelope(f"shardId-{s}", n, f"{s}-{n}") for n in range(b * 3, b * 3 + 3) for s in "xyz"]
+               for b in range(3)]
+    run = run_adapter(tmp_path, CHILD, batches_to_bytes(batches), env={"KCL_FAULT": "exit-mid-batch"})
+    assert run.returncode == 1
+    assert "for shardId-x exited with status 3 while the adapter waited for the status of processRecords" \
+        in run.stderr
+    assert run.stdout == b"".join(m + b"\n" for m in batches[0]) + EOP
+    assert len(_child_pids(run.stderr)) == 3
+    for pid in _child_pids(run.stderr):
+        _assert_gone(pid)

@@ -69,3 +69,19 @@ def test_base64_envelope_and_iso_timestamp(tmp_path):
     run = run_adapter(tmp_path, [*CHILD, "v2"], batches_to_bytes([[msg]]))
     assert run.returncode == 0, run.stderr
     assert run.records() == [["shardId-000000000001", f"{5:056d}", "0", "pk-5", "1704067200000", "héllo"]]
+
+
+@pytest.mark.parametrize("parallel", ["1", "4"])
+def test_many_shards_one_after_the_other_or_at_once(tmp_path, parallel):
+    shards = [f"shardId-{i:012d}" for i in range(1, 7)]
+    messages = [envelope(shards[n % 6], n, f"m{n}") for n in range(600)] + [shard_end(s) for s in shards[:3]]
+    batches = [messages[i : i + 60] for i in range(0, len(messages), 60)]
+    run = run_adapter(tmp_path, [*CHILD, "v2"], batches_to_bytes(batches), batch_size=60,
+                      adapter_args=["--parallel-shards", parallel])
+    assert run.returncode == 0, run.stderr
+    assert run.stdout == b"".join(b"".join(m + b"\n" for m in b) + EOP for b in batches)
+    records = run.records()
+    for shard in shards:
+        assert [r[5] for r in records if r[0] == shard] == [f"m{n}" for n in range(600) if shards[n % 6] == shard]
+    assert sorted(e[1] for e in run.events("shard_ended")) == shards[:3]
+    assert sorted(e[1] for e in run.events("lease_lost")) == shards[3:]

@@ -20,7 +20,9 @@ children are killed instead and the adapter exits non-zero.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
 from etlstage.worker import Loader, Transformer
@@ -40,6 +42,7 @@ class Options:
     shutdown_timeout: float = 60.0
     checkpoint_db: str | None = None
     shutdown_requested: bool = True
+    parallel_shards: int = 4
 
 
 class _MldDriver:
@@ -52,6 +55,8 @@ class _MldDriver:
         self.store: CheckpointStore | None = None
         self.batches = 0
         self.default_shard = ""
+        self._pool: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()  # guards ``sessions`` across shard threads
 
     def setup(self) -> None:
         sc = self.scenario
@@ -75,7 +80,7 @@ class _MldDriver:
         self.batches += 1
         now = now_ms()
         where = f"stage {self.scenario.stage!r}, batch {self.batches}"  # type: ignore[attr-defined]
-        # shard -> list of segments; a segment is (records, behind, ends_shard)
+        # shard -> its segments in input order: (records, followed by a shard end?)
         plan: dict[str, list[tuple[list[Parsed], bool]]] = {}
         for i, message in enumerate(messages):
             parsed = classify(message, self.default_shard, now, f"{where}, message {i + 1}")
@@ -85,20 +90,37 @@ class _MldDriver:
                 segments.append(([], False))
             else:
                 segments[-1][0].append(parsed)
-        for shard_id, segments in plan.items():
-            for parsed_list, ends in segments:
-                if parsed_list:
-                    self._deliver(shard_id, parsed_list)
-                if ends:
-                    self._end_shard(shard_id)
+        jobs = list(plan.items())
+        if len(jobs) == 1 or self.options.parallel_shards <= 1:
+            for shard_id, segments in jobs:
+                self._run_shard(shard_id, segments)
+            return
+        # Shards are independent (one child each): their children work at the same time.
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self.options.parallel_shards, thread_name_prefix="kcl-shard")
+        futures = [self._pool.submit(self._run_shard, shard_id, segments) for shard_id, segments in jobs]
+        wait(futures)
+        for future in futures:  # the first failure in input order is the one reported
+            error = future.exception()
+            if error is not None:
+                raise error
+
+    def _run_shard(self, shard_id: str, segments: list[tuple[list[Parsed], bool]]) -> None:
+        for parsed_list, ends in segments:
+            if parsed_list:
+                self._deliver(shard_id, parsed_list)
+            if ends:
+                self._end_shard(shard_id)
 
     def _session(self, shard_id: str) -> ShardSession:
-        session = self.sessions.get(shard_id)
-        if session is None:
+        with self._lock:
+            session = self.sessions.get(shard_id)
+        if session is None:  # only this shard's thread starts its child
             o = self.options
             assert self.store is not None
             session = ShardSession(o.argv, shard_id, self.store, o.version, o.timeout, o.shutdown_timeout)
-            self.sessions[shard_id] = session
+            with self._lock:
+                self.sessions[shard_id] = session
         return session
 
     def _deliver(self, shard_id: str, parsed_list: list[Parsed]) -> None:
@@ -125,18 +147,26 @@ class _MldDriver:
     def _end_shard(self, shard_id: str) -> None:
         session = self._session(shard_id)
         session.shard_ended()
-        del self.sessions[shard_id]
+        with self._lock:  # only now: a session that failed to end is killed by teardown
+            del self.sessions[shard_id]
         log.info(
             "%s ended: %d records delivered, %d checkpoints", shard_id, session.records_delivered, session.checkpoints
         )
 
     def teardown(self) -> None:
-        sessions, self.sessions = list(self.sessions.values()), {}
         try:
             if self.failed:
+                # kill first: shard threads blocked on a hung child then end within a second
+                with self._lock:
+                    sessions, self.sessions = list(self.sessions.values()), {}
                 for s in sessions:
                     s.kill()
+                if self._pool is not None:
+                    self._pool.shutdown(wait=True, cancel_futures=True)
                 return
+            if self._pool is not None:
+                self._pool.shutdown(wait=True)
+            sessions, self.sessions = list(self.sessions.values()), {}
             for i, s in enumerate(sessions):
                 try:
                     s.shutdown(self.options.shutdown_requested)

@@ -48,6 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-shutdown-requested", dest="shutdown_requested", action="store_false",
                    help="at the end of input go straight to leaseLost/shutdown (for V1 children that do not "
                         "know shutdownRequested)")
+    p.add_argument("--parallel-shards", type=int, default=4,
+                   help="shards of one batch processed at the same time, each by its own child (default 4; "
+                        "1 = one after the other)")
     p.add_argument("--log-format", default=os.environ.get("ETLSTAGE_LOG_FORMAT") or "text",
                    choices=("text", "json", "syslog"))
     p.add_argument("--syslog-address", default=os.environ.get("ETLSTAGE_SYSLOG_ADDRESS") or None)
@@ -63,6 +66,8 @@ def parse_options(argv: list[str], scenario: Scenario) -> tuple[Options, argpars
     problems = []
     if not command:
         problems.append("no record processor command: give it after --, e.g. -- python3 processor.py")
+    if args.parallel_shards < 1:
+        problems.append(f"--parallel-shards {args.parallel_shards}: expected >= 1")
     if args.timeout <= 0 or args.shutdown_timeout <= 0:
         problems.append(f"--timeout {args.timeout} / --shutdown-timeout {args.shutdown_timeout}: expected > 0")
     db = args.checkpoint_db
@@ -78,6 +83,7 @@ def parse_options(argv: list[str], scenario: Scenario) -> tuple[Options, argpars
     return Options(
         argv=command, version=args.protocol_version, shard_id=args.shard_id, timeout=args.timeout,
         shutdown_timeout=args.shutdown_timeout, checkpoint_db=db, shutdown_requested=args.shutdown_requested,
+        parallel_shards=args.parallel_shards,
     ), args
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import threading
 import time
 
 from etlstage.errors import StateError
@@ -27,10 +28,11 @@ class CheckpointStore:
     def __init__(self, path: str, stage: str) -> None:
         self.path = path
         self.stage = stage
+        self._lock = threading.Lock()  # one connection, used by the shard threads in turn
         try:
             if path != ":memory:":
                 os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-            self._db = sqlite3.connect(path, timeout=30, isolation_level=None)
+            self._db = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
             if path != ":memory:":
                 self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
@@ -39,22 +41,28 @@ class CheckpointStore:
             raise StateError(f"KCL checkpoint store {path!r}: cannot open ({exc})") from None
 
     def get(self, shard_id: str) -> tuple[str, int] | None:
-        row = self._db.execute(
-            "SELECT sequence_number, sub_sequence_number FROM kcl_checkpoint WHERE stage=? AND shard_id=?",
-            (self.stage, shard_id),
-        ).fetchone()
+        with self._lock:
+            row = self._db.execute(
+                "SELECT sequence_number, sub_sequence_number FROM kcl_checkpoint WHERE stage=? AND shard_id=?",
+                (self.stage, shard_id),
+            ).fetchone()
         return (row[0], row[1]) if row else None
 
     def put(self, shard_id: str, seq: str, sub: int) -> None:
-        self._db.execute(
-            "INSERT INTO kcl_checkpoint VALUES (?,?,?,?,?) ON CONFLICT(stage, shard_id) DO UPDATE SET "
-            "sequence_number=excluded.sequence_number, sub_sequence_number=excluded.sub_sequence_number, "
-            "updated_at=excluded.updated_at",
-            (self.stage, shard_id, seq, sub, time.time()),
-        )
+        with self._lock:
+            self._db.execute(
+                "INSERT INTO kcl_checkpoint VALUES (?,?,?,?,?) ON CONFLICT(stage, shard_id) DO UPDATE SET "
+                "sequence_number=excluded.sequence_number, sub_sequence_number=excluded.sub_sequence_number, "
+                "updated_at=excluded.updated_at",
+                (self.stage, shard_id, seq, sub, time.time()),
+            )
 
     def allocate(self, shard_id: str, count: int) -> int:
         """Reserve ``count`` synthetic sequence numbers; returns the first (starting at 1)."""
+        with self._lock:
+            return self._allocate(shard_id, count)
+
+    def _allocate(self, shard_id: str, count: int) -> int:
         db = self._db
         db.execute("BEGIN IMMEDIATE")
         try:
@@ -74,4 +82,5 @@ class CheckpointStore:
         return first
 
     def close(self) -> None:
-        self._db.close()
+        with self._lock:
+            self._db.close()
