@@ -8,7 +8,9 @@ For each batch (single mode: each message) the adapter
    checkpoint — but a T-stage still passes them through;
 2. per shard: starts that shard's child on first use (``initialize``), sends one
    ``processRecords`` and waits for its ``status``; a shard-end marker sends
-   ``shardEnded`` after the shard's records and ends that child;
+   ``shardEnded`` after the shard's records and ends that child.  Different shards
+   run in threads at the same time (``--parallel-shards``); each child still sees one
+   action at a time;
 3. then returns: the batch's EOP is written only after every status, so the
    supervisor's acknowledgement of the window means "the processor said done".
 

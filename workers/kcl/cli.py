@@ -2,7 +2,8 @@
 
     etlstage-kcl-adapter [--protocol-version 1|2] [--shard-id ID] [--timeout S]
                          [--shutdown-timeout S] [--checkpoint-db PATH]
-                         [--no-shutdown-requested] -- <record processor argv...>
+                         [--parallel-shards N] [--no-shutdown-requested]
+                         -- <record processor argv...>
 
 Stage type, mode, batch size and markers come from ``ETLSTAGE_*`` as for every worker.
 Exit status: 0 after a clean end of input; 1 when the child failed (exited, hung,
