@@ -131,3 +131,15 @@ def test_failure_among_parallel_shards(tmp_path):
     assert len(_child_pids(run.stderr)) == 3
     for pid in _child_pids(run.stderr):
         _assert_gone(pid)
+
+
+def test_child_dies_before_initialize_answers(tmp_path):
+    """The common first mistake: amazon_kclpy is not importable by the processor."""
+    import sys
+
+    run = run_adapter(tmp_path, [sys.executable, str(CHILDREN / "kclpy_v3_processor.py")], THREE_BATCHES)
+    assert run.returncode == 1
+    assert "exited with status 1 while the adapter waited for the status of initialize" in run.stderr
+    assert "No module named 'amazon_kclpy'" in run.stderr  # the child's stderr reaches the log
+    for pid in _child_pids(run.stderr):
+        _assert_gone(pid)

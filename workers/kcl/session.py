@@ -61,7 +61,11 @@ class ShardSession:
         self.last_checkpoint = _key(stored) if stored else None
         self.child = MldChild(argv, shard_id)
         seq, sub = stored if stored else (TRIM_HORIZON, 0)
-        self._exchange(wire.initialize(version, shard_id, seq, sub), "initialize", self.timeout, checkpointer=None)
+        try:
+            self._exchange(wire.initialize(version, shard_id, seq, sub), "initialize", self.timeout, checkpointer=None)
+        except BaseException:
+            self.child.kill()  # not registered yet, so nobody else would
+            raise
 
     # --- the actions ---------------------------------------------------------------------
 
