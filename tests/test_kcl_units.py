@@ -136,3 +136,15 @@ def test_in_process_with_serve(tmp_path, monkeypatch):
     assert [line.rsplit(" ", 1)[1] for line in lines if line.startswith("RECORD")] == ["x", "y", "z"]
     assert CheckpointStore(str(tmp_path / "db.sqlite"), "mem").get("shardId-000000000000") == (
         "00000000000000000003", 0)
+
+
+def test_the_kinesis_extractor_envelope():
+    """The exact shape `etlstage-kinesis --envelope` writes (text and base64 data)."""
+    text = (b'{"data":"{\\"id\\":1}","dataEncoding":"utf8","partitionKey":"k1","sequenceNumber":"4959000000000000001",'
+            b'"subSequenceNumber":2,"shardId":"shardId-000000000004","approximateArrivalTimestamp":1716900000123}')
+    p = records.classify(text, "default", 1, "here")
+    assert not p.synthetic and p.shard_id == "shardId-000000000004"
+    assert base64.b64decode(p.record.data_b64) == b'{"id":1}'
+    assert p.record.key == (4959000000000000001, 2) and p.record.arrival_ms == 1716900000123
+    binary = text.replace(b'"{\\"id\\":1}","dataEncoding":"utf8"', b'"/w==","dataEncoding":"base64"')
+    assert base64.b64decode(records.classify(binary, "d", 1, "here").record.data_b64) == b"\xff"
