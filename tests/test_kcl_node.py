@@ -85,3 +85,18 @@ def test_many_shards_one_after_the_other_or_at_once(tmp_path, parallel):
         assert [r[5] for r in records if r[0] == shard] == [f"m{n}" for n in range(600) if shards[n % 6] == shard]
     assert sorted(e[1] for e in run.events("shard_ended")) == shards[:3]
     assert sorted(e[1] for e in run.events("lease_lost")) == shards[3:]
+
+
+def test_v2_records_with_legacy_shutdown(tmp_path):
+    """erlmld's V2: V2 records and checkpoints, but shard and lease ends as `shutdown` + reason."""
+    messages = [envelope("shardId-000000000005", n, f"e{n}") for n in range(1, 5)] + [shard_end("shardId-000000000005"),
+                                                                                     b"plain"]
+    run = run_adapter(tmp_path, [*CHILD, "v2"], batches_to_bytes([messages]), adapter_args=["--legacy-shutdown"])
+    assert run.returncode == 0, run.stderr
+    assert {r[2] for r in run.records()} == {"0"}
+    assert sorted(e[1:] for e in run.events("shutdown")) == [["shardId-000000000000", "ZOMBIE"],
+                                                             ["shardId-000000000005", "TERMINATE"]]
+    assert not run.events("shard_ended") and not run.events("lease_lost")
+    db = sqlite3.connect(tmp_path / "state" / "kcl-multilang.sqlite")
+    assert dict(db.execute("SELECT shard_id, sequence_number FROM kcl_checkpoint"))["shardId-000000000005"] == \
+        "SHARD_END"

@@ -45,6 +45,7 @@ class Options:
     checkpoint_db: str | None = None
     shutdown_requested: bool = True
     parallel_shards: int = 4
+    legacy_shutdown: bool = False
 
 
 class _MldDriver:
@@ -120,7 +121,9 @@ class _MldDriver:
         if session is None:  # only this shard's thread starts its child
             o = self.options
             assert self.store is not None
-            session = ShardSession(o.argv, shard_id, self.store, o.version, o.timeout, o.shutdown_timeout)
+            session = ShardSession(
+                o.argv, shard_id, self.store, o.version, o.timeout, o.shutdown_timeout, o.legacy_shutdown
+            )
             with self._lock:
                 self.sessions[shard_id] = session
         return session

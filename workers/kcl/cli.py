@@ -2,7 +2,7 @@
 
     etlstage-kcl-adapter [--protocol-version 1|2] [--shard-id ID] [--timeout S]
                          [--shutdown-timeout S] [--checkpoint-db PATH]
-                         [--parallel-shards N] [--no-shutdown-requested]
+                         [--parallel-shards N] [--no-shutdown-requested] [--legacy-shutdown]
                          -- <record processor argv...>
 
 Stage type, mode, batch size and markers come from ``ETLSTAGE_*`` as for every worker.
@@ -49,6 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-shutdown-requested", dest="shutdown_requested", action="store_false",
                    help="at the end of input go straight to leaseLost/shutdown (for V1 children that do not "
                         "know shutdownRequested)")
+    p.add_argument("--legacy-shutdown", action="store_true",
+                   help="V2 records, but end shards and leases with 'shutdown' + reason TERMINATE/ZOMBIE as KCL 1.x "
+                        "daemons did (erlmld V2) instead of shardEnded/leaseLost")
     p.add_argument("--parallel-shards", type=int, default=4,
                    help="shards of one batch processed at the same time, each by its own child (default 4; "
                         "1 = one after the other)")
@@ -84,7 +87,7 @@ def parse_options(argv: list[str], scenario: Scenario) -> tuple[Options, argpars
     return Options(
         argv=command, version=args.protocol_version, shard_id=args.shard_id, timeout=args.timeout,
         shutdown_timeout=args.shutdown_timeout, checkpoint_db=db, shutdown_requested=args.shutdown_requested,
-        parallel_shards=args.parallel_shards,
+        parallel_shards=args.parallel_shards, legacy_shutdown=args.legacy_shutdown,
     ), args
 
 

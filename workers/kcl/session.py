@@ -47,8 +47,10 @@ class ShardSession:
         version: int,
         timeout: float,
         shutdown_timeout: float,
+        legacy_shutdown: bool = False,
     ) -> None:
         self.shard_id = shard_id
+        self.legacy_shutdown = legacy_shutdown
         self.store = store
         self.version = version
         self.timeout = timeout
@@ -82,7 +84,7 @@ class ShardSession:
     def shard_ended(self) -> bool:
         """Send shardEnded (V1: shutdown TERMINATE); True when the child checkpointed SHARD_END."""
         before = self.last_checkpoint
-        data, expect = wire.shard_ended(self.version)
+        data, expect = wire.shard_ended(self.version, self.legacy_shutdown)
         self._exchange(data, expect, self.timeout, at_shard_end=True)
         ended = self.last_checkpoint == _SHARD_END_KEY
         if not ended:
@@ -99,7 +101,7 @@ class ShardSession:
         if send_shutdown_requested:
             data, expect = wire.shutdown_requested()
             self._exchange(data, expect, self.shutdown_timeout)
-        data, expect = wire.lease_lost(self.version)
+        data, expect = wire.lease_lost(self.version, self.legacy_shutdown)
         self._exchange(data, expect, self.shutdown_timeout, checkpointer=None)
         self._close()
 
@@ -156,7 +158,7 @@ class ShardSession:
 
     def _validate_and_record(self, seq: object, sub: object, allowed: bool, at_shard_end: bool, during: str) -> str | None:
         if not allowed:
-            return SHUTDOWN if (self.version == 1 and during == "shutdown") else INVALID_STATE
+            return SHUTDOWN if during == "shutdown" else INVALID_STATE  # KCL 1.x: ZOMBIE
         if sub is None:
             sub = 0
         if not isinstance(sub, int) or isinstance(sub, bool) or sub < 0:

@@ -76,9 +76,10 @@ def checkpoint_answer(version: int, seq: object, sub: object, error: str | None)
     return line({"action": "checkpoint", "checkpoint": seq, "sequenceNumber": seq, "error": error})
 
 
-def shard_ended(version: int) -> tuple[bytes, str]:
-    """(line, expected responseFor)."""
-    if version >= 2:
+def shard_ended(version: int, legacy_shutdown: bool = False) -> tuple[bytes, str]:
+    """(line, expected responseFor).  ``legacy_shutdown``: V2 records but KCL 1.x endings
+    (``shutdown`` with a reason), as erlmld's V2 speaks."""
+    if version >= 2 and not legacy_shutdown:
         return line({"action": "shardEnded"}), "shardEnded"
     return line({"action": "shutdown", "reason": "TERMINATE"}), "shutdown"
 
@@ -87,7 +88,7 @@ def shutdown_requested() -> tuple[bytes, str]:
     return line({"action": "shutdownRequested"}), "shutdownRequested"
 
 
-def lease_lost(version: int) -> tuple[bytes, str]:
-    if version >= 2:
+def lease_lost(version: int, legacy_shutdown: bool = False) -> tuple[bytes, str]:
+    if version >= 2 and not legacy_shutdown:
         return line({"action": "leaseLost"}), "leaseLost"
     return line({"action": "shutdown", "reason": "ZOMBIE"}), "shutdown"
