@@ -27,6 +27,7 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
+from etlstage.protocol.scenario import Scenario
 from etlstage.worker import Loader, Transformer
 from etlstage_workers.kcl.records import Parsed, Record, classify, now_ms
 from etlstage_workers.kcl.session import ShardSession
@@ -49,7 +50,7 @@ class Options:
 
 
 class _MldDriver:
-    scenario: object  # set by the SDK before setup()
+    scenario: Scenario  # set by the SDK before setup()
 
     def __init__(self, options: Options) -> None:
         self.options = options
@@ -63,9 +64,9 @@ class _MldDriver:
 
     def setup(self) -> None:
         sc = self.scenario
-        self.default_shard = self.options.shard_id or f"shardId-{sc.instance:012d}"  # type: ignore[attr-defined]
-        path = self.options.checkpoint_db
-        self.store = CheckpointStore(path, sc.stage)  # type: ignore[attr-defined, arg-type]
+        self.default_shard = self.options.shard_id or f"shardId-{sc.instance:012d}"
+        path = self.options.checkpoint_db or ":memory:"
+        self.store = CheckpointStore(path, sc.stage)
         log.info(
             "KCL MultiLangDaemon adapter: protocol V%d, default shard %s, checkpoints in %s, child: %s",
             self.options.version, self.default_shard, path, " ".join(self.options.argv),
@@ -82,7 +83,7 @@ class _MldDriver:
         assert self.store is not None
         self.batches += 1
         now = now_ms()
-        where = f"stage {self.scenario.stage!r}, batch {self.batches}"  # type: ignore[attr-defined]
+        where = f"stage {self.scenario.stage!r}, batch {self.batches}"
         # shard -> its segments in input order: (records, followed by a shard end?)
         plan: dict[str, list[tuple[list[Parsed], bool]]] = {}
         for i, message in enumerate(messages):

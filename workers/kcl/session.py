@@ -148,15 +148,22 @@ class ShardSession:
     def _checkpoint(self, doc: dict, allowed: bool, at_shard_end: bool, during: str) -> bytes:
         seq = doc.get("sequenceNumber", doc.get("checkpoint"))
         sub = doc.get("subSequenceNumber")
-        error = self._validate_and_record(seq, sub, allowed, at_shard_end, during)
+        target = self._checkpoint_target(seq, sub, allowed, at_shard_end, during)
+        error = target if isinstance(target, str) else None
         if error:
             log.warning(
                 "%s: checkpoint at %r/%r during %s refused with %s (last checkpoint %s, largest delivered %s)",
                 self.shard_id, seq, sub, during, error, self.last_checkpoint, self.largest,
             )
+        elif target is not None:
+            self._record(*target)
         return wire.checkpoint_answer(self.version, seq, sub, error)
 
-    def _validate_and_record(self, seq: object, sub: object, allowed: bool, at_shard_end: bool, during: str) -> str | None:
+    def _checkpoint_target(
+        self, seq: object, sub: object, allowed: bool, at_shard_end: bool, during: str
+    ) -> tuple[str, int, tuple[int, int]] | str | None:
+        """Where to checkpoint — (sequence number, sub, key) — or the KCL exception name,
+        or None for a checkpoint that changes nothing."""
         if not allowed:
             return SHUTDOWN if during == "shutdown" else INVALID_STATE  # KCL 1.x: ZOMBIE
         if sub is None:
@@ -165,21 +172,22 @@ class ShardSession:
             return ILLEGAL
         if seq is None:
             if at_shard_end:
-                return self._record(SHARD_END, 0, _SHARD_END_KEY)
+                return SHARD_END, 0, _SHARD_END_KEY
             if self.largest is None:
                 return None  # nothing delivered yet: the KCL checkpoints at the value it already has
-            return self._record(self._largest_seq, self.largest[1], self.largest)
+            return self._largest_seq, self.largest[1], self.largest
         if seq == SHARD_END and at_shard_end:
-            return self._record(SHARD_END, 0, _SHARD_END_KEY)
+            return SHARD_END, 0, _SHARD_END_KEY
         if not isinstance(seq, str) or not seq.isdigit():
             return ILLEGAL
         key = (int(seq), sub)
         upper = _SHARD_END_KEY if at_shard_end else self.largest
         if upper is None or key > upper or (self.last_checkpoint is not None and key < self.last_checkpoint):
             return ILLEGAL
-        return self._record(seq, sub, key)
+        return seq, sub, key
 
     def _record(self, seq: str, sub: int, key: tuple[int, int]) -> None:
+        """Written to the store before the answer goes out."""
         self.store.put(self.shard_id, seq, sub)
         self.last_checkpoint = key
         self.checkpoints += 1
