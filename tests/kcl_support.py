@@ -20,14 +20,14 @@ EOM, EOP, EOB, BNC = b"\n", b"\x00", b"\x17", b"\x11"
 
 
 def kclpy_dir() -> Path:
-    """A folder holding the unmodified ``amazon_kclpy/`` package from its PyPI sdist.
+    """A folder holding the unmodified ``amazon_kclpy/`` package (and ``samples/``) from its PyPI sdist.
 
     The sdist's build step downloads jars (impossible offline), so it is not installed:
     the folder goes on PYTHONPATH.  Downloaded once into ETLSTAGE_KCLPY_CACHE
     (default ~/.cache/etlstage-kclpy)."""
     cache = Path(os.environ.get("ETLSTAGE_KCLPY_CACHE") or Path.home() / ".cache" / "etlstage-kclpy")
     target = cache / f"amazon_kclpy-{KCLPY_VERSION}"
-    if (target / "amazon_kclpy" / "kcl.py").exists():
+    if (target / "amazon_kclpy" / "kcl.py").exists() and (target / "samples" / "sample_kclpy_app.py").exists():
         return target
     cache.mkdir(parents=True, exist_ok=True)
     sdist = cache / f"amazon_kclpy-{KCLPY_VERSION}.tar.gz"
@@ -40,7 +40,8 @@ def kclpy_dir() -> Path:
         if done.returncode != 0 or not sdist.exists():
             pytest.fail(f"cannot download the amazon-kclpy {KCLPY_VERSION} sdist from PyPI:\n{done.stderr[-2000:]}")
     with tarfile.open(sdist) as tar:
-        members = [m for m in tar.getmembers() if m.name.startswith(f"amazon_kclpy-{KCLPY_VERSION}/amazon_kclpy/")]
+        wanted = tuple(f"amazon_kclpy-{KCLPY_VERSION}/{folder}/" for folder in ("amazon_kclpy", "samples"))
+        members = [m for m in tar.getmembers() if m.name.startswith(wanted)]
         tar.extractall(cache, members=members, filter="data")
     return target
 

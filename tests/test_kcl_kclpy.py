@@ -107,3 +107,19 @@ def test_kclpy_invalid_checkpoint_gets_the_kcl_exception_name(tmp_path, kclpy):
     errors = run.events("checkpoint-error")
     assert len(errors) == 2 and all(e[-1] == "IllegalArgumentException" for e in errors)
     assert len(run.records()) == 3
+
+
+def test_the_sample_app_shipped_with_amazon_kclpy(tmp_path, kclpy):
+    """amazon_kclpy's own samples/sample_kclpy_app.py, not a line changed."""
+    messages = [envelope("shardId-000000000002", n, f"s{n}") for n in range(1, 151)]
+    messages += [shard_end("shardId-000000000002")] + [f"plain-{n}".encode() for n in range(150)]
+    batches = [messages[i : i + 50] for i in range(0, len(messages), 50)]
+    run = run_adapter(tmp_path, [sys.executable, str(kclpy / "samples" / "sample_kclpy_app.py")],
+                      batches_to_bytes(batches), batch_size=50, kclpy=kclpy)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.count(EOP) == len(batches)
+    assert run.stderr.count("Record (Partition Key:") == 300  # its process_record logs every record
+    db = sqlite3.connect(tmp_path / "state" / "kcl-multilang.sqlite")
+    stored = dict(db.execute("SELECT shard_id, sequence_number FROM kcl_checkpoint"))
+    # shard_ended() and shutdown_requested() both call checkpoint() with no sequence number
+    assert stored == {"shardId-000000000002": "SHARD_END", "shardId-000000000000": "00000000000000000150"}
