@@ -100,3 +100,9 @@ def test_v2_records_with_legacy_shutdown(tmp_path):
     db = sqlite3.connect(tmp_path / "state" / "kcl-multilang.sqlite")
     assert dict(db.execute("SELECT shard_id, sequence_number FROM kcl_checkpoint"))["shardId-000000000005"] == \
         "SHARD_END"
+
+
+def test_no_input_no_child(tmp_path):
+    run = run_adapter(tmp_path, [*CHILD, "v2"], b"")
+    assert run.returncode == 0, run.stderr
+    assert run.stdout == b"" and "started MLD child" not in run.stderr
