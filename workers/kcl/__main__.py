@@ -1,0 +1,3 @@
+from etlstage_workers.kcl.cli import main
+
+main()
