@@ -103,14 +103,6 @@ MARKER_SETS = {
 }
 
 
-@pytest.fixture(scope="session")
-def c_build(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """The C workers, built with workers/examples/build.sh into a temporary folder."""
-    out = tmp_path_factory.mktemp("c-build")
-    subprocess.run(["sh", str(EXAMPLES / "build.sh"), str(out)], check=True, capture_output=True)
-    return str(out)
-
-
 UPPERS = {
     "c": Example("c", ("{c_build}/upper",), tuple(ALL_T_MODES), ("default", "printable", "printable-nl", "nul-eom")),
     "node": Example("node", ("node", str(EXAMPLES / "upper.js")), tuple(ALL_T_MODES), ("default", "printable")),

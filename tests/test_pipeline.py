@@ -191,3 +191,38 @@ def test_placeholders_in_commands(pdir):
     r = pdir.run("--once")
     assert r.code == 0, r.stderr
     assert pdir.lines("out.txt") == ["['0a', 'src', 'E']"]
+
+
+def test_kcl_multilang_stage_option_wraps_a_multilangdaemon_processor(pdir):
+    child = pdir.path.parent / "mld_child.js"
+    import shutil
+    from pathlib import Path
+
+    shutil.copy(Path(__file__).parent / "kcl_children" / "mld_child.js", child)
+    pdir.write(f"""
+        stages:
+          - {{name: src, type: E, command: ["{{PY}}", "{{TW}}", count, "120"]}}
+          - {{name: kcl, type: L, mode: batch, batch_size: 25, protocol: kcl-multilang, protocol_version: 1,
+              env: {{KCL_TEST_OUT: records.txt}}, command: [node, "{child}", v1]}}
+    """)
+    r = pdir.run("--once")
+    assert r.code == 0, r.stderr
+    records = pdir.lines("records.txt")
+    assert len([x for x in records if x.startswith("RECORD")]) == 120, records[:5]
+
+
+def test_the_repositorys_stages_yaml_runs_to_the_end(tmp_path):
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).parent.parent
+    work = tmp_path / "repo"
+    shutil.copytree(root / "workers" / "examples", work / "workers" / "examples")
+    shutil.copy(root / "stages.yaml", work / "stages.yaml")
+    r = subprocess.run([sys.executable, "-m", "etlstage.cli", "run", "stages.yaml", "--once", "--no-progress"],
+                       cwd=work, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    lines = (work / "output" / "numbers.txt").read_text().splitlines()
+    assert sorted(int(x) for x in lines) == list(range(1, 100001))
