@@ -58,8 +58,13 @@ def main() -> None:
     env = dict(
         os.environ,
         PYTHONPATH=os.pathsep.join([str(ROOT), str(kclpy)]),
-        ETLSTAGE_STAGE="bench", ETLSTAGE_TYPE="T", ETLSTAGE_MODE="batch", ETLSTAGE_BATCH_SIZE=str(a.batch),
-        ETLSTAGE_BATCH_DRIVER="supervisor", ETLSTAGE_STATE_DIR=state, ETLSTAGE_LOG_LEVEL="WARNING",
+        ETLSTAGE_STAGE="bench",
+        ETLSTAGE_TYPE="T",
+        ETLSTAGE_MODE="batch",
+        ETLSTAGE_BATCH_SIZE=str(a.batch),
+        ETLSTAGE_BATCH_DRIVER="supervisor",
+        ETLSTAGE_STATE_DIR=state,
+        ETLSTAGE_LOG_LEVEL="WARNING",
     )
     py, adapter = sys.executable, [sys.executable, "-m", "etlstage_workers.kcl", "--"]
     rows = [

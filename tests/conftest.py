@@ -61,6 +61,7 @@ def pdir(tmp_path: Path) -> PipelineDir:
 def c_build(tmp_path_factory: pytest.TempPathFactory) -> str:
     """The C example workers, built with workers/examples/build.sh into a temporary folder."""
     out = tmp_path_factory.mktemp("c-build")
-    subprocess.run(["sh", str(HERE.parent / "workers" / "examples" / "build.sh"), str(out)], check=True,
-                   capture_output=True)
+    subprocess.run(
+        ["sh", str(HERE.parent / "workers" / "examples" / "build.sh"), str(out)], check=True, capture_output=True
+    )
     return str(out)

@@ -33,9 +33,22 @@ def kclpy_dir() -> Path:
     sdist = cache / f"amazon_kclpy-{KCLPY_VERSION}.tar.gz"
     if not sdist.exists():
         done = subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
-             f"amazon-kclpy=={KCLPY_VERSION}", "-d", str(cache)],
-            check=False, capture_output=True, text=True, timeout=300,
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--no-binary",
+                ":all:",
+                f"amazon-kclpy=={KCLPY_VERSION}",
+                "-d",
+                str(cache),
+            ],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=300,
         )
         if done.returncode != 0 or not sdist.exists():
             pytest.fail(f"cannot download the amazon-kclpy {KCLPY_VERSION} sdist from PyPI:\n{done.stderr[-2000:]}")
@@ -88,10 +101,19 @@ def run_adapter(
     full_env = dict(
         os.environ,
         PYTHONPATH=os.pathsep.join(pythonpath),
-        ETLSTAGE_EOM="0a", ETLSTAGE_EOP="00", ETLSTAGE_EOB="17", ETLSTAGE_BNC="11",
-        ETLSTAGE_STAGE="kcl", ETLSTAGE_TYPE=stage_type, ETLSTAGE_MODE=mode,
-        ETLSTAGE_BATCH_SIZE=str(batch_size), ETLSTAGE_BATCH_DRIVER=batch_driver, ETLSTAGE_OFFSETS="worker",
-        ETLSTAGE_INSTANCE="0", ETLSTAGE_INSTANCES="1", ETLSTAGE_STATE_DIR=str(state),
+        ETLSTAGE_EOM="0a",
+        ETLSTAGE_EOP="00",
+        ETLSTAGE_EOB="17",
+        ETLSTAGE_BNC="11",
+        ETLSTAGE_STAGE="kcl",
+        ETLSTAGE_TYPE=stage_type,
+        ETLSTAGE_MODE=mode,
+        ETLSTAGE_BATCH_SIZE=str(batch_size),
+        ETLSTAGE_BATCH_DRIVER=batch_driver,
+        ETLSTAGE_OFFSETS="worker",
+        ETLSTAGE_INSTANCE="0",
+        ETLSTAGE_INSTANCES="1",
+        ETLSTAGE_STATE_DIR=str(state),
         KCL_TEST_OUT=str(out),
     )
     full_env.update(env or {})
@@ -102,8 +124,14 @@ def run_adapter(
 
 
 def envelope(shard: str, seq: int, data: str, **extra: object) -> bytes:
-    doc = {"shardId": shard, "sequenceNumber": f"{seq:056d}", "subSequenceNumber": 0, "partitionKey": f"pk-{seq % 7}",
-           "approximateArrivalTimestamp": 1700000000000 + seq, "data": data}
+    doc = {
+        "shardId": shard,
+        "sequenceNumber": f"{seq:056d}",
+        "subSequenceNumber": 0,
+        "partitionKey": f"pk-{seq % 7}",
+        "approximateArrivalTimestamp": 1700000000000 + seq,
+        "data": data,
+    }
     doc.update(extra)
     return json.dumps(doc).encode()
 

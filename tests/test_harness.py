@@ -50,15 +50,26 @@ def test_extractor_cycles_with_supervisor_offsets(stage_harness):
         def extract(self, request):
             return [str(i).encode() for i in range(request.start, request.end)]
 
-    r = stage_harness.run(Range(), type="E", mode="cyclic", offsets="supervisor",
-                          requests=[{"start": 0, "end": 3}, {"start": 3, "end": 3}, {"start": 3, "end": 5}])
+    r = stage_harness.run(
+        Range(),
+        type="E",
+        mode="cyclic",
+        offsets="supervisor",
+        requests=[{"start": 0, "end": 3}, {"start": 3, "end": 3}, {"start": 3, "end": 5}],
+    )
     assert r.batches == [[b"0", b"1", b"2"], [], [b"3", b"4"]]
 
 
 def test_a_violation_fails_with_the_supervisors_message(stage_harness):
     with pytest.raises(WorkerFailed) as err:
-        stage_harness.run([sys.executable, str(TESTW / "broken_bnc.py")], type="T", mode="batch",
-                          batch_driver="worker", batch_size=2, inputs=[b"a", b"b"])
+        stage_harness.run(
+            [sys.executable, str(TESTW / "broken_bnc.py")],
+            type="T",
+            mode="batch",
+            batch_driver="worker",
+            batch_size=2,
+            inputs=[b"a", b"b"],
+        )
     text = str(err.value)
     assert "BNC after message 2 of a batch of 2 — that message filled the batch" in text
     assert "command: [" in text and "pid: " in text
@@ -88,8 +99,13 @@ def test_conformance_suite_for_an_extractor(tmp_path):
 
 
 def check_worker(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "etlstage.cli", "check-worker", *args], capture_output=True,
-                          text=True, timeout=300, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "etlstage.cli", "check-worker", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
 
 
 @pytest.mark.parametrize("argv", [["node", "workers/examples/upper.js"], [sys.executable, "workers/examples/upper.py"]])
@@ -105,8 +121,17 @@ def test_check_worker_cli_passes_the_c_worker(c_build):
 
 
 def test_check_worker_says_exactly_what_is_wrong_with_a_late_bnc():
-    r = check_worker("--type", "T", "--mode", "batch", "--batch-driver", "worker", "--",
-                     sys.executable, "tests/workers/broken_bnc.py")
+    r = check_worker(
+        "--type",
+        "T",
+        "--mode",
+        "batch",
+        "--batch-driver",
+        "worker",
+        "--",
+        sys.executable,
+        "tests/workers/broken_bnc.py",
+    )
     assert r.returncode == 1
     assert "FAIL  batch, worker-driven (size 3)" in r.stdout
     assert "BNC after message 3 of a batch of 3 — that message filled the batch" in r.stdout

@@ -50,8 +50,10 @@ def test_child_never_answers(tmp_path):
 def test_child_answers_the_wrong_action(tmp_path):
     run = run_adapter(tmp_path, CHILD, THREE_BATCHES, env={"KCL_FAULT": "wrong-action"})
     assert run.returncode == 1
-    assert "answered with status for 'initialize' while the adapter waited for the status of 'processRecords'" \
+    assert (
+        "answered with status for 'initialize' while the adapter waited for the status of 'processRecords'"
         in run.stderr
+    )
     assert run.stdout == b"a\nb\n" + EOP
 
 
@@ -83,11 +85,17 @@ def test_missing_command_and_state_dir(tmp_path):
 
 
 def test_checkpoint_without_a_checkpointer(tmp_path):
-    run = run_adapter(tmp_path, CHILD, THREE_BATCHES, env={"KCL_FAULT": "checkpoint-at-init"},
-                      adapter_args=["--no-shutdown-requested"])
+    run = run_adapter(
+        tmp_path,
+        CHILD,
+        THREE_BATCHES,
+        env={"KCL_FAULT": "checkpoint-at-init"},
+        adapter_args=["--no-shutdown-requested"],
+    )
     assert run.returncode == 0, run.stderr
-    assert run.events("checkpoint-error") == [["checkpoint-error", "shardId-000000000000", "null", "null",
-                                               "InvalidStateException"]]
+    assert run.events("checkpoint-error") == [
+        ["checkpoint-error", "shardId-000000000000", "null", "null", "InvalidStateException"]
+    ]
     assert not run.events("shutdown_requested") and run.events("lease_lost")
 
 
@@ -98,10 +106,24 @@ def test_sigterm_kills_the_children(tmp_path):
 
     from kcl_support import ROOT
 
-    env = dict(os.environ, PYTHONPATH=str(ROOT), ETLSTAGE_TYPE="T", ETLSTAGE_MODE="batch", ETLSTAGE_BATCH_SIZE="2",
-               ETLSTAGE_STATE_DIR=str(tmp_path), KCL_FAULT="hang", KCL_TEST_OUT=str(tmp_path / "out.txt"))
-    proc = subprocess.Popen([sys.executable, "-m", "etlstage_workers.kcl", "--", *CHILD], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=ROOT)
+    env = dict(
+        os.environ,
+        PYTHONPATH=str(ROOT),
+        ETLSTAGE_TYPE="T",
+        ETLSTAGE_MODE="batch",
+        ETLSTAGE_BATCH_SIZE="2",
+        ETLSTAGE_STATE_DIR=str(tmp_path),
+        KCL_FAULT="hang",
+        KCL_TEST_OUT=str(tmp_path / "out.txt"),
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "etlstage_workers.kcl", "--", *CHILD],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd=ROOT,
+    )
     proc.stdin.write(b"a\nb\n\x17")
     proc.stdin.flush()
     assert proc.stdout.read(5) == b"a\nb\n" + EOP
@@ -121,12 +143,12 @@ def test_sigterm_kills_the_children(tmp_path):
 def test_failure_among_parallel_shards(tmp_path):
     """Three shards in each batch, their children working at once; all of them exit on the
     second batch: the first shard in input order is reported, and every child is gone."""
-    batches = [[envelope(f"shardId-{s}", n, f"{s}-{n}") for n in range(b * 3, b * 3 + 3) for s in "xyz"]
-               for b in range(3)]
+    batches = [
+        [envelope(f"shardId-{s}", n, f"{s}-{n}") for n in range(b * 3, b * 3 + 3) for s in "xyz"] for b in range(3)
+    ]
     run = run_adapter(tmp_path, CHILD, batches_to_bytes(batches), env={"KCL_FAULT": "exit-mid-batch"})
     assert run.returncode == 1
-    assert "for shardId-x exited with status 3 while the adapter waited for the status of processRecords" \
-        in run.stderr
+    assert "for shardId-x exited with status 3 while the adapter waited for the status of processRecords" in run.stderr
     assert run.stdout == b"".join(m + b"\n" for m in batches[0]) + EOP
     assert len(_child_pids(run.stderr)) == 3
     for pid in _child_pids(run.stderr):

@@ -35,8 +35,12 @@ def _workload() -> tuple[list[list[bytes]], list[bytes]]:
 def test_kclpy_processor_sees_every_record_and_checkpoints(tmp_path, kclpy, processor):
     batches, _ = _workload()
     run = run_adapter(
-        tmp_path, [sys.executable, str(CHILDREN / processor)], batches_to_bytes(batches),
-        batch_size=97, kclpy=kclpy, env={"KCL_TEST_CHECKPOINT_EVERY": "300"},
+        tmp_path,
+        [sys.executable, str(CHILDREN / processor)],
+        batches_to_bytes(batches),
+        batch_size=97,
+        kclpy=kclpy,
+        env={"KCL_TEST_CHECKPOINT_EVERY": "300"},
     )
     assert run.returncode == 0, run.stderr
     # the tap: every input message back unchanged, one EOP per batch, in order
@@ -45,7 +49,8 @@ def test_kclpy_processor_sees_every_record_and_checkpoints(tmp_path, kclpy, proc
     records = run.records()
     datas = [r[5] for r in records]
     assert sorted(datas) == sorted(
-        [f"a-{i}" for i in range(0, 3000, 3)] + [f"b-{i}" for i in range(1, 3000, 3)]
+        [f"a-{i}" for i in range(0, 3000, 3)]
+        + [f"b-{i}" for i in range(1, 3000, 3)]
         + [f"plain-{i}" for i in range(2, 3000, 3)]
     )
     by_shard: dict[str, list[int]] = {}
@@ -73,12 +78,17 @@ def test_kclpy_processor_sees_every_record_and_checkpoints(tmp_path, kclpy, proc
         assert stored["shardId-000000000000"] == "00000000000000001000"
         assert [e[1] for e in run.events("shard_ended")] == ["shardId-000000000007"]
         assert sorted(e[1] for e in run.events("lease_lost")) == ["shardId-000000000000", "shardId-000000000008"]
-        assert sorted(e[1] for e in run.events("shutdown_requested")) == ["shardId-000000000000",
-                                                                          "shardId-000000000008"]
+        assert sorted(e[1] for e in run.events("shutdown_requested")) == [
+            "shardId-000000000000",
+            "shardId-000000000008",
+        ]
     else:
         reasons = sorted((e[1], e[2]) for e in run.events("shutdown"))
-        assert reasons == [("shardId-000000000000", "ZOMBIE"), ("shardId-000000000007", "TERMINATE"),
-                           ("shardId-000000000008", "ZOMBIE")]
+        assert reasons == [
+            ("shardId-000000000000", "ZOMBIE"),
+            ("shardId-000000000007", "TERMINATE"),
+            ("shardId-000000000008", "ZOMBIE"),
+        ]
     assert "processed a batch of" in run.stderr or processor != "kclpy_v3_processor.py"  # print() logged, not fatal
 
 
@@ -86,13 +96,23 @@ def test_restart_resumes_after_the_checkpoint(tmp_path, kclpy):
     """A replayed window: the child is initialised at its checkpoint and records at or
     below it are not delivered again, while the tap still passes them through."""
     first = [[envelope("shardId-000000000001", n, f"r{n}") for n in range(1, 11)]]
-    run = run_adapter(tmp_path, [sys.executable, str(CHILDREN / "kclpy_v3_processor.py")], batches_to_bytes(first),
-                      kclpy=kclpy, env={"KCL_TEST_CHECKPOINT_EVERY": "1"})
+    run = run_adapter(
+        tmp_path,
+        [sys.executable, str(CHILDREN / "kclpy_v3_processor.py")],
+        batches_to_bytes(first),
+        kclpy=kclpy,
+        env={"KCL_TEST_CHECKPOINT_EVERY": "1"},
+    )
     assert run.returncode == 0, run.stderr
     (tmp_path / "processor-out.txt").unlink()
     replay = [[envelope("shardId-000000000001", n, f"r{n}") for n in range(8, 14)]]
-    run = run_adapter(tmp_path, [sys.executable, str(CHILDREN / "kclpy_v3_processor.py")], batches_to_bytes(replay),
-                      kclpy=kclpy, env={"KCL_TEST_CHECKPOINT_EVERY": "1"})
+    run = run_adapter(
+        tmp_path,
+        [sys.executable, str(CHILDREN / "kclpy_v3_processor.py")],
+        batches_to_bytes(replay),
+        kclpy=kclpy,
+        env={"KCL_TEST_CHECKPOINT_EVERY": "1"},
+    )
     assert run.returncode == 0, run.stderr
     assert run.events("initialize") == [["initialize", "shardId-000000000001", f"{10:056d}", "0"]]
     assert [r[5] for r in run.records()] == ["r11", "r12", "r13"]
@@ -101,8 +121,13 @@ def test_restart_resumes_after_the_checkpoint(tmp_path, kclpy):
 
 def test_kclpy_invalid_checkpoint_gets_the_kcl_exception_name(tmp_path, kclpy):
     batches = [[b"x1", b"x2"], [b"x3"]]
-    run = run_adapter(tmp_path, [sys.executable, str(CHILDREN / "kclpy_v3_processor.py")], batches_to_bytes(batches),
-                      kclpy=kclpy, env={"KCL_TEST_BAD_CHECKPOINT": "123456789012345678901234567890"})
+    run = run_adapter(
+        tmp_path,
+        [sys.executable, str(CHILDREN / "kclpy_v3_processor.py")],
+        batches_to_bytes(batches),
+        kclpy=kclpy,
+        env={"KCL_TEST_BAD_CHECKPOINT": "123456789012345678901234567890"},
+    )
     assert run.returncode == 0, run.stderr
     errors = run.events("checkpoint-error")
     assert len(errors) == 2 and all(e[-1] == "IllegalArgumentException" for e in errors)
@@ -114,8 +139,13 @@ def test_the_sample_app_shipped_with_amazon_kclpy(tmp_path, kclpy):
     messages = [envelope("shardId-000000000002", n, f"s{n}") for n in range(1, 151)]
     messages += [shard_end("shardId-000000000002")] + [f"plain-{n}".encode() for n in range(150)]
     batches = [messages[i : i + 50] for i in range(0, len(messages), 50)]
-    run = run_adapter(tmp_path, [sys.executable, str(kclpy / "samples" / "sample_kclpy_app.py")],
-                      batches_to_bytes(batches), batch_size=50, kclpy=kclpy)
+    run = run_adapter(
+        tmp_path,
+        [sys.executable, str(kclpy / "samples" / "sample_kclpy_app.py")],
+        batches_to_bytes(batches),
+        batch_size=50,
+        kclpy=kclpy,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.stdout.count(EOP) == len(batches)
     assert run.stderr.count("Record (Partition Key:") == 300  # its process_record logs every record

@@ -8,11 +8,10 @@ import json
 import sys
 
 import pytest
-from kcl_support import CHILDREN, batches_to_bytes, envelope, run_adapter, shard_end
-
 from etlstage_workers.kcl import records, wire
 from etlstage_workers.kcl.errors import InputError
 from etlstage_workers.kcl.store import CheckpointStore
+from kcl_support import CHILDREN, batches_to_bytes, envelope, run_adapter, shard_end
 
 
 def test_wire_doctests():
@@ -37,8 +36,9 @@ def test_envelope_variants():
     p = records.classify(envelope("shardId-1", 42, "héllo"), "default", 1, "here")
     assert not p.synthetic and p.shard_id == "shardId-1" and p.record.key == (42, 0)
     assert base64.b64decode(p.record.data_b64).decode() == "héllo"
-    b64 = records.classify(envelope("s", 1, "AAEC", dataBase64=True, approximateArrivalTimestamp=1700000000.5),
-                           "d", 1, "here")
+    b64 = records.classify(
+        envelope("s", 1, "AAEC", dataBase64=True, approximateArrivalTimestamp=1700000000.5), "d", 1, "here"
+    )
     assert b64.record.data_b64 == "AAEC" and b64.record.arrival_ms == 1700000000500
     end = records.classify(shard_end("shardId-1"), "d", 1, "here")
     assert end.end and end.shard_id == "shardId-1"
@@ -74,22 +74,43 @@ def test_store_counters_and_checkpoints_persist(tmp_path):
 def test_v1_and_v2_lines_are_json():
     r = records.Record("aGk=", 'k"1', "5", 2, 99, 5)
     v2 = json.loads(wire.process_records(2, [r], 7))
-    assert v2 == {"action": "processRecords", "millisBehindLatest": 7, "records": [
-        {"action": "record", "data": "aGk=", "partitionKey": 'k"1', "sequenceNumber": "5", "subSequenceNumber": 2,
-         "approximateArrivalTimestamp": 99}]}
+    assert v2 == {
+        "action": "processRecords",
+        "millisBehindLatest": 7,
+        "records": [
+            {
+                "action": "record",
+                "data": "aGk=",
+                "partitionKey": 'k"1',
+                "sequenceNumber": "5",
+                "subSequenceNumber": 2,
+                "approximateArrivalTimestamp": 99,
+            }
+        ],
+    }
     v1 = json.loads(wire.process_records(1, [r], 7))
-    assert v1 == {"action": "processRecords", "records": [{"data": "aGk=", "partitionKey": 'k"1', "sequenceNumber": "5"}]}
+    assert v1 == {
+        "action": "processRecords",
+        "records": [{"data": "aGk=", "partitionKey": 'k"1', "sequenceNumber": "5"}],
+    }
     assert json.loads(wire.checkpoint_answer(1, "5", None, None)) == {
-        "action": "checkpoint", "checkpoint": "5", "sequenceNumber": "5", "error": None}
+        "action": "checkpoint",
+        "checkpoint": "5",
+        "sequenceNumber": "5",
+        "error": None,
+    }
 
 
 def test_checkpoint_rules(tmp_path):
     """The KCL's range rule: last checkpoint <= asked <= largest delivered."""
+
     def s(n: int) -> str:
         return str(10**20 + n)  # sequence numbers wider than 64 bits, as Kinesis has
 
     def rec(n: int) -> bytes:
-        return json.dumps({"shardId": "shardId-1", "sequenceNumber": s(n), "partitionKey": "k", "data": f"d{n}"}).encode()
+        return json.dumps(
+            {"shardId": "shardId-1", "sequenceNumber": s(n), "partitionKey": "k", "data": f"d{n}"}
+        ).encode()
 
     script = {
         "initialize#1": [[None, None]],
@@ -99,9 +120,12 @@ def test_checkpoint_rules(tmp_path):
     }
     (tmp_path / "script.json").write_text(json.dumps(script))
     first, second = [rec(1), rec(2), rec(3)], [rec(5), rec(6), rec(7)]
-    run = run_adapter(tmp_path, [sys.executable, str(CHILDREN / "scripted_child.py")],
-                      batches_to_bytes([first, second, [shard_end("shardId-1")]]),
-                      env={"KCL_SCRIPT": str(tmp_path / "script.json")})
+    run = run_adapter(
+        tmp_path,
+        [sys.executable, str(CHILDREN / "scripted_child.py")],
+        batches_to_bytes([first, second, [shard_end("shardId-1")]]),
+        env={"KCL_SCRIPT": str(tmp_path / "script.json")},
+    )
     assert run.returncode == 0, run.stderr
     answers = [line.split(" ", 1)[1] for line in run.out_lines if line.startswith("ANSWER ")]
     assert answers == [
@@ -122,9 +146,10 @@ def test_in_process_with_serve(tmp_path, monkeypatch):
     """The adapter as an SDK worker over in-memory streams (the child is still a real process)."""
     import io
 
+    from etlstage_workers.kcl.adapter import KclLoader, Options
+
     from etlstage.protocol.scenario import Scenario
     from etlstage.worker import serve
-    from etlstage_workers.kcl.adapter import KclLoader, Options
 
     monkeypatch.setenv("KCL_TEST_OUT", str(tmp_path / "out.txt"))
     options = Options(argv=["node", str(CHILDREN / "mld_child.js"), "v2"], checkpoint_db=str(tmp_path / "db.sqlite"))
@@ -135,13 +160,17 @@ def test_in_process_with_serve(tmp_path, monkeypatch):
     lines = (tmp_path / "out.txt").read_text().splitlines()
     assert [line.rsplit(" ", 1)[1] for line in lines if line.startswith("RECORD")] == ["x", "y", "z"]
     assert CheckpointStore(str(tmp_path / "db.sqlite"), "mem").get("shardId-000000000000") == (
-        "00000000000000000003", 0)
+        "00000000000000000003",
+        0,
+    )
 
 
 def test_the_kinesis_extractor_envelope():
     """The exact shape `etlstage-kinesis --envelope` writes (text and base64 data)."""
-    text = (b'{"data":"{\\"id\\":1}","dataEncoding":"utf8","partitionKey":"k1","sequenceNumber":"4959000000000000001",'
-            b'"subSequenceNumber":2,"shardId":"shardId-000000000004","approximateArrivalTimestamp":1716900000123}')
+    text = (
+        b'{"data":"{\\"id\\":1}","dataEncoding":"utf8","partitionKey":"k1","sequenceNumber":"4959000000000000001",'
+        b'"subSequenceNumber":2,"shardId":"shardId-000000000004","approximateArrivalTimestamp":1716900000123}'
+    )
     p = records.classify(text, "default", 1, "here")
     assert not p.synthetic and p.shard_id == "shardId-000000000004"
     assert base64.b64decode(p.record.data_b64) == b'{"id":1}'

@@ -221,8 +221,13 @@ def test_the_repositorys_stages_yaml_runs_to_the_end(tmp_path):
     work = tmp_path / "repo"
     shutil.copytree(root / "workers" / "examples", work / "workers" / "examples")
     shutil.copy(root / "stages.yaml", work / "stages.yaml")
-    r = subprocess.run([sys.executable, "-m", "etlstage.cli", "run", "stages.yaml", "--once", "--no-progress"],
-                       cwd=work, capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-m", "etlstage.cli", "run", "stages.yaml", "--once", "--no-progress"],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr
     lines = (work / "output" / "numbers.txt").read_text().splitlines()
     assert sorted(int(x) for x in lines) == list(range(1, 100001))

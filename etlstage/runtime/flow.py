@@ -74,15 +74,33 @@ class Piece:
         self.window = window
 
 
-def cut_block(block: bytes, n: int, eom: bytes) -> tuple[bytes, bytes]:
+def cut_block(block: bytes, n: int, eom: bytes, total: int | None = None) -> tuple[bytes, bytes]:
     """The first ``n`` messages of a block, and the rest.
+
+    With ``total`` (the block's message count) the cut is guessed from the mean message
+    size, checked with one ``bytes.count`` and corrected with a few ``find`` calls:
+    no per-message work when sizes are alike.
 
     >>> cut_block(b"a\\nb\\nc\\n", 2, b"\\n")
     (b'a\\nb\\n', b'c\\n')
+    >>> cut_block(b"a\\nbbbbbb\\nc\\nd\\n", 2, b"\\n", total=4)
+    (b'a\\nbbbbbb\\n', b'c\\nd\\n')
     """
-    rest = block.split(eom, n)[-1]
-    cut = len(block) - len(rest)
-    return block[:cut], rest
+    if total is None or total < 64:
+        rest = block.split(eom, n)[-1]
+        cut = len(block) - len(rest)
+        return block[:cut], block[cut:]
+    guess = len(block) * n // total
+    have = block.count(eom, 0, guess)
+    pos = guess
+    if have < n:  # move forward to the n-th EOM
+        for _ in range(n - have):
+            pos = block.index(eom, pos) + 1
+    else:  # move back: drop EOMs until exactly n lie before pos
+        pos = block.rindex(eom, 0, guess) + 1 if have else 0
+        for _ in range(have - n):
+            pos = block.rindex(eom, 0, pos - 1) + 1
+    return block[:pos], block[pos:]
 
 
 class Inbox:
@@ -140,7 +158,7 @@ class Inbox:
                 self.bytes -= len(piece.block)
                 self.messages -= piece.count
             else:
-                head, rest = cut_block(piece.block, want, self._eom)
+                head, rest = cut_block(piece.block, want, self._eom, piece.count)
                 out.append(Piece(head, want, piece.window))
                 piece.block = rest
                 piece.count -= want

@@ -16,6 +16,7 @@ import fcntl
 import logging
 import os
 import signal
+import subprocess
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -87,32 +88,120 @@ class Transport:
         return None
 
 
+class _WorkerProtocol(asyncio.SubprocessProtocol):
+    """Keeps stdout chunks as the kernel delivered them (no copies), splits stderr into lines."""
+
+    def __init__(self, label: str, tail: collections.deque[str], max_buffered: int) -> None:
+        self.label = label
+        self.tail = tail
+        self.max_buffered = max_buffered
+        self.chunks: collections.deque[bytes] = collections.deque()
+        self.buffered = 0
+        self.eof = False
+        self.transport: asyncio.SubprocessTransport | None = None
+        self.data_ready: asyncio.Future[None] | None = None
+        self.can_write = asyncio.Event()
+        self.can_write.set()
+        self.exited: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._paused = False
+        self._stderr_pending = b""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def _wake(self) -> None:
+        if self.data_ready is not None and not self.data_ready.done():
+            self.data_ready.set_result(None)
+
+    def pipe_data_received(self, fd: int, data: bytes) -> None:
+        if fd == 1:
+            self.chunks.append(data)
+            self.buffered += len(data)
+            if self.buffered > self.max_buffered and not self._paused and self.transport is not None:
+                self._paused = True  # backpressure: the worker blocks on a full pipe
+                self.transport.get_pipe_transport(1).pause_reading()  # type: ignore[union-attr]
+            self._wake()
+        elif fd == 2:
+            lines = (self._stderr_pending + data).split(b"\n")
+            self._stderr_pending = lines.pop()
+            if len(self._stderr_pending) > 8192:  # a line with no end: show it in pieces
+                lines.append(self._stderr_pending)
+                self._stderr_pending = b""
+            for raw in lines:
+                self._line(raw)
+
+    def _line(self, raw: bytes) -> None:
+        text = raw.decode("utf-8", "replace").rstrip("\r")
+        self.tail.append(text)
+        log.info("[%s] %s", self.label, text)
+
+    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
+        if fd == 1:
+            self.eof = True
+            self._wake()
+        elif fd == 2 and self._stderr_pending:
+            self._line(self._stderr_pending)
+            self._stderr_pending = b""
+
+    def pause_writing(self) -> None:
+        self.can_write.clear()
+
+    def resume_writing(self) -> None:
+        self.can_write.set()
+
+    def process_exited(self) -> None:
+        code = self.transport.get_returncode() if self.transport is not None else None
+        if not self.exited.done():
+            self.exited.set_result(code if code is not None else -1)
+        self.can_write.set()  # a writer waiting on a dead worker must wake and fail
+        self._wake()
+
+    def take(self) -> bytes:
+        chunk = self.chunks.popleft()
+        self.buffered -= len(chunk)
+        if self._paused and self.buffered <= self.max_buffered // 2 and self.transport is not None:
+            self._paused = False
+            pipe = self.transport.get_pipe_transport(1)
+            if pipe is not None:
+                pipe.resume_reading()  # type: ignore[union-attr]
+        return chunk
+
+
 class ProcessTransport(Transport):
-    def __init__(self, proc: asyncio.subprocess.Process, argv: list[str], label: str) -> None:
-        self._proc = proc
-        self.pid = proc.pid
+    def __init__(
+        self,
+        transport: asyncio.SubprocessTransport,
+        protocol: _WorkerProtocol,
+        argv: list[str],
+        label: str,
+        tail: collections.deque[str],
+    ) -> None:
+        self._transport = transport
+        self._protocol = protocol
+        self.pid = transport.get_pid()
         self.argv = argv
         self.label = label
-        self._tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL)
-        self._stderr_task = asyncio.ensure_future(self._pump_stderr())
+        self._tail = tail
         try:
-            self._ps: psutil.Process | None = psutil.Process(proc.pid)
+            self._ps: psutil.Process | None = psutil.Process(self.pid)
         except psutil.Error:
             self._ps = None
 
     @classmethod
     async def spawn(cls, argv: list[str], env: dict[str, str], cwd: str | None, label: str) -> ProcessTransport:
+        loop = asyncio.get_running_loop()
+        tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL)
         try:
-            proc = await asyncio.create_subprocess_exec(
+            transport, protocol = await loop.subprocess_exec(
+                lambda: _WorkerProtocol(label, tail, 4 * READ_CHUNK),
                 *argv,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
                 env=env,
                 cwd=cwd,
                 start_new_session=True,
                 preexec_fn=_die_with_parent,
-                limit=4 * READ_CHUNK,
             )
         except FileNotFoundError:
             raise WorkerError(
@@ -132,59 +221,43 @@ class ProcessTransport(Transport):
             raise WorkerError(f"cannot start {label}: {exc}", [f"command: {argv!r}"]) from None
         for fd in (0, 1):
             with contextlib.suppress(AttributeError, ValueError, OSError):
-                pipe = proc._transport.get_pipe_transport(fd).get_extra_info("pipe")  # type: ignore[attr-defined]
-                _grow_pipe(pipe.fileno())
-        return cls(proc, argv, label)
-
-    async def _pump_stderr(self) -> None:
-        """Drain stderr from the start (a full pipe must never stall a worker) into the log."""
-        stream = self._proc.stderr
-        assert stream is not None
-        pending = b""
-        while True:
-            chunk = await stream.read(65536)
-            if not chunk:
-                break
-            lines = (pending + chunk).split(b"\n")
-            pending = lines.pop()
-            if len(pending) > 8192:  # a line with no end: show it in pieces
-                lines.append(pending)
-                pending = b""
-            for raw in lines:
-                self._line(raw)
-        if pending:
-            self._line(pending)
-
-    def _line(self, raw: bytes) -> None:
-        text = raw.decode("utf-8", "replace").rstrip("\r")
-        self._tail.append(text)
-        log.info("[%s] %s", self.label, text)
+                pipe = transport.get_pipe_transport(fd)
+                _grow_pipe(pipe.get_extra_info("pipe").fileno())
+        stdin = transport.get_pipe_transport(0)
+        if stdin is not None:
+            stdin.set_write_buffer_limits(high=4 * READ_CHUNK)  # type: ignore[union-attr]
+        return cls(transport, protocol, argv, label, tail)  # type: ignore[arg-type]
 
     async def write(self, data: bytes) -> None:
-        stdin = self._proc.stdin
-        assert stdin is not None
-        stdin.write(data)
-        await stdin.drain()
+        stdin = self._transport.get_pipe_transport(0)
+        if stdin is None or stdin.is_closing():
+            raise BrokenPipeError("the worker's stdin is closed")
+        stdin.write(data)  # type: ignore[union-attr]
+        if not self._protocol.can_write.is_set():
+            await self._protocol.can_write.wait()
+            if self._protocol.exited.done():
+                raise BrokenPipeError("the worker exited")
 
     async def read(self) -> bytes:
-        stdout = self._proc.stdout
-        assert stdout is not None
-        return await stdout.read(READ_CHUNK)
+        p = self._protocol
+        while not p.chunks:
+            if p.eof:
+                return b""
+            p.data_ready = asyncio.get_running_loop().create_future()
+            await p.data_ready
+        return p.take()
 
     def close_input(self) -> None:
-        stdin = self._proc.stdin
+        stdin = self._transport.get_pipe_transport(0)
         if stdin is not None and not stdin.is_closing():
             with contextlib.suppress(Exception):
                 stdin.close()
 
     async def wait(self) -> int:
-        code = await self._proc.wait()
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(asyncio.shield(self._stderr_task), 2.0)
-        return code
+        return await asyncio.shield(self._protocol.exited)
 
     def returncode(self) -> int | None:
-        return self._proc.returncode
+        return self._transport.get_returncode()
 
     async def stop(self, grace: float = 10.0, term_grace: float = 5.0) -> int | None:
         self.close_input()
@@ -201,7 +274,9 @@ class ProcessTransport(Transport):
                 "%s (pid %s) ignored SIGTERM for %.0fs; killing its process tree", self.label, self.pid, term_grace
             )
         self.kill()
-        return await self.wait()
+        code = await self.wait()
+        self._transport.close()
+        return code
 
     def _tree(self) -> list[psutil.Process]:
         if self._ps is None:
@@ -221,19 +296,15 @@ class ProcessTransport(Transport):
         for p in tree:
             with contextlib.suppress(psutil.Error):
                 p.kill()
-        if not tree and self._proc.returncode is None:
+        if not tree and self._transport.get_returncode() is None:
             with contextlib.suppress(ProcessLookupError):
-                self._proc.kill()
+                self._transport.kill()
 
     async def abort(self) -> None:
         self.kill()
-        try:
+        with contextlib.suppress(asyncio.TimeoutError, Exception):
             await asyncio.wait_for(self.wait(), 5.0)
-        except (TimeoutError, Exception):
-            pass
-        transport = getattr(self._proc, "_transport", None)
-        if transport is not None:
-            transport.close()
+        self._transport.close()
 
     def stderr_tail(self) -> list[str]:
         return list(self._tail)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import itertools
 import logging
 import os
 import sys
@@ -23,7 +24,7 @@ from etlstage.protocol.scenario import Scenario
 from etlstage.worker.base import Extractor, Loader, Request, Transformer, Worker, as_worker
 
 CHUNK = 1 << 20
-FLUSH_AT = 1 << 18  # bytes of E output buffered before a write
+SLICE = 4096  # results taken at a time from a generator
 
 log = logging.getLogger("etlstage.worker")
 
@@ -37,18 +38,23 @@ class _Output:
         self._who = f"stage {scenario.stage!r} (output of its worker)"
 
     def messages(self, messages: Iterable[bytes]) -> None:
-        batch: list[bytes] = []
-        size = 0
-        for m in messages:
-            if not isinstance(m, (bytes, bytearray, memoryview)):
-                raise TypeError(f"a worker result must be bytes, got {type(m).__name__}: {m!r:.80}")
-            batch.append(bytes(m) if not isinstance(m, bytes) else m)
-            size += len(m) + 1
-            if size >= FLUSH_AT:
-                self._stream.write(check_messages(batch, self._markers, self._who))
-                batch, size = [], 0
-        if batch:
-            self._stream.write(check_messages(batch, self._markers, self._who))
+        """Check and write results: lists in one go, other iterables in slices (no per-message loop)."""
+        if isinstance(messages, (list, tuple)):
+            self._write(messages)
+            return
+        it = iter(messages)
+        while batch := list(itertools.islice(it, SLICE)):
+            self._write(batch)
+
+    def _write(self, batch: list[bytes] | tuple[bytes, ...]) -> None:
+        if not batch:
+            return
+        try:
+            block = check_messages(batch, self._markers, self._who)
+        except TypeError:
+            bad = next(m for m in batch if not isinstance(m, bytes))
+            raise TypeError(f"a worker result must be bytes, got {type(bad).__name__}: {bad!r:.80}") from None
+        self._stream.write(block)
 
     def signal(self, byte: bytes) -> None:
         self._stream.write(byte)

@@ -26,8 +26,10 @@ class RecordProcessor(processor.RecordProcessorBase):
     def process_records(self, process_records_input):
         records = process_records_input.records
         for record in records:
-            self.out.write(f"RECORD {self.shard} {record.sequence_number} {record.sub_sequence_number} "
-                           f"{record.partition_key} {record.timestamp_millis} {record.binary_data.decode()}\n")
+            self.out.write(
+                f"RECORD {self.shard} {record.sequence_number} {record.sub_sequence_number} "
+                f"{record.partition_key} {record.timestamp_millis} {record.binary_data.decode()}\n"
+            )
         self.since += len(records)
         if records and self.since >= self.every:
             self.since = 0

@@ -36,8 +36,10 @@ class RecordProcessor(processor.RecordProcessorBase):
         last = None
         for record in process_records_input.records:
             data = record.binary_data.decode("utf-8")
-            self.out.write(f"RECORD {self.shard} {record.sequence_number} {record.sub_sequence_number} "
-                           f"{record.partition_key} {record.timestamp_millis} {data}\n")
+            self.out.write(
+                f"RECORD {self.shard} {record.sequence_number} {record.sub_sequence_number} "
+                f"{record.partition_key} {record.timestamp_millis} {data}\n"
+            )
             last = record
         self.since += len(process_records_input.records)
         print(f"processed a batch of {len(process_records_input.records)}")  # the sample app prints to stdout too

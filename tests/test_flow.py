@@ -1,0 +1,64 @@
+"""Pieces, inboxes and windows: the supervisor's bookkeeping, without processes."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+import pytest
+
+from etlstage.runtime.flow import Inbox, Piece, Window, cut_block
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_cut_block_matches_a_plain_split_for_any_sizes(seed):
+    rng = random.Random(seed)
+    for _ in range(500):
+        k = rng.randint(1, 300)
+        msgs = [b"y" * rng.choice([0, 1, 7, 100, 900]) for _ in range(k)]
+        block = b"\n".join(msgs) + b"\n"
+        n = rng.randint(1, k)
+        head, rest = cut_block(block, n, b"\n", k)
+        assert head == b"".join(m + b"\n" for m in msgs[:n])
+        assert head + rest == block
+
+
+def test_inbox_takes_across_and_within_pieces_and_keeps_counts():
+    async def scenario():
+        w = Window("src", 0, 3)
+        box = Inbox(1, b"\n", 1 << 20)
+        box.put_nowait(Piece(b"a\nb\nc\n", 3, w))
+        box.put_nowait(Piece(b"d\ne\n", 2, w))
+        first = box.take(4)
+        assert [p.block for p in first] == [b"a\nb\nc\n", b"d\n"]
+        assert box.messages == 1 and box.bytes == 2
+        assert [p.block for p in box.take(10)] == [b"e\n"]
+        assert box.take(1) == []
+
+    asyncio.run(scenario())
+
+
+def test_inbox_put_waits_for_room():
+    async def scenario():
+        w = Window("src", 0, 3)
+        box = Inbox(1, b"\n", 10)
+        await box.put(Piece(b"123456789\n", 1, w))
+        blocked = asyncio.ensure_future(box.put(Piece(b"x\n", 1, w)))
+        await asyncio.sleep(0.01)
+        assert not blocked.done()
+        box.take(1)
+        await asyncio.wait_for(blocked, 1)
+
+    asyncio.run(scenario())
+
+
+def test_window_is_done_only_when_closed_and_nothing_is_left_at_any_level():
+    w = Window("src", 0, 3)
+    w.add(1, 5)
+    w.close()
+    assert not w.done and not w.settled_before(2)
+    w.add(2, 2)
+    w.release(1, 5)
+    assert w.settled_before(2) and not w.done
+    w.release(2, 2)
+    assert w.done
