@@ -173,3 +173,26 @@ def test_sigterm_stops_an_endless_pipeline_gracefully(pdir):
     assert loaded == list(range(len(loaded)))  # in order, nothing skipped
     committed = int((pdir.path / ".etlstage/stages/src/offset-0").read_text())
     assert committed <= len(loaded)  # never committed past what was loaded
+
+
+def test_dead_letters_replayed_after_the_fix_reach_the_loader(pdir, tmp_path):
+    def pipeline(t_command: str) -> str:
+        return f"""
+            stages:
+              - {{name: src, type: E, mode: cyclic, command: ["{{PY}}", "{{TW}}", count, "40", "10"]}}
+              - {{name: t, type: T, mode: batch, batch_size: 5, {FAST_RESTART}, on_failure: deadletter,
+                  command: {t_command}}}
+              - {{name: sink, type: L, command: ["{{PY}}", "{{TW}}", append, out.txt]}}
+        """
+
+    pdir.write(pipeline('["{PY}", "{TW}", poison, "13"]'))
+    assert pdir.run("--once").code == 0
+    assert "13" not in pdir.lines("out.txt") and len(pdir.lines("out.txt")) == 39
+    # the transformer is fixed; the dead letter is replayed by the next run (nothing new to extract)
+    pdir.write(pipeline('["{PY}", "{TW}", pass]'))
+    r = pdir.etlstage("deadletter", "replay", "--all")
+    assert r.code == 0 and "1 dead letter(s) will be sent again" in r.stdout
+    r = pdir.run("--once")
+    assert r.code == 0, r.stderr
+    assert sorted(pdir.lines("out.txt"), key=int) == [str(i) for i in range(40)]
+    assert "[replayed]" in pdir.etlstage("deadletter", "list").stdout

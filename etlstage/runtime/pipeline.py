@@ -20,7 +20,7 @@ from pathlib import Path
 
 from etlstage.config.model import PipelineConfig, StageConfig
 from etlstage.errors import EtlstageError, PipelineError, WorkerError
-from etlstage.protocol.framing import reframe, split_block
+from etlstage.protocol.framing import check_messages, reframe, split_block
 from etlstage.protocol.scenario import Scenario
 from etlstage.runtime.driver import STOP, ExtractDriver, TransformDriver
 from etlstage.runtime.flow import Inbox, Job, Piece, Window
@@ -31,6 +31,7 @@ from etlstage.runtime.transport import ProcessTransport, Transport
 from etlstage.state.store import StateStore, ensure_private_dir
 
 log = logging.getLogger("etlstage.pipeline")
+REPLAY = "deadletter#"  # the source name of a window that re-injects a dead letter
 
 
 @dataclass
@@ -133,7 +134,27 @@ class Pipeline:
         for box in self._all_inboxes:
             box.notify()
         if w.done:
-            self._commit_done(self.sources[w.source])
+            if w.source.startswith(REPLAY):
+                self.store.set_deadletter_status([int(w.source[len(REPLAY) :])], "replayed")
+            else:
+                self._commit_done(self.sources[w.source])
+
+    def _inject_replays(self) -> None:
+        """Dead letters marked by `etlstage deadletter replay` go back to their stage's inbox."""
+        for d in self.store.deadletters(status="replay"):
+            found = [(lv, s) for lv, stages in enumerate(self.levels) for s in stages if s.name == d.stage]
+            if not found or found[0][0] == 0:
+                log.warning("dead letter #%d: stage %r is not a T/L stage of this pipeline; left as it is",
+                            d.id, d.stage)
+                continue
+            level, stage = found[0]
+            messages = d.split()
+            w = Window(f"{REPLAY}{d.id}", 0, self.n_levels, None, self._window_changed)
+            w.add(level, len(messages))
+            block = check_messages(messages, stage.markers, f"stage {stage.name!r}")
+            self.inputs[stage.name][0].put_nowait(Piece(block, len(messages), w))
+            w.close()
+            log.info("dead letter #%d: %d message(s) sent again to stage %r", d.id, len(messages), stage.name)
 
     def _commit_done(self, src: Source) -> None:
         committed = False
@@ -238,6 +259,7 @@ class Pipeline:
         if stale:
             log.info("%d window(s) left open by an earlier run will be extracted again", stale)
         drivers = self._drivers()
+        self._inject_replays()
         self._extractors = [d for _, d in drivers if isinstance(d, ExtractDriver)]
         by_level: dict[int, list[ExtractDriver | TransformDriver]] = collections.defaultdict(list)
         for level, d in drivers:
