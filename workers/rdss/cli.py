@@ -48,7 +48,6 @@ def parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo-data", help="write realistic RDSS traffic and what must become of it")
     demo.add_argument("--count", type=int, default=1000)
     demo.add_argument("--seed", type=int, default=1)
-    demo.add_argument("--spec", choices=SPEC_VERSIONS, default=DEFAULT_SPEC)
     demo.add_argument("--out", required=True, help="records, one per line (JSON lines)")
     demo.add_argument("--expected", required=True, help="expected tables and counts (JSON)")
     check = sub.add_parser("check", help="validate message files and print the verdicts")
@@ -65,7 +64,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.command == "demo-data":
         from etlstage_workers.rdss.demo import write_demo
 
-        counts = write_demo(args.count, args.seed, args.out, args.expected, spec=args.spec)
+        counts = write_demo(args.count, args.seed, args.out, args.expected)
         print(json.dumps(counts, sort_keys=True), file=sys.stderr)
         return
     options = Options(

@@ -2,7 +2,7 @@
 
 A :class:`SchemaSet` maps a *key* to two validators of the same schema:
 
-- ``fast[key]`` — a fastjsonschema-compiled function (the hot path: valid messages);
+- ``fast[key]`` — a predicate compiled by :mod:`compiler` (the hot path: valid messages);
 - ``explain[key]`` — a jsonschema validator, run only on a message the fast one rejected,
   to list every problem with its place.
 
@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import fastjsonschema
 import jsonschema
 import referencing
 import referencing.jsonschema
@@ -88,7 +87,7 @@ class SchemaSet:
     source: str  # "etlstage" or the --schema-dir path
     roots: dict[str, dict[str, Any]]  # key -> root schema (refs resolvable by `registry`)
     registry: referencing.Registry = field(default_factory=referencing.Registry)
-    store: dict[str, Any] = field(default_factory=dict)  # normalised id -> document (for fastjsonschema)
+    store: dict[str, Any] = field(default_factory=dict)  # normalised id -> document
     draft: str = ""
     fast: dict[str, Callable[[Any], bool]] = field(default_factory=dict)
     explain: dict[str, jsonschema.protocols.Validator] = field(default_factory=dict)
@@ -98,35 +97,19 @@ class SchemaSet:
         return MESSAGE_TYPES[self.spec]
 
     def compile(self) -> SchemaSet:
-        handlers = {"https": self._fetch, "http": self._fetch}
         checker = _format_checker()
         draft4 = self.draft == DRAFT4
         for key, root in self.roots.items():
             try:
                 self.fast[key] = compile_schema(root, registry=self.registry, formats=FORMAT_CHECKS, draft4=draft4)
-            except UnsupportedSchema:  # a user-supplied release with keywords our compiler lacks
-                check = fastjsonschema.compile(root, handlers=handlers, formats=FORMAT_CHECKS, use_default=False)
-                self.fast[key] = _as_predicate(check)
+                fallback = False
+            except UnsupportedSchema:  # a user-supplied release with keywords our compiler lacks: slower, same verdicts
+                fallback = True
             cls = jsonschema.validators.validator_for(root, default=jsonschema.Draft7Validator)
             self.explain[key] = cls(root, registry=self.registry, format_checker=checker)
+            if fallback:
+                self.fast[key] = self.explain[key].is_valid
         return self
-
-    def _fetch(self, uri: str) -> Any:
-        doc = self.store.get(_normal(uri))
-        if doc is None:
-            raise LookupError(f"schema {uri!r} is not in {self.source} (known: {', '.join(sorted(self.store))})")
-        return doc
-
-
-def _as_predicate(check: Callable[[Any], Any]) -> Callable[[Any], bool]:
-    def valid(doc: Any) -> bool:
-        try:
-            check(doc)
-        except fastjsonschema.JsonSchemaException:
-            return False
-        return True
-
-    return valid
 
 
 def _normal(uri: str) -> str:
