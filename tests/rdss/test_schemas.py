@@ -164,7 +164,7 @@ def test_own_schemas_reject_whatever_the_official_ones_reject(sets: dict[str, An
         if doc["messageHeader"]["messageType"] not in sets[which].message_types:
             continue
         reference = _reference_validator(spec, doc)
-        for m in mutations(doc, rng, 150):
+        for m in mutations(doc, rng, 150 if spec == "3.0.2" else 70):
             try:
                 key = _key(m, spec)
             except (KeyError, TypeError):
@@ -179,7 +179,7 @@ def test_own_schemas_reject_whatever_the_official_ones_reject(sets: dict[str, An
                 rejected += 1
                 assert not ours_fast, f"the official {spec} schema rejects, ours accepts: {json.dumps(m)[:400]}"
             checked += 1
-    assert checked > 500 and rejected > 300
+    assert checked > 400 and rejected > 250
 
 
 def test_compiler_agrees_with_jsonschema_on_the_official_schemas(sets: dict[str, Any]) -> None:

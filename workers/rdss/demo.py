@@ -22,7 +22,14 @@ from collections.abc import Callable
 from typing import Any
 
 from etlstage_workers.rdss.codes import (
-    GENERR001, GENERR002, GENERR003, GENERR004, GENERR006, GENERR007, GENERR010, queue_of,
+    GENERR001,
+    GENERR002,
+    GENERR003,
+    GENERR004,
+    GENERR006,
+    GENERR007,
+    GENERR010,
+    queue_of,
 )
 from etlstage_workers.rdss.output import derived_message_id
 
@@ -291,8 +298,7 @@ def generate(n: int, seed: int) -> tuple[list[bytes], dict[str, Any]]:
 def write_demo(n: int, seed: int, out: str, expected_path: str) -> dict[str, Any]:
     records, expected = generate(n, seed)
     with open(out, "wb") as f:
-        for r in records:
-            f.write(r + b"\n")
+        f.writelines(r + b"\n" for r in records)
     with open(expected_path, "w", encoding="utf-8") as f:
         json.dump(expected, f, indent=1, sort_keys=True)
     return dict(expected["counts"])

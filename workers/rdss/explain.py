@@ -59,9 +59,9 @@ def code_of(error: jsonschema.ValidationError) -> str:
     if error.validator == "pattern" and error.validator_value == UUID_PATTERN:
         return GENERR010
     if not path:  # the envelope itself
-        if error.validator == "required" and "messageBody" in error.validator_value and isinstance(error.instance, dict):
-            if "messageHeader" in error.instance:
-                return GENERR001
+        body_missing = error.validator == "required" and "messageBody" in error.validator_value
+        if body_missing and isinstance(error.instance, dict) and "messageHeader" in error.instance:
+            return GENERR001
         return GENERR004
     if path[0] == "messageHeader":
         if path == ["messageHeader", "messageType"] and error.validator == "enum" and isinstance(error.instance, str):

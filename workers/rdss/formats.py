@@ -14,6 +14,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from datetime import date
+from functools import lru_cache
 
 # The specification's own pattern: lower case, version 1-5, RFC 4122 variant.
 UUID_PATTERN = "^[0-9a-f]{8}-[0-9a-f]{4}-[1-5][0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$"
@@ -23,9 +24,10 @@ TIMESTAMP_EXPECTED = "an RFC 3339 timestamp with date, time and zone, e.g. 1997-
 _uuid = re.compile(UUID_PATTERN).match
 # RFC 3339 section 5.6 date-time; the zone is mandatory (the spec: "MUST be provided in all instances").
 _timestamp = re.compile(
-    r"(\d{4})-(\d{2})-(\d{2})[Tt]([01]\d|2[0-3]):([0-5]\d):([0-5]\d|60)(\.\d+)?([Zz]|[+-]([01]\d|2[0-3]):[0-5]\d)\Z"
+    r"(\d{4})-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])[Tt]([01]\d|2[0-3]):([0-5]\d):([0-5]\d|60)(\.\d+)?"
+    r"([Zz]|[+-]([01]\d|2[0-3]):[0-5]\d)\Z"
 ).match
-_hostname_label = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)\Z").match
+_hostname = re.compile(r"(?=.{1,253}\Z)(?!-)[A-Za-z0-9-]{1,63}(?<!-)(\.(?!-)[A-Za-z0-9-]{1,63}(?<!-))*\.?\Z").match
 _email = re.compile(r"[^@\s\"(),:;<>\[\\\]]+@[^@\s\"(),:;<>\[\\\]]+\Z").match
 _uri = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:[^\s]*\Z").match
 
@@ -37,25 +39,26 @@ def is_uuid(value: object) -> bool:
 def is_timestamp(value: object) -> bool:
     if not isinstance(value, str):
         return True  # a type error is reported by the "type" keyword, not the format
+    return _is_timestamp(value)
+
+
+# Messages repeat the same timestamps and hosts many times: remember recent verdicts (pure functions of a string).
+@lru_cache(maxsize=8192)
+def _is_timestamp(value: str) -> bool:
     m = _timestamp(value)
     if m is None:
         return False
-    day = int(m.group(3))
-    if day <= 28:
-        return 1 <= int(m.group(2)) <= 12 and day >= 1
+    if m[3] <= "28":  # month and day ranges are in the pattern; only 29..31 need the calendar
+        return True
     try:
-        date(int(m.group(1)), int(m.group(2)), day)
+        date(int(m[1]), int(m[2]), int(m[3]))
     except ValueError:
         return False
     return True
 
 
 def is_hostname(value: object) -> bool:
-    if not isinstance(value, str):
-        return True
-    if not value or len(value) > 253:
-        return False
-    return all(_hostname_label(label) for label in value.rstrip(".").split("."))
+    return not isinstance(value, str) or _hostname(value) is not None
 
 
 def is_ip(value: object, version: int | None = None) -> bool:
@@ -69,7 +72,12 @@ def is_ip(value: object, version: int | None = None) -> bool:
 
 
 def is_hostname_or_ip(value: object) -> bool:
-    return is_hostname(value) or is_ip(value)
+    return not isinstance(value, str) or _is_hostname_or_ip(value)
+
+
+@lru_cache(maxsize=4096)
+def _is_hostname_or_ip(value: str) -> bool:
+    return _hostname(value) is not None or is_ip(value)
 
 
 def is_email(value: object) -> bool:
@@ -102,7 +110,13 @@ def timestamp_seconds(value: str) -> float | None:
     """
     from datetime import datetime, timedelta, timezone
 
-    m = _timestamp(value) if isinstance(value, str) else None
+    if not isinstance(value, str) or not is_timestamp(value):
+        return None
+    try:  # the C parser handles the common forms; the pattern below covers leap seconds and lower-case t/z
+        return datetime.fromisoformat(value).timestamp()
+    except ValueError:
+        pass
+    m = _timestamp(value)
     if m is None or not is_timestamp(value):
         return None
     year, month, day, hour, minute, second = (int(m.group(i)) for i in range(1, 7))

@@ -25,8 +25,21 @@ from typing import Any
 WRAP_NAMESPACE = uuid.UUID("5e7f2a10-6b1c-4c3e-9d2a-7a4b0c1d2e3f")
 
 
+_CONTROL = bytes(range(0x20)) + b"\x7f"
+
+
 def dumps(doc: Any) -> bytes:
     return json.dumps(doc, separators=(",", ":")).encode("ascii")
+
+
+def passthrough(raw: bytes, doc: Any) -> bytes:
+    """A valid message as it came when that is already safe (ASCII, no control bytes), else re-serialised.
+
+    Safe bytes cannot contain a marker (markers are control bytes), so re-encoding would only cost time.
+    """
+    if raw.isascii() and len(raw.translate(None, _CONTROL)) == len(raw):
+        return raw
+    return dumps(doc)
 
 
 def derived_message_id(raw: bytes) -> str:

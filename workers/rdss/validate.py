@@ -101,13 +101,14 @@ class MessageValidator:
             found = explain(self.schemas.explain[key], doc)
             if found is None:
                 supported = ", ".join(self.schemas.message_types)
-                found = (GENERR002, f"messageHeader.messageType: {short(mtype)} is not supported by spec "
-                         f"{self.schemas.spec} (supported: {supported})")
+                found = (GENERR002, (f"messageHeader.messageType: {short(mtype)} is not supported by spec "
+                                     f"{self.schemas.spec} (supported: {supported})"))
             elif found[0] == GENERR002:
                 found = (GENERR002, found[1] + f" (spec {self.schemas.spec})")
             if key == "part" and found[0] == GENERR001 and not isinstance(doc.get("messageBody"), str):
-                found = (GENERR001, f"messageBody: a part of a multi-message sequence (total {total}) must carry its "
-                         f"fragment of the serialised body as a JSON string, got {short(doc.get('messageBody'), 60)}")
+                found = (GENERR001, (f"messageBody: a part of a multi-message sequence (total {total}) must carry its "
+                                     f"fragment of the serialised body as a JSON string, got "
+                                     f"{short(doc.get('messageBody'), 60)}"))
             return Verdict(doc, found[0], found[1])
         position = sequence["position"]
         if not whole and not 1 <= position <= total:

@@ -18,7 +18,7 @@ from pathlib import Path
 from etlstage.worker import Transformer
 from etlstage_workers.rdss.codes import queue_of
 from etlstage_workers.rdss.ldr import LocalDataRepository
-from etlstage_workers.rdss.output import dumps, error_result
+from etlstage_workers.rdss.output import error_result, passthrough
 from etlstage_workers.rdss.reassembly import Reassembler, input_key
 from etlstage_workers.rdss.schemas import DEFAULT_SPEC, load_schema_set
 from etlstage_workers.rdss.validate import DEFAULT_MAX_BYTES, MessageValidator
@@ -119,7 +119,7 @@ class RdssTransformer(Transformer):
                 elif v.code is not None:
                     out.append(error_result(raw, v.doc, v.code, v.description or v.code))
                 else:
-                    out.append(dumps(v.doc))
+                    out.append(passthrough(raw, v.doc))
             keys: list[bytes] = []
             if self.reassembler.replay_keys:
                 keys = [input_key(raw) for raw in unique]
