@@ -206,3 +206,11 @@ def test_results_are_compact_ascii_json(state: Any) -> None:
     assert result["messageBody"]["objectTitle"] == "Café \u2028 naïve"
     out = compact(result)
     assert out.isascii() and b" " not in out.replace(b"Caf\\u00e9 \\u2028 na\\u00efve", b"")
+
+
+def test_pathological_input_is_reported_not_fatal(state: Any) -> None:
+    deep = b"[" * 200_000 + b"]" * 200_000
+    deep_body = compact(fresh())[:-2] + b',"x":' + b"[" * 50_000 + b"]" * 50_000 + b"}}"
+    results = run_batches([[deep, deep_body, compact(fresh())]], state)
+    assert route(results)[0] == ("invalid", "GENERR007")
+    assert route(results)[1][0] in ("invalid", "error") and route(results)[2] == ("valid", None)

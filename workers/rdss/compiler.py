@@ -23,6 +23,8 @@ from typing import Any
 import referencing
 import referencing.jsonschema
 
+Resolver = Any  # referencing's Resolver (generic, not exported at the top level)
+
 _ANNOTATIONS = frozenset(
     {"$schema", "id", "$id", "definitions", "$defs", "title", "description", "$comment", "default", "examples"}
 )
@@ -53,7 +55,7 @@ def _anchored(pattern: str) -> str:
 
 
 class _Compiler:
-    def __init__(self, resolver: referencing.Resolver, formats: Mapping[str, Callable[[object], bool]], draft4: bool):
+    def __init__(self, resolver: Resolver, formats: Mapping[str, Callable[[object], bool]], draft4: bool):
         self.formats = formats
         self.draft4 = draft4
         self.consts: dict[str, Any] = {"_unique": _unique}
@@ -67,7 +69,7 @@ class _Compiler:
         self.consts[name] = value
         return name
 
-    def function(self, schema: Any, resolver: referencing.Resolver) -> str:
+    def function(self, schema: Any, resolver: Resolver) -> str:
         key = id(schema)
         if key in self.names:
             return self.names[key]
@@ -82,7 +84,7 @@ class _Compiler:
         self.lines.append("")
         return name
 
-    def emit(self, s: Any, v: str, out: list[str], ind: str, resolver: referencing.Resolver, depth: int) -> None:
+    def emit(self, s: Any, v: str, out: list[str], ind: str, resolver: Resolver, depth: int) -> None:
         """Append statements that ``return False`` if ``v`` fails schema ``s``."""
         if s is True or s == {}:
             return

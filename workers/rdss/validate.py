@@ -67,6 +67,8 @@ class MessageValidator:
             return self._decoder.decode(text), None
         except ValueError as exc:
             return None, f"message: malformed JSON: {exc}"
+        except RecursionError:
+            return None, "message: JSON nested too deeply to parse"
 
     def check(self, raw: bytes, now: float | None = None) -> Verdict:
         doc, json_error = self.parse(raw)
@@ -110,6 +112,7 @@ class MessageValidator:
                                      f"fragment of the serialised body as a JSON string, got "
                                      f"{short(doc.get('messageBody'), 60)}"))
             return Verdict(doc, found[0], found[1])
+        assert isinstance(sequence, dict)  # the schema guarantees it from here on
         position = sequence["position"]
         if not whole and not 1 <= position <= total:
             return Verdict(doc, GENERR004, f"messageHeader.messageSequence.position: {position} is outside 1..{total} (total)")

@@ -14,14 +14,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from etlstage.worker import Transformer
-from etlstage_workers.rdss.codes import queue_of
+from etlstage_workers.rdss.codes import GENERR009, queue_of
 from etlstage_workers.rdss.ldr import LocalDataRepository
-from etlstage_workers.rdss.output import error_result, passthrough
+from etlstage_workers.rdss.output import derived_message_id, error_result, passthrough
 from etlstage_workers.rdss.reassembly import Reassembler, input_key
 from etlstage_workers.rdss.schemas import DEFAULT_SPEC, load_schema_set
-from etlstage_workers.rdss.validate import DEFAULT_MAX_BYTES, MessageValidator
+from etlstage_workers.rdss.validate import DEFAULT_MAX_BYTES, MessageValidator, Verdict
 
 log = logging.getLogger("etlstage.rdss")
 
@@ -94,12 +95,13 @@ class RdssTransformer(Transformer):
                 continue
             copies.add(raw)
             unique.append(raw)
-        verdicts = [(raw, self.validator.check(raw, now)) for raw in unique]
+        verdicts = [(raw, self._check(raw, now)) for raw in unique]
         out: list[bytes] = []
-        rows = []
+        rows: list[tuple[Any, ...]] = []
         for _raw, v in verdicts:
             h = v.header
-            seq = h.get("messageSequence") if isinstance(h.get("messageSequence"), dict) else {}
+            seq_value = h.get("messageSequence")
+            seq: dict[str, Any] = seq_value if isinstance(seq_value, dict) else {}
             mid = h.get("messageId")
             if isinstance(mid, str):
                 rows.append((mid, _text(h.get("messageClass")), _text(h.get("messageType")), _text(seq.get("sequence")),
@@ -136,7 +138,14 @@ class RdssTransformer(Transformer):
         self._count(verdicts, rows, known)
         return out
 
-    def _count(self, verdicts: list, rows: list, known: set[str]) -> None:
+    def _check(self, raw: bytes, now: float) -> Verdict:
+        try:
+            return self.validator.check(raw, now)
+        except Exception as exc:  # noqa: BLE001 - one odd message must not stop the stage in a restart loop
+            log.exception("[ERROR] unexpected error validating a message of %d bytes", len(raw))
+            return Verdict(None, GENERR009, f"message: unexpected error while validating: {type(exc).__name__}: {exc}")
+
+    def _count(self, verdicts: list[tuple[bytes, Verdict]], rows: list[tuple[Any, ...]], known: set[str]) -> None:
         c = self.counters
         c.received += len(verdicts)
         ids = [r[0] for r in rows]
@@ -152,8 +161,8 @@ class RdssTransformer(Transformer):
                 invalid += 1
                 c.by_code[v.code] = c.by_code.get(v.code, 0) + 1
                 mid = v.header.get("messageId")
-                log.warning("[WARNING] Message %s to the %s queue: %s %s", mid if isinstance(mid, str) else "(no id)",
-                            queue_of(v.code), v.code, v.description)
+                mid = mid if isinstance(mid, str) else f"{derived_message_id(raw)} (derived)"
+                log.warning("[WARNING] Message %s to the %s queue: %s %s", mid, queue_of(v.code), v.code, v.description)
             if self.options.log_messages:
                 log.info("[INFO] Message received: %s (%d bytes)", v.header.get("messageId"), len(raw))
         if seen:
