@@ -136,6 +136,17 @@ def main() -> None:
 
     rows.append(("MessageValidator.check (all checks)", rate(run_checks, msgs)))
 
+    def invalid(m: bytes) -> bytes:
+        return m.replace(b'"objectTitle":"string",', b"", 1)  # a missing mandatory body field: GENERR001
+
+    bad = [invalid(m) for m in small]
+
+    def run_invalid(ms: list[bytes]) -> None:
+        for m in ms:
+            assert validator.check(m).code == "GENERR001"
+
+    rows.append(("MessageValidator.check, invalid (explained)", rate(run_invalid, bad, 1)))
+
     stdin = b"".join(b"".join(m + b"\n" for m in msgs[i:i + args.batch]) + b"\x17" for i in range(0, len(msgs), args.batch))
 
     def run_worker(ms: list[bytes]) -> None:

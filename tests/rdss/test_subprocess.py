@@ -118,3 +118,17 @@ def test_syslog_lines_follow_rfc5424(tmp_path: Path) -> None:
     pri, rest = warning.split(">", 1)
     assert pri == "<132" and rest.startswith("1 ")  # local0 (16) * 8 + warning (4)
     assert "etlstage-rdss-" in warning and "[WARNING] Message" in warning
+
+
+@pytest.mark.timeout(60)
+def test_two_instances_share_the_ldr(tmp_path: Path) -> None:
+    doc = fresh()
+    parts = split_message(doc, 2)
+    a, b = spawn(tmp_path, "single"), spawn(tmp_path, "single")
+    send(a, parts[1] + b"\n")
+    assert read_until_eop(a) == b"\x00"
+    send(b, parts[0] + b"\n")
+    [whole] = results(read_until_eop(b))
+    assert whole["messageBody"] == doc["messageBody"]
+    finish(a)
+    finish(b)

@@ -141,7 +141,7 @@ class RdssTransformer(Transformer):
     def _check(self, raw: bytes, now: float) -> Verdict:
         try:
             return self.validator.check(raw, now)
-        except Exception as exc:  # noqa: BLE001 - one odd message must not stop the stage in a restart loop
+        except Exception as exc:
             log.exception("[ERROR] unexpected error validating a message of %d bytes", len(raw))
             return Verdict(None, GENERR009, f"message: unexpected error while validating: {type(exc).__name__}: {exc}")
 
