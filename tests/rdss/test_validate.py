@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from etlstage_workers.rdss.output import derived_message_id
 from etlstage_workers.rdss.schemas import load_schema_set
 from etlstage_workers.rdss.validate import DEFAULT_MAX_BYTES, MessageValidator
 
@@ -195,6 +196,7 @@ def test_invalid_messages_are_decorated_and_never_dropped(state: Any) -> None:
     assert results[2]["rawPayload"] == "[1, 2" and results[2]["messageBody"] is None
     assert results[3]["rawPayload"] == "/w==" and results[3]["rawPayloadEncoding"] == "base64"
     assert results[4]["messageBody"] == {} and len(results[4]["messageHeader"]["messageId"]) == 36
+    assert results[4]["messageHeader"]["messageId"] == derived_message_id(compact(no_header))
     assert results[5]["rawPayload"] == "42"
 
 

@@ -77,7 +77,8 @@ def wrap_raw(raw: bytes, code: str, description: str) -> dict[str, Any]:
 def error_result(raw: bytes, doc: Any, code: str, description: str) -> bytes:
     """The serialised error message for an input: decorated in place when possible, else wrapped."""
     if can_decorate(doc):
-        if "messageHeader" not in doc:  # give the loader a stable key for an otherwise id-less message
-            doc["messageHeader"] = {"messageId": derived_message_id(raw)}
+        header = doc.setdefault("messageHeader", {})
+        if "messageId" not in header:  # give the loader a stable key for an otherwise id-less message
+            header["messageId"] = derived_message_id(raw)
         return dumps(decorate(doc, code, description))
     return dumps(wrap_raw(raw, code, description))

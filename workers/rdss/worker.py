@@ -98,15 +98,16 @@ class RdssTransformer(Transformer):
         verdicts = [(raw, self._check(raw, now)) for raw in unique]
         out: list[bytes] = []
         rows: list[tuple[Any, ...]] = []
-        for _raw, v in verdicts:
+        for raw, v in verdicts:
             h = v.header
             seq_value = h.get("messageSequence")
             seq: dict[str, Any] = seq_value if isinstance(seq_value, dict) else {}
             mid = h.get("messageId")
-            if isinstance(mid, str):
-                rows.append((mid, _text(h.get("messageClass")), _text(h.get("messageType")), _text(seq.get("sequence")),
-                             seq.get("position") if type(seq.get("position")) is int else None,
-                             "part" if v.part else (v.code or "valid")))
+            if not isinstance(mid, str):  # recorded under the id its wrapped result carries
+                mid = derived_message_id(raw)
+            rows.append((mid, _text(h.get("messageClass")), _text(h.get("messageType")), _text(seq.get("sequence")),
+                         seq.get("position") if type(seq.get("position")) is int else None,
+                         "part" if v.part else (v.code or "valid")))
         ldr = self.ldr
         # Parts must survive even a power loss once acknowledged; other rows are bookkeeping.
         ldr.db.execute(f"PRAGMA synchronous={'FULL' if any(v.part for _, v in verdicts) else 'NORMAL'}")
