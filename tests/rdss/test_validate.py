@@ -216,3 +216,13 @@ def test_pathological_input_is_reported_not_fatal(state: Any) -> None:
     results = run_batches([[deep, deep_body, compact(fresh())]], state)
     assert route(results)[0] == ("invalid", "GENERR007")
     assert route(results)[1][0] in ("invalid", "error") and route(results)[2] == ("valid", None)
+
+
+def test_every_spec_code_has_a_queue() -> None:
+    from etlstage_workers.rdss.codes import DESCRIPTIONS, QUEUE_OF_CODE, queue_of
+
+    assert set(QUEUE_OF_CODE) == set(DESCRIPTIONS) == {f"GENERR{i:03d}" for i in range(1, 11)}
+    assert {c for c, q in QUEUE_OF_CODE.items() if q == "invalid"} == {
+        "GENERR001", "GENERR002", "GENERR003", "GENERR004", "GENERR007", "GENERR010"}
+    assert [queue_of(c) for c in ("GENERR005", "GENERR006", "GENERR008", "GENERR009", "APPERRMET001")] == ["error"] * 5
+    assert queue_of(None) == queue_of("") == "valid"
