@@ -1,0 +1,3 @@
+from etlstage_workers.rdss.cli import main
+
+main()
