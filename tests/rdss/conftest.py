@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from etlstage_workers.rdss.codes import queue_of
+from etlstage_workers.rdss.worker import Options, RdssTransformer
 
 from etlstage.protocol.scenario import Scenario
 from etlstage.worker import serve
-from etlstage_workers.rdss.codes import queue_of
-from etlstage_workers.rdss.worker import Options, RdssTransformer
 
 OFFICIAL = Path(__file__).resolve().parent.parent / "data" / "rdss"
 FUTURE = "2099-01-01T00:00:00Z"

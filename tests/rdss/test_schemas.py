@@ -11,7 +11,6 @@ from typing import Any
 import jsonschema
 import pytest
 import referencing
-
 from etlstage_workers.rdss.compiler import compile_schema
 from etlstage_workers.rdss.formats import FORMAT_CHECKS
 from etlstage_workers.rdss.schemas import _format_checker, load_schema_set, schema_key

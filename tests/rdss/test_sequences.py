@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from etlstage_workers.rdss.reassembly import join_fragments
 
 from .conftest import compact, fresh, route, run_batches, split_message

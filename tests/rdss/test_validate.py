@@ -7,7 +7,6 @@ import json
 from typing import Any
 
 import pytest
-
 from etlstage_workers.rdss.output import derived_message_id
 from etlstage_workers.rdss.schemas import load_schema_set
 from etlstage_workers.rdss.validate import DEFAULT_MAX_BYTES, MessageValidator

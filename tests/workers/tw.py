@@ -69,6 +69,31 @@ class Append(Loader):
             os.fsync(f.fileno())
 
 
+class Idempotent(Loader):
+    """idem FILE: appends each key once; keys already in FILE are skipped (replays are absorbed)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def setup(self) -> None:
+        self.keys: set[bytes] = set()
+        if os.path.exists(self.path):
+            with open(self.path, "rb+") as f:
+                data = f.read()
+                end = data.rfind(b"\n") + 1
+                f.truncate(end)  # a line cut short by a crash is dropped: its batch was never acknowledged
+            self.keys.update(data[:end].split(b"\n")[:-1])
+
+    def load(self, messages):
+        new = [m for m in dict.fromkeys(messages) if m not in self.keys]
+        if new:
+            with open(self.path, "ab") as f:
+                f.write(b"".join(m + b"\n" for m in new))
+                f.flush()
+                os.fsync(f.fileno())
+            self.keys.update(new)
+
+
 class Batches(Loader):
     """batches FILE: one JSON line per batch (the batch's messages), to check batching."""
 
@@ -136,6 +161,8 @@ def build(argv: list[str]):
         return Fanout()
     if kind == "append":
         return Append(args[0])
+    if kind == "idem":
+        return Idempotent(args[0])
     if kind == "batches":
         return Batches(args[0])
     if kind == "poison":
