@@ -78,7 +78,7 @@ class FaultProxy:
             def log_message(self, *args: object) -> None:
                 pass
 
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 target = self.headers.get("X-Amz-Target", "")
                 if target.endswith(".GetRecords"):
@@ -194,7 +194,8 @@ class WorkerProcess:
         self._stderr.close()
 
     def stderr(self) -> str:
-        self._stderr.flush()
+        if not self._stderr.closed:
+            self._stderr.flush()
         return self.stderr_path.read_text(errors="replace")[-4000:]
 
 

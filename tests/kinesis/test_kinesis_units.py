@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import sqlite3
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from botocore.exceptions import ClientError
@@ -21,7 +21,7 @@ from etlstage_workers.kinesis.store import CheckpointStore, Commit, ShardRow
 
 def rec(seq: str, data: bytes, key: str = "k") -> dict:
     return {"SequenceNumber": seq, "Data": data, "PartitionKey": key,
-            "ApproximateArrivalTimestamp": datetime(2024, 1, 1, tzinfo=timezone.utc)}
+            "ApproximateArrivalTimestamp": datetime(2024, 1, 1, tzinfo=UTC)}
 
 
 # --- KPL ---------------------------------------------------------------------------------

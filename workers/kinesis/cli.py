@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 import sys
 
+from botocore.exceptions import BotoCoreError, ClientError
+
 from etlstage.errors import EtlstageError
 from etlstage.logs import setup_logging
 from etlstage.worker import serve
@@ -23,6 +25,10 @@ def main(argv: list[str] | None = None) -> None:
     except EtlstageError as exc:
         log.error("%s", exc)
         code = exc.exit_code
+    except (ClientError, BotoCoreError) as exc:
+        # e.g. ResourceNotFoundException for a wrong stream name, NoCredentialsError
+        log.error("Kinesis: %s (nothing committed for the open window)", exc)
+        code = 1
     except KeyboardInterrupt:
         code = 130
     except BrokenPipeError:
