@@ -11,6 +11,7 @@ from __future__ import annotations
 import http.client
 import http.server
 import itertools
+import json
 import os
 import signal
 import subprocess
@@ -89,7 +90,7 @@ class FaultProxy:
                         if failing:
                             proxy.failed += 1
                     if failing:
-                        payload = ('{"__type":"%s","message":"injected by the test proxy"}' % proxy.error).encode()
+                        payload = json.dumps({"__type": proxy.error, "message": "injected by the test proxy"}).encode()
                         self.send_response(400)
                         self.send_header("Content-Type", "application/x-amz-json-1.1")
                         self.send_header("Content-Length", str(len(payload)))

@@ -20,7 +20,8 @@ from etlstage_workers.kinesis.retry import Backoff, KinesisGaveUp
 
 
 def records(n: int, keys: int = 5, prefix: str = "r") -> list[tuple[str, bytes]]:
-    return [(f"k{i % keys}", json.dumps({"id": f"{prefix}{i}", "key": f"k{i % keys}", "n": i}).encode()) for i in range(n)]
+    docs = ({"id": f"{prefix}{i}", "key": f"k{i % keys}", "n": i} for i in range(n))
+    return [(d["key"], json.dumps(d).encode()) for d in docs]
 
 
 def run_plain(opts: Options, state_dir: str = "", **scenario: object) -> list[bytes]:
@@ -84,9 +85,9 @@ def test_cyclic_subprocess_commits_only_on_the_next_request_and_resumes_after_si
 
     db = sqlite3.connect(tmp_path / "kinesis.sqlite")
     (seq,) = db.execute("SELECT seq FROM shards").fetchone()
-    seqs = [r["SequenceNumber"] for r in emulator.client().get_records(
-        ShardIterator=emulator.client().get_shard_iterator(
-            StreamName=s, ShardId="shardId-000000000000", ShardIteratorType="TRIM_HORIZON")["ShardIterator"])["Records"]]
+    c = emulator.client()
+    it = c.get_shard_iterator(StreamName=s, ShardId="shardId-000000000000", ShardIteratorType="TRIM_HORIZON")
+    seqs = [r["SequenceNumber"] for r in c.get_records(ShardIterator=it["ShardIterator"])["Records"]]
     assert seq == seqs[4]
 
     w = spawn(args, str(tmp_path))
@@ -150,7 +151,7 @@ def test_throttling_without_end_fails_clearly(emulator, stream, put_records, pro
     put_records(s, records(3))
     proxy.fail = 10**6
     proxy.error = "LimitExceededException"
-    with pytest.raises(KinesisGaveUp, match="GENERR010.*GetRecords.*LimitExceededException"):
+    with pytest.raises(KinesisGaveUp, match=r"GENERR010.*GetRecords.*LimitExceededException"):
         run_plain(opts(s, proxy.endpoint_url, backoff_base_ms=1, max_retries=4))
     assert proxy.failed == 5
 
@@ -189,7 +190,7 @@ def test_kpl_aggregated_input_is_deaggregated_with_sub_sequence_checkpoints(
           scenario=Scenario(type="E", mode="cyclic", state_dir=str(tmp_path)))
     docs = [json.loads(m) for m in out.getvalue().split(b"\x00")[0].split(b"\n")[:-1]]
     assert [d["data"] for d in docs] == ["plain-before"] + [f"sub{i}" for i in range(7)]
-    assert [d["subSequenceNumber"] for d in docs] == [0] + list(range(7))
+    assert [d["subSequenceNumber"] for d in docs] == [0, *range(7)]
     assert [d["partitionKey"] for d in docs[1:]] == [f"u{i}" for i in range(7)]
     row = sqlite3.connect(tmp_path / "kinesis.sqlite").execute("SELECT seq, subseq, complete FROM shards").fetchone()
     assert row == (docs[-1]["sequenceNumber"], 6, 1)
