@@ -143,8 +143,11 @@ class Writer(threading.Thread):
             _wait_active(self.client, self.stream)
             self.phase = 1
             self._write(self.per_phase)
-            a, b = sorted(_open_shards(self.client, self.stream), key=lambda s: int(s["HashKeyRange"]["StartingHashKey"]))
-            self.client.merge_shards(StreamName=self.stream, ShardToMerge=a["ShardId"], AdjacentShardToMerge=b["ShardId"])
+            children = _open_shards(self.client, self.stream)
+            a, b = sorted(children, key=lambda s: int(s["HashKeyRange"]["StartingHashKey"]))
+            self.client.merge_shards(
+                StreamName=self.stream, ShardToMerge=a["ShardId"], AdjacentShardToMerge=b["ShardId"]
+            )
             _wait_active(self.client, self.stream)
             self.phase = 2
             self._write(self.per_phase)
