@@ -95,47 +95,89 @@ def _parse_record(buf: bytes, pos: int, end: int) -> tuple[int, bytes]:
     return pk_index, data
 
 
-def deaggregate(data: bytes, partition_key: str) -> list[SubRecord]:
-    """The user records inside one Kinesis record, with their sub-sequence numbers."""
-    if len(data) < 4 + _DIGEST or data[:4] != MAGIC:
-        return [(0, partition_key, data)]
-    body = data[4:-_DIGEST]
-    if _md5(body).digest() != data[-_DIGEST:]:
+def _checked(data: bytes) -> tuple[list[str], list[tuple[int, bytes]]] | None:
+    """Key table and ``(key index, data)`` per sub-record, or None: not a (good) aggregate."""
+    n = len(data)
+    if n < 4 + _DIGEST or data[:4] != MAGIC:
+        return None
+    view = memoryview(data)
+    if _md5(view[4 : n - _DIGEST]).digest() != data[n - _DIGEST :]:
         log.warning("record with the KPL magic bytes but a wrong MD5: passed on as one ordinary record")
-        return [(0, partition_key, data)]
+        return None
     try:
-        return _unpack(body)
-    except (MalformedAggregate, IndexError) as exc:
+        keys, raw = _unpack(data, 4, n - _DIGEST)
+        if raw and max(i for i, _ in raw) >= len(keys):
+            raise MalformedAggregate(f"a sub-record names a partition key beyond the table of {len(keys)}")
+    except (MalformedAggregate, IndexError, UnicodeDecodeError) as exc:
         log.warning("record with the KPL magic bytes and a good MD5 but unreadable protobuf (%s): "
                     "passed on as one ordinary record", exc)
+        return None
+    return keys, raw
+
+
+def deaggregate(data: bytes, partition_key: str) -> list[SubRecord]:
+    """The user records inside one Kinesis record, with their sub-sequence numbers."""
+    found = _checked(data)
+    if found is None:
         return [(0, partition_key, data)]
+    keys, raw = found
+    return [(sub, keys[index], payload) for sub, (index, payload) in enumerate(raw)]
 
 
-def _unpack(body: bytes) -> list[SubRecord]:
+def payloads(data: bytes) -> list[bytes]:
+    """Just the data of each user record (the hot path when only data is emitted)."""
+    found = _checked(data)
+    if found is None:
+        return [data]
+    return [payload for _, payload in found[1]]
+
+
+def _len2(buf: bytes, pos: int) -> tuple[int, int]:
+    """A length varint at ``pos``: one- and two-byte forms inline, longer ones via :func:`_varint`."""
+    b = buf[pos]
+    if b < 0x80:
+        return b, pos + 1
+    c = buf[pos + 1]
+    if c < 0x80:
+        return (b & 0x7F) | (c << 7), pos + 2
+    return _varint(buf, pos)
+
+
+def _unpack(buf: bytes, pos: int, end: int) -> tuple[list[str], list[tuple[int, bytes]]]:
     keys: list[str] = []
     raw: list[tuple[int, bytes]] = []
-    pos, end = 0, len(body)
+    add = raw.append
     while pos < end:
-        key, pos = _varint(body, pos)
+        if buf[pos] == 0x1A:  # field 3 (a sub-record), length-delimited: the hot path
+            n, pos = _len2(buf, pos + 1)
+            stop = pos + n
+            if stop > end:
+                raise MalformedAggregate(f"a sub-record of {n} bytes runs past the end")
+            # the usual layout: 08 <key index, one byte> 1A <length> <data>
+            if buf[pos] == 0x08 and buf[pos + 1] < 0x80 and buf[pos + 2] == 0x1A:
+                m, at = _len2(buf, pos + 3)
+                if at + m == stop:
+                    add((buf[pos + 1], buf[at:stop]))
+                    pos = stop
+                    continue
+            add(_parse_record(buf, pos, stop))
+            pos = stop
+            continue
+        key, pos = _varint(buf, pos)
         field, wire = key >> 3, key & 7
         if wire == 2:
-            n, pos = _varint(body, pos)
+            n, pos = _varint(buf, pos)
             stop = pos + n
             if stop > end:
                 raise MalformedAggregate(f"field {field} of {n} bytes runs past the end")
             if field == 1:
-                keys.append(body[pos:stop].decode("utf-8"))
-            elif field == 3:
-                raw.append(_parse_record(body, pos, stop))
+                keys.append(buf[pos:stop].decode("utf-8"))
             pos = stop
         else:
-            pos = _skip(body, pos, wire)
-    out = []
-    for sub, (index, payload) in enumerate(raw):
-        if index >= len(keys):
-            raise MalformedAggregate(f"sub-record {sub} names partition key #{index}, the table has {len(keys)}")
-        out.append((sub, keys[index], payload))
-    return out
+            pos = _skip(buf, pos, wire)
+    if pos != end:
+        raise MalformedAggregate(f"the protobuf body ends at byte {pos}, expected {end}")
+    return keys, raw
 
 
 # --- writer (tests, benchmarks, the emulator's seeding) -------------------------------

@@ -25,7 +25,7 @@ from typing import Any
 
 from etlstage.errors import MarkerInMessage
 from etlstage.protocol.markers import Markers
-from etlstage_workers.kinesis.kpl import MAGIC, deaggregate
+from etlstage_workers.kinesis.kpl import MAGIC, deaggregate, payloads
 
 log = logging.getLogger("etlstage.kinesis")
 
@@ -85,8 +85,8 @@ class Framer:
             for r in records:
                 data = r["Data"]
                 if self.deaggregate and data[:4] == MAGIC:
-                    subs = deaggregate(data, r["PartitionKey"])
-                    out.extend(s[2] for s in subs)
+                    subs = payloads(data)
+                    out.extend(subs)
                     if r is last:
                         last_sub = len(subs) - 1
                 else:
