@@ -20,6 +20,7 @@ import os
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -99,7 +100,8 @@ def throughput(shards: int, records: int, size: int, runs: int) -> tuple[float, 
         seed(client, "bench", shards, records, size)
         best = {"bare": 0.0, "extractor": 0.0}
         for _ in range(runs):
-            for name, fn in (("bare", lambda: bare_loop(client, "bench")), ("extractor", lambda: extractor(url, "bench"))):
+            contenders = (("bare", lambda: bare_loop(client, "bench")), ("extractor", lambda: extractor(url, "bench")))
+            for name, fn in contenders:
                 t = time.perf_counter()
                 n = fn()
                 dt = time.perf_counter() - t
@@ -112,9 +114,7 @@ def throughput(shards: int, records: int, size: int, runs: int) -> tuple[float, 
 
 
 def cpu_per_record(size: int, total: int = 100_000) -> tuple[float, float]:
-    from datetime import datetime, timezone
-
-    arrival = datetime.now(timezone.utc)
+    arrival = datetime.now(UTC)
     payload = b"y" * size
     plain = [{"SequenceNumber": str(10**20 + i), "Data": payload, "PartitionKey": f"k{i}",
               "ApproximateArrivalTimestamp": arrival} for i in range(1000)]
