@@ -124,11 +124,14 @@ def cpu_per_record(size: int, total: int = 100_000) -> tuple[float, float]:
     framer = Framer(DEFAULT_MARKERS)
     results = []
     for batch in (plain, aggregated):
-        t = time.process_time()
-        for _ in range(total // 1000):
-            msgs, _ = framer.frame("shardId-000000000000", batch)
-            check_messages(msgs, DEFAULT_MARKERS)  # what the SDK does before writing
-        results.append((time.process_time() - t) / total * 1e6)
+        best = float("inf")
+        for _ in range(3):  # best of three: the machine may be shared
+            t = time.process_time()
+            for _ in range(total // 1000):
+                msgs, _ = framer.frame("shardId-000000000000", batch)
+                check_messages(msgs, DEFAULT_MARKERS)  # what the SDK does before writing
+            best = min(best, (time.process_time() - t) / total * 1e6)
+        results.append(best)
     return results[0], results[1]
 
 

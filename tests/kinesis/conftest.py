@@ -150,6 +150,7 @@ class WorkerProcess:
             PYTHONPATH=str(ROOT) + os.pathsep + env.get("PYTHONPATH", ""),
         )
         env.update(extra_env or {})
+        Path(state_dir).mkdir(parents=True, exist_ok=True)
         self.stderr_path = Path(state_dir) / f"stderr-{time.monotonic_ns()}.log"
         self._stderr = open(self.stderr_path, "wb")  # noqa: SIM115 - closed in wait()/kill()
         self.proc = subprocess.Popen(

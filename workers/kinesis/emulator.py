@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import signal
 import sys
@@ -74,6 +75,7 @@ class Emulator:
     def start(self) -> Emulator:
         from moto.server import ThreadedMotoServer
 
+        logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no line per request
         self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
         self._server.start()
         self.port = self._server.get_host_and_port()[1]
@@ -161,6 +163,9 @@ def main(argv: list[str] | None = None) -> None:
     if ns.records and not ns.stream:
         p.error("--records needs --stream")
 
+    done = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: done.set())
     emu = Emulator(ns.port, ns.region).start()
     print(emu.endpoint_url, flush=True)
     if ns.stream:
@@ -169,12 +174,10 @@ def main(argv: list[str] | None = None) -> None:
             n = emu.put_records(ns.stream, read_lines(ns.records), ns.partition_key)
             print(f"put {n} records into {ns.stream}", file=sys.stderr, flush=True)
 
-    done = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: done.set())
     if ns.exit_on_stdin_eof:
         threading.Thread(target=lambda: (sys.stdin.read(), done.set()), daemon=True).start()
-    done.wait()
+    while not done.wait(0.5):
+        pass
     emu.stop()
     os._exit(0)
 
