@@ -89,7 +89,7 @@ def kinesis_mock(tmp_path_factory: pytest.TempPathFactory) -> Any:
     yield url, client
     proc.terminate()
     try:
-        proc.wait(10)
+        proc.wait(3)
     except subprocess.TimeoutExpired:
         proc.kill()
     log.close()
