@@ -95,24 +95,23 @@ def _parse_record(buf: bytes, pos: int, end: int) -> tuple[int, bytes]:
     return pk_index, data
 
 
-def _checked(data: bytes) -> tuple[list[str], list[tuple[int, bytes]]] | None:
-    """Key table and ``(key index, data)`` per sub-record, or None: not a (good) aggregate."""
+def _checked(data: bytes) -> tuple[list[str], list[int], list[bytes]] | None:
+    """Key table, key index and data per sub-record — or None: not a (good) aggregate."""
     n = len(data)
     if n < 4 + _DIGEST or data[:4] != MAGIC:
         return None
-    view = memoryview(data)
-    if _md5(view[4 : n - _DIGEST]).digest() != data[n - _DIGEST :]:
+    if _md5(memoryview(data)[4 : n - _DIGEST]).digest() != data[n - _DIGEST :]:
         log.warning("record with the KPL magic bytes but a wrong MD5: passed on as one ordinary record")
         return None
     try:
-        keys, raw = _unpack(data, 4, n - _DIGEST)
-        if raw and max(i for i, _ in raw) >= len(keys):
+        keys, index, datas = _unpack(data, 4, n - _DIGEST)
+        if index and max(index) >= len(keys):
             raise MalformedAggregate(f"a sub-record names a partition key beyond the table of {len(keys)}")
     except (MalformedAggregate, IndexError, UnicodeDecodeError) as exc:
         log.warning("record with the KPL magic bytes and a good MD5 but unreadable protobuf (%s): "
                     "passed on as one ordinary record", exc)
         return None
-    return keys, raw
+    return keys, index, datas
 
 
 def deaggregate(data: bytes, partition_key: str) -> list[SubRecord]:
@@ -120,47 +119,46 @@ def deaggregate(data: bytes, partition_key: str) -> list[SubRecord]:
     found = _checked(data)
     if found is None:
         return [(0, partition_key, data)]
-    keys, raw = found
-    return [(sub, keys[index], payload) for sub, (index, payload) in enumerate(raw)]
+    keys, index, datas = found
+    return [(sub, keys[i], d) for sub, (i, d) in enumerate(zip(index, datas))]
 
 
 def payloads(data: bytes) -> list[bytes]:
     """Just the data of each user record (the hot path when only data is emitted)."""
     found = _checked(data)
-    if found is None:
-        return [data]
-    return [payload for _, payload in found[1]]
+    return [data] if found is None else found[2]
 
 
-def _len2(buf: bytes, pos: int) -> tuple[int, int]:
-    """A length varint at ``pos``: one- and two-byte forms inline, longer ones via :func:`_varint`."""
-    b = buf[pos]
-    if b < 0x80:
-        return b, pos + 1
-    c = buf[pos + 1]
-    if c < 0x80:
-        return (b & 0x7F) | (c << 7), pos + 2
-    return _varint(buf, pos)
-
-
-def _unpack(buf: bytes, pos: int, end: int) -> tuple[list[str], list[tuple[int, bytes]]]:
+def _unpack(buf: bytes, pos: int, end: int) -> tuple[list[str], list[int], list[bytes]]:
     keys: list[str] = []
-    raw: list[tuple[int, bytes]] = []
-    add = raw.append
+    index: list[int] = []
+    datas: list[bytes] = []
+    add_index, add_data = index.append, datas.append
     while pos < end:
         if buf[pos] == 0x1A:  # field 3 (a sub-record), length-delimited: the hot path
-            n, pos = _len2(buf, pos + 1)
+            b = buf[pos + 1]
+            if b < 0x80:
+                n, pos = b, pos + 2
+            else:
+                n, pos = _varint(buf, pos + 1)
             stop = pos + n
             if stop > end:
                 raise MalformedAggregate(f"a sub-record of {n} bytes runs past the end")
-            # the usual layout: 08 <key index, one byte> 1A <length> <data>
+            # the usual layout: 08 <key index, one byte> 1A <length: one or two bytes> <data>
             if buf[pos] == 0x08 and buf[pos + 1] < 0x80 and buf[pos + 2] == 0x1A:
-                m, at = _len2(buf, pos + 3)
+                b = buf[pos + 3]
+                if b < 0x80:
+                    m, at = b, pos + 4
+                else:
+                    m, at = _varint(buf, pos + 3)
                 if at + m == stop:
-                    add((buf[pos + 1], buf[at:stop]))
+                    add_index(buf[pos + 1])
+                    add_data(buf[at:stop])
                     pos = stop
                     continue
-            add(_parse_record(buf, pos, stop))
+            i, d = _parse_record(buf, pos, stop)
+            add_index(i)
+            add_data(d)
             pos = stop
             continue
         key, pos = _varint(buf, pos)
@@ -177,7 +175,7 @@ def _unpack(buf: bytes, pos: int, end: int) -> tuple[list[str], list[tuple[int, 
             pos = _skip(buf, pos, wire)
     if pos != end:
         raise MalformedAggregate(f"the protobuf body ends at byte {pos}, expected {end}")
-    return keys, raw
+    return keys, index, datas
 
 
 # --- writer (tests, benchmarks, the emulator's seeding) -------------------------------
