@@ -120,7 +120,7 @@ def deaggregate(data: bytes, partition_key: str) -> list[SubRecord]:
     if found is None:
         return [(0, partition_key, data)]
     keys, index, datas = found
-    return [(sub, keys[i], d) for sub, (i, d) in enumerate(zip(index, datas))]
+    return [(sub, keys[i], d) for sub, (i, d) in enumerate(zip(index, datas, strict=True))]
 
 
 def payloads(data: bytes) -> list[bytes]:
