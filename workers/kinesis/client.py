@@ -7,6 +7,7 @@ one retry policy.
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Any
 
@@ -67,7 +68,7 @@ class KinesisApi:
                     "ListShards", lambda: self.client.list_shards(MaxResults=page_size, **self._args)
                 )
             else:
-                page = self.backoff.call("ListShards", lambda t=token: self._next_page(t, page_size))
+                page = self.backoff.call("ListShards", functools.partial(self._next_page, token, page_size))
             shards.extend(page.get("Shards", []))
             token = page.get("NextToken")
             if not token:

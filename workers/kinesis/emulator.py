@@ -175,7 +175,11 @@ def main(argv: list[str] | None = None) -> None:
             print(f"put {n} records into {ns.stream}", file=sys.stderr, flush=True)
 
     if ns.exit_on_stdin_eof:
-        threading.Thread(target=lambda: (sys.stdin.read(), done.set()), daemon=True).start()
+        def wait_for_eof() -> None:
+            sys.stdin.read()
+            done.set()
+
+        threading.Thread(target=wait_for_eof, daemon=True).start()
     while not done.wait(0.5):
         pass
     emu.stop()

@@ -85,10 +85,10 @@ class Framer:
             for r in records:
                 data = r["Data"]
                 if self.deaggregate and data[:4] == MAGIC:
-                    subs = payloads(data)
-                    out.extend(subs)
+                    datas = payloads(data)
+                    out.extend(datas)
                     if r is last:
-                        last_sub = len(subs) - 1
+                        last_sub = len(datas) - 1
                 else:
                     out.append(data)
                     if r is last:
