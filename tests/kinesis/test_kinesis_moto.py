@@ -49,10 +49,13 @@ def assert_key_order(messages: list[bytes]) -> None:
         last[doc["key"]] = doc["n"]
 
 
-def test_plain_reads_every_shard_once_in_key_order_and_commits_nothing(emulator, stream, put_records, tmp_path) -> None:
+@pytest.mark.parametrize("parallel", [1, 4])
+def test_plain_reads_every_shard_once_in_key_order_and_commits_nothing(
+    emulator, stream, put_records, tmp_path, parallel
+) -> None:
     s = stream(4)
     put_records(s, records(300))
-    got = run_plain(opts(s, emulator.endpoint_url, limit=37), str(tmp_path))
+    got = run_plain(opts(s, emulator.endpoint_url, limit=37, parallel=parallel), str(tmp_path))
     assert sorted(ids(got)) == sorted(f"r{i}" for i in range(300))
     assert_key_order(got)
     rows = sqlite3.connect(tmp_path / "kinesis.sqlite").execute("SELECT seq, ended FROM shards").fetchall()

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,7 +45,7 @@ class Cursor:
     ended: bool = False  # null NextShardIterator seen in this run
     at_tip: bool = False  # plain mode: caught up
     lag_ms: int | None = None
-    children_known: bool = False
+    latest_now: bool = False  # the first iterator of a LATEST shard: really LATEST
     waiting_logged: bool = field(default=False, repr=False)
 
     @property
@@ -63,6 +64,7 @@ class KinesisExtractor(Extractor):
         self._sync_needed = True
         self._last_lag_log = time.monotonic()
         self.records_out = 0
+        self._pool: ThreadPoolExecutor | None = None
 
     # --- life cycle ---------------------------------------------------------------------
 
@@ -81,6 +83,8 @@ class KinesisExtractor(Extractor):
                              on_marker=o.on_marker, deaggregate_kpl=o.deaggregate)
         client = self._client or make_client(o.stream, o.region, o.endpoint_url, o.profile)
         self.api = KinesisApi(client, o.stream, Backoff(o.backoff_base_ms, o.max_retries))
+        if o.parallel > 1:
+            self._pool = ThreadPoolExecutor(o.parallel, thread_name_prefix="kinesis-get")
         self._sync()
         log.info("instance %d/%d reads %d of %d shards of %s (state %s)", sc.instance, sc.instances,
                  len(self._cursors), len(self._rows), o.stream, self.store.path)
@@ -88,6 +92,8 @@ class KinesisExtractor(Extractor):
     def teardown(self) -> None:
         # stdin EOF: maybe the supervisor died — commit nothing, only leave the lag stats
         self._log_lag(force=True)
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
         self.store.close()
 
     def extract(self, request: Request | None) -> Iterator[bytes]:
@@ -111,11 +117,9 @@ class KinesisExtractor(Extractor):
 
     def _cycle(self) -> Iterator[bytes]:
         self._maybe_sync()
-        produced = 0
-        for cur in self._readable(in_run=False):
-            messages = self._read_once(cur)
-            produced += len(messages)
-            yield from messages
+        before = self.records_out
+        yield from self._read(self._readable(in_run=False))
+        produced = self.records_out - before
         self._log_lag()
         if produced == 0 and self.options.idle_sleep > 0:
             time.sleep(self.options.idle_sleep)
@@ -128,8 +132,7 @@ class KinesisExtractor(Extractor):
                 if self._sync_needed:
                     continue
                 break
-            for cur in active:
-                yield from self._read_once(cur)
+            yield from self._read(active)
         self._log_lag(force=True)
 
     # --- shards -------------------------------------------------------------------------
@@ -206,17 +209,39 @@ class KinesisExtractor(Extractor):
             return it, (int(seq), sub if sub is not None else -1)
         if row.start_type == "TRIM_HORIZON":
             return self.api.shard_iterator(cur.shard_id, "TRIM_HORIZON"), None
+        if row.start_type == "LATEST" and cur.latest_now:
+            cur.latest_now = False
+            return self.api.shard_iterator(cur.shard_id, "LATEST"), None
         if row.start_type in ("AT_TIMESTAMP", "LATEST") and row.start_ts is not None:
             return self.api.shard_iterator(cur.shard_id, "AT_TIMESTAMP", ts=row.start_ts), None
-        if row.start_type == "LATEST":
-            # pin "latest" to a time first, so a restart before any checkpoint loses nothing
-            now = time.time()
-            self.store.fix_start(cur.shard_id, "LATEST", now)
-            row.start_ts = now
-            return self.api.shard_iterator(cur.shard_id, "LATEST"), None
         raise AssertionError(f"{cur.shard_id}: start type {row.start_type!r} is never read")
 
-    def _read_once(self, cur: Cursor) -> list[bytes]:
+    def _pin_latest(self, cursors: list[Cursor]) -> None:
+        """Before a first LATEST iterator, store the time: a restart before any checkpoint
+        then resumes AT_TIMESTAMP from it and loses nothing.  (Main thread: SQLite.)"""
+        for cur in cursors:
+            row = cur.row
+            if cur.iterator is None and cur.position is None and row.seq is None and row.start_type == "LATEST" \
+                    and row.start_ts is None:
+                now = time.time()
+                self.store.fix_start(cur.shard_id, "LATEST", now)
+                row.start_ts = now
+                cur.latest_now = True
+
+    def _read(self, cursors: list[Cursor]) -> Iterator[bytes]:
+        """One GetRecords per cursor — in parallel threads when asked — then framing in shard order."""
+        self._pin_latest(cursors)
+        if self._pool is not None and len(cursors) > 1:
+            fetched = list(self._pool.map(self._fetch, cursors))
+            for cur, (reply, after) in zip(cursors, fetched, strict=True):
+                yield from self._apply(cur, reply, after)
+        else:
+            for cur in cursors:
+                reply, after = self._fetch(cur)
+                yield from self._apply(cur, reply, after)
+
+    def _fetch(self, cur: Cursor) -> tuple[dict[str, Any], tuple[int, int] | None]:
+        """Network only (may run in a pool thread): iterator if needed, one GetRecords."""
         after: tuple[int, int] | None = None
         if cur.iterator is None:
             cur.iterator, after = self._start(cur)
@@ -228,6 +253,9 @@ class KinesisExtractor(Extractor):
             log.info("%s: iterator expired; a fresh one from the last position", cur.shard_id)
             cur.iterator, after = self._start(cur)
             reply = self.api.get_records(cur.iterator, self.options.limit, cur.shard_id, cur.rate)
+        return reply, after
+
+    def _apply(self, cur: Cursor, reply: dict[str, Any], after: tuple[int, int] | None) -> list[bytes]:
         records = reply.get("Records") or []
         messages, last = self.framer.frame(cur.shard_id, records, after)
         cur.iterator = reply.get("NextShardIterator")

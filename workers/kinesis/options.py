@@ -31,6 +31,7 @@ class Options:
     shard_sync_interval: float = 30.0
     idle_sleep: float = 0.2
     lag_log_interval: float = 60.0
+    parallel: int = 4
     state_dir: str | None = None
 
     def check(self) -> None:
@@ -46,6 +47,8 @@ class Options:
             problems.append(f"--limit {self.limit}: expected 1..10000 (the GetRecords maximum)")
         if not 1 <= self.max_gets_per_second <= 5:
             problems.append(f"--max-gets-per-second {self.max_gets_per_second}: expected 1..5 (the Kinesis limit)")
+        if not 1 <= self.parallel <= 64:
+            problems.append(f"--parallel {self.parallel}: expected 1..64")
         if self.max_retries < 0:
             problems.append(f"--max-retries {self.max_retries}: expected >= 0")
         if problems:
@@ -95,6 +98,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--shard-sync-interval", type=float, default=30.0, help="seconds between ListShards calls")
     p.add_argument("--idle-sleep", type=float, default=0.2, help="seconds to pause after a cycle with no records")
     p.add_argument("--lag-log-interval", type=float, default=60.0, help="seconds between MillisBehindLatest logs")
+    p.add_argument("--parallel", type=int, default=4,
+                   help="shards fetched at once within a cycle (threads); output stays in shard order")
     p.add_argument("--state-dir", help="checkpoint directory (default ETLSTAGE_STATE_DIR)")
     p.add_argument("--log-format", default=os.environ.get("ETLSTAGE_LOG_FORMAT"), choices=("text", "json", "syslog"))
     p.add_argument("--syslog-address", default=os.environ.get("ETLSTAGE_SYSLOG_ADDRESS"))
