@@ -215,5 +215,6 @@ def test_lineage_order_and_start_policy() -> None:
 
 def test_owner_is_stable_and_covers_all_instances() -> None:
     ids = [f"shardId-{i:012d}" for i in range(64)]
-    assert {owner(s, 3) for s in ids} == {0, 1, 2}
+    assert [owner(s, 3) for s in ids[:6]] == [0, 1, 2, 0, 1, 2]
+    assert {owner(f"custom-{i}", 3) for i in range(30)} == {0, 1, 2}
     assert [owner(s, 3) for s in ids] == [owner(s, 3) for s in ids]

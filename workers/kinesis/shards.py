@@ -1,7 +1,8 @@
 """Which shards an instance reads, where each starts, and when a child may begin.
 
-- Ownership: ``crc32(shard id) mod instances == instance`` — stable across restarts and
-  independent of the listing order.  A child shard may belong to another instance than
+- Ownership: the number in ``shardId-000000000007`` mod instances (other ids: their
+  crc32) — stable across restarts, independent of the listing order, and an even spread
+  of a stream's first shards (crc32 alone put shards 0-3 all on instance 0 of 2).  A child shard may belong to another instance than
   its parents; it waits until the store says every parent reached SHARD_END.
 - Start of a shard with no checkpoint, decided once when it is first seen and kept in
   the store: on the very first listing of a stream every shard takes the initial
@@ -12,6 +13,7 @@
 
 from __future__ import annotations
 
+import re
 import zlib
 from collections.abc import Iterable
 from typing import Any
@@ -19,16 +21,20 @@ from typing import Any
 from etlstage_workers.kinesis.store import ShardRow
 
 INITIAL_POSITIONS = ("TRIM_HORIZON", "LATEST", "AT_TIMESTAMP")
+_SHARD_NUMBER = re.compile(r"shardId-(\d+)")
 
 
 def owner(shard_id: str, instances: int) -> int:
     """The instance that reads ``shard_id``.
 
-    >>> owner("shardId-000000000000", 1)
-    0
+    >>> [owner(f"shardId-{i:012d}", 2) for i in range(4)]
+    [0, 1, 0, 1]
     """
     if instances <= 1:
         return 0
+    number = _SHARD_NUMBER.fullmatch(shard_id)
+    if number:
+        return int(number.group(1)) % instances
     return zlib.crc32(shard_id.encode("utf-8")) % instances
 
 
