@@ -2,8 +2,9 @@
 
 - Ownership: the number in ``shardId-000000000007`` mod instances (other ids: their
   crc32) — stable across restarts, independent of the listing order, and an even spread
-  of a stream's first shards (crc32 alone put shards 0-3 all on instance 0 of 2).  A child shard may belong to another instance than
-  its parents; it waits until the store says every parent reached SHARD_END.
+  of a stream's first shards (crc32 alone put shards 0-3 all on instance 0 of 2).
+  A child shard may belong to another instance than its parents; it waits until the
+  store says every parent reached SHARD_END.
 - Start of a shard with no checkpoint, decided once when it is first seen and kept in
   the store: on the very first listing of a stream every shard takes the initial
   position (``LATEST``: closed shards are skipped, open ones start at the tip);
