@@ -213,3 +213,53 @@ def test_split_and_merge_while_writing_exactly_once_children_after_parents(kines
     assert len(closed) == 3 and all(ended[sid] == 1 for sid in closed)
     log = worker.stderr()
     assert "SHARD_END committed" in log and "waits for its parent" in log
+
+
+@pytest.mark.timeout(240)
+def test_two_instances_hand_children_across_instances_through_the_shared_store(kinesis_mock, spawn, tmp_path) -> None:
+    """Shard 0 (instance 0) splits into 1 (instance 1) and 2 (instance 0), which merge into 3
+    (instance 1): each child waits for parents another instance reads."""
+    url, client = kinesis_mock
+    stream = f"reshard2-{int(time.time() * 1000)}"
+    client.create_stream(StreamName=stream, ShardCount=1)
+    _wait_active(client, stream)
+    writer = Writer(client, stream, per_phase=100, keys=10)
+    args = ["--stream", stream, "--endpoint-url", url, "--region", "us-east-1", "--envelope",
+            "--limit", "30", "--idle-sleep", "0.02", "--shard-sync-interval", "0.5"]
+    env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
+    workers = [spawn(args, str(tmp_path), extra_env=env, instance=i, instances=2) for i in range(2)]
+    emitted: list[tuple[int, dict[str, Any]]] = []  # (instance, envelope) in the order the cycles ran
+    writer.start()
+    deadline = time.monotonic() + 180
+    idle_rounds = 0
+    while idle_rounds < 8:
+        assert time.monotonic() < deadline, f"stuck at {len(emitted)} of {len(writer.written)}"
+        got = 0
+        for i, w in enumerate(workers):
+            for m in w.cycle():
+                emitted.append((i, json.loads(m)))
+                got += 1
+        if writer.phase == 3 or writer.error:
+            idle_rounds = idle_rounds + 1 if not got else 0
+    writer.join(10)
+    assert writer.error is None, writer.error
+
+    got_keys = [(json.loads(d["data"])["key"], json.loads(d["data"])["n"]) for _, d in emitted]
+    assert len(got_keys) == len(set(got_keys)) == len(writer.written)
+    last: dict[str, int] = defaultdict(lambda: -1)
+    for key, n in got_keys:
+        assert n > last[key], f"{key}: {n} after {last[key]}"
+        last[key] = n
+    by_shard: dict[str, set[int]] = defaultdict(set)
+    for i, d in emitted:
+        by_shard[d["shardId"]].add(i)
+    assert by_shard == {"shardId-000000000000": {0}, "shardId-000000000001": {1},
+                        "shardId-000000000002": {0}, "shardId-000000000003": {1}}
+    position = defaultdict(list)
+    for k, (_, d) in enumerate(emitted):
+        position[d["shardId"]].append(k)
+    for child, parents in (("shardId-000000000001", ["shardId-000000000000"]),
+                           ("shardId-000000000002", ["shardId-000000000000"]),
+                           ("shardId-000000000003", ["shardId-000000000001", "shardId-000000000002"])):
+        for parent in parents:
+            assert min(position[child]) > max(position[parent]), f"{child} before its parent {parent} ended"
