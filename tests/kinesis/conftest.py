@@ -68,6 +68,7 @@ class FaultProxy:
         self.fail = 0
         self.fail_at: set[int] = set()  # 1-based GetRecords call numbers to fail
         self.error = "ProvisionedThroughputExceededException"
+        self.hide_shard: str | None = None  # as if trimmed: not listed, no iterator
         self.get_records_calls: list[float] = []
         self.failed = 0
         self._lock = threading.Lock()
@@ -78,6 +79,14 @@ class FaultProxy:
 
             def log_message(self, *args: object) -> None:
                 pass
+
+            def _error(self, status: int, kind: str, message: str) -> None:
+                payload = json.dumps({"__type": kind, "message": message}).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/x-amz-json-1.1")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
 
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
@@ -90,18 +99,21 @@ class FaultProxy:
                         if failing:
                             proxy.failed += 1
                     if failing:
-                        payload = json.dumps({"__type": proxy.error, "message": "injected by the test proxy"}).encode()
-                        self.send_response(400)
-                        self.send_header("Content-Type", "application/x-amz-json-1.1")
-                        self.send_header("Content-Length", str(len(payload)))
-                        self.end_headers()
-                        self.wfile.write(payload)
+                        self._error(400, proxy.error, "injected by the test proxy")
                         return
+                if proxy.hide_shard and target.endswith(".GetShardIterator") \
+                        and json.loads(body).get("ShardId") == proxy.hide_shard:
+                    self._error(400, "ResourceNotFoundException", f"Shard {proxy.hide_shard} does not exist")
+                    return
                 conn = http.client.HTTPConnection("127.0.0.1", proxy.upstream_port, timeout=30)
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
                 conn.request("POST", self.path, body=body, headers=headers)
                 reply = conn.getresponse()
                 data = reply.read()
+                if proxy.hide_shard and target.endswith(".ListShards") and reply.status == 200:
+                    doc = json.loads(data)
+                    doc["Shards"] = [s for s in doc["Shards"] if s["ShardId"] != proxy.hide_shard]
+                    data = json.dumps(doc).encode()
                 self.send_response(reply.status)
                 for k, v in reply.getheaders():
                     if k.lower() not in ("content-length", "connection", "transfer-encoding", "server", "date"):

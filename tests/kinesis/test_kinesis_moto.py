@@ -242,3 +242,28 @@ def test_bad_options_are_reported_clearly(emulator, stream, spawn, tmp_path) -> 
               str(tmp_path))
     assert w.close_stdin() != 0
     assert "no-such-stream" in w.stderr()
+
+
+def test_a_shard_gone_past_retention_is_ended_not_a_crash_loop(emulator, stream, put_records, proxy, tmp_path,
+                                                               caplog) -> None:
+    s = stream(2)
+    put_records(s, records(20))
+    state = str(tmp_path)
+    sc = Scenario(type="E", mode="cyclic", state_dir=state)
+    serve(KinesisExtractor(opts(s, proxy.endpoint_url)), stdin=io.BytesIO(b"\n\n"), stdout=io.BytesIO(), scenario=sc)
+    put_records(s, records(20, prefix="second"))
+    proxy.hide_shard = "shardId-000000000001"
+    out = io.BytesIO()
+    serve(KinesisExtractor(opts(s, proxy.endpoint_url)), stdin=io.BytesIO(b"\n\n"), stdout=out, scenario=sc)
+    got = ids([m for m in out.getvalue().replace(b"\x00", b"").split(b"\n") if m])
+    shard0 = {d["id"] for d in (json.loads(r["Data"]) for r in _shard_records(emulator, s, "shardId-000000000000"))}
+    assert set(got) == {i for i in shard0 if i.startswith("second")}
+    assert "shardId-000000000001 no longer exists" in caplog.text
+    ended = dict(sqlite3.connect(tmp_path / "kinesis.sqlite").execute("SELECT shard_id, ended FROM shards"))
+    assert ended == {"shardId-000000000000": 0, "shardId-000000000001": 1}
+
+
+def _shard_records(emulator, stream: str, shard: str) -> list[dict]:
+    c = emulator.client()
+    it = c.get_shard_iterator(StreamName=stream, ShardId=shard, ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
+    return c.get_records(ShardIterator=it)["Records"]

@@ -33,6 +33,8 @@ from etlstage_workers.kinesis.store import CheckpointStore, Commit, ShardRow
 
 log = logging.getLogger("etlstage.kinesis")
 
+GONE = "etlstage:gone"  # key of a synthetic reply: the shard's iterator request said ResourceNotFound
+
 
 @dataclass
 class Cursor:
@@ -244,7 +246,12 @@ class KinesisExtractor(Extractor):
         """Network only (may run in a pool thread): iterator if needed, one GetRecords."""
         after: tuple[int, int] | None = None
         if cur.iterator is None:
-            cur.iterator, after = self._start(cur)
+            try:
+                cur.iterator, after = self._start(cur)
+            except Exception as exc:
+                if error_code(exc) != "ResourceNotFoundException":
+                    raise
+                return {"Records": [], "NextShardIterator": None, GONE: exc}, None
         try:
             reply = self.api.get_records(cur.iterator, self.options.limit, cur.shard_id, cur.rate)
         except Exception as exc:
@@ -256,6 +263,8 @@ class KinesisExtractor(Extractor):
         return reply, after
 
     def _apply(self, cur: Cursor, reply: dict[str, Any], after: tuple[int, int] | None) -> list[bytes]:
+        if GONE in reply:
+            self._check_gone(cur, reply[GONE])
         records = reply.get("Records") or []
         messages, last = self.framer.frame(cur.shard_id, records, after)
         cur.iterator = reply.get("NextShardIterator")
@@ -277,6 +286,13 @@ class KinesisExtractor(Extractor):
             )
         self.records_out += len(messages)
         return messages
+
+    def _check_gone(self, cur: Cursor, exc: Exception) -> None:
+        """A shard we track has no iterator any more: fine only if the stream no longer lists it."""
+        if cur.shard_id in {s["ShardId"] for s in self.api.list_shards()}:
+            raise exc
+        log.warning("%s no longer exists (past the stream's retention period?): marked ended; records it held "
+                    "that were not read before cannot be read any more", cur.shard_id)
 
     # --- lag ----------------------------------------------------------------------------
 
