@@ -8,10 +8,11 @@ import signal
 import subprocess
 import sys
 import time
-
-from conftest import ROOT
+from pathlib import Path
 
 from etlstage_workers.kinesis.emulator import Emulator, json_pointer
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_json_pointer() -> None:
