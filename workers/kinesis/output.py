@@ -64,6 +64,7 @@ class Framer:
         self._eom = markers.EOM
         self._others = (markers.EOP, markers.EOB, markers.BNC)
         self.escaped = 0  # records re-serialised or enveloped because of a marker byte
+        self._notes = 0
 
     # --- the batch of one GetRecords call -----------------------------------------------
 
@@ -145,7 +146,7 @@ class Framer:
         else:
             compact = json.dumps(doc, separators=(",", ":"), ensure_ascii=True).encode("ascii")
             if self._clean(compact + self._eom, 1):
-                log.info("%s holds a marker byte; its JSON was re-serialised compactly", where)
+                self._note(logging.INFO, f"{where} holds a marker byte; its JSON was re-serialised compactly")
                 return compact
         if self.on_marker == "fail":
             raise MarkerInMessage(
@@ -156,10 +157,18 @@ class Framer:
         if self.on_marker == "error":
             doc = self._envelope_doc(shard_id, r, sub, key, data, force_base64=True)
             doc = {"error": "KINESIS_MARKER_IN_DATA", "description": f"{where} holds a marker byte", **doc}
-            log.warning("%s holds a marker byte and is not JSON: sent on as an error object", where)
+            self._note(logging.WARNING, f"{where} holds a marker byte and is not JSON: sent on as an error object")
             return self._dump(doc, where)
-        log.warning("%s holds a marker byte and is not JSON: sent on as a base64 envelope", where)
+        self._note(logging.WARNING, f"{where} holds a marker byte and is not JSON: sent on as a base64 envelope")
         return self._dump(self._envelope_doc(shard_id, r, sub, key, data, force_base64=True), where)
+
+    def _note(self, level: int, text: str) -> None:
+        """Log the first few, then every 1000th: JSON lines ending in a newline are common."""
+        self._notes += 1
+        n = self._notes
+        if n <= 10 or n % 1000 == 0:
+            more = "" if n < 10 else f" ({n} records so far; only every 1000th is logged from now on)"
+            log.log(level, "%s%s", text, more)
 
     # --- envelope -----------------------------------------------------------------------
 
