@@ -48,6 +48,13 @@ def test_kpl_round_trip_and_agrees_with_aws_kinesis_agg() -> None:
     assert [(r["kinesis"]["partitionKey"], base64.b64decode(r["kinesis"]["data"])) for r in theirs_read] == pairs
 
 
+def test_kpl_lengths_across_varint_boundaries() -> None:
+    sizes = [0, 1, 127, 128, 129, 1000, 16383, 16384, 20000, 300000]
+    pairs = [(f"k{i % 4}", bytes((i * 7 + j) % 256 for j in range(n))) for i, n in enumerate(sizes)]
+    assert [(k, d) for _, k, d in kpl.deaggregate(kpl.aggregate(pairs), "o")] == pairs
+    assert kpl.payloads(kpl.aggregate(pairs)) == [d for _, d in pairs]
+
+
 def test_kpl_not_aggregated_or_damaged_passes_as_is() -> None:
     assert kpl.deaggregate(b"hello", "pk") == [(0, "pk", b"hello")]
     blob = kpl.aggregate([("a", b"x")])

@@ -139,6 +139,8 @@ def _unpack(buf: bytes, pos: int, end: int) -> tuple[list[str], list[int], list[
             b = buf[pos + 1]
             if b < 0x80:
                 n, pos = b, pos + 2
+            elif buf[pos + 2] < 0x80:  # records of 128 B .. 16 KB
+                n, pos = (b & 0x7F) | (buf[pos + 2] << 7), pos + 3
             else:
                 n, pos = _varint(buf, pos + 1)
             stop = pos + n
@@ -149,6 +151,8 @@ def _unpack(buf: bytes, pos: int, end: int) -> tuple[list[str], list[int], list[
                 b = buf[pos + 3]
                 if b < 0x80:
                     m, at = b, pos + 4
+                elif buf[pos + 4] < 0x80:
+                    m, at = (b & 0x7F) | (buf[pos + 4] << 7), pos + 5
                 else:
                     m, at = _varint(buf, pos + 3)
                 if at + m == stop:
