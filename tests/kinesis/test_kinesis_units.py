@@ -61,6 +61,11 @@ def test_kpl_not_aggregated_or_damaged_passes_as_is() -> None:
     bad_md5 = blob[:-1] + bytes([blob[-1] ^ 1])
     assert kpl.deaggregate(bad_md5, "pk") == [(0, "pk", bad_md5)]
     assert kpl.deaggregate(kpl.MAGIC + b"short", "pk") == [(0, "pk", kpl.MAGIC + b"short")]
+    import hashlib
+
+    for body in (b"\x1a\xff\xff\x03xx", b"\x0a\x01a\x1a\x04\x08\x05\x1a\x00", b"\x1f"):
+        junk = kpl.MAGIC + body + hashlib.md5(body).digest()  # good MD5, bad protobuf
+        assert kpl.deaggregate(junk, "pk") == [(0, "pk", junk)]
 
 
 # --- framing -----------------------------------------------------------------------------
