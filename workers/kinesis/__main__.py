@@ -1,0 +1,3 @@
+from etlstage_workers.kinesis.cli import main
+
+main()

@@ -1,0 +1,190 @@
+"""A Kinesis emulator on loopback (moto's server), for demos and tests without AWS.
+
+Command line::
+
+    python -m etlstage_workers.kinesis.emulator --port 0 --stream demo --shards 2 \\
+        --records data.jsonl --partition-key /id
+
+prints the endpoint URL (``http://127.0.0.1:PORT``) as its first stdout line, seeds the
+stream, and serves until SIGTERM/SIGINT (or, with ``--exit-on-stdin-eof``, until its
+stdin closes).  From Python::
+
+    emu = Emulator().start()
+    emu.create_stream("demo", shards=2)
+    emu.put_records("demo", [b'{"id":1}'], partition_key="/id")
+    ...
+    emu.stop()
+
+Requests need some credentials; the emulator accepts any, and :meth:`Emulator.env`
+gives a set (``AWS_ACCESS_KEY_ID=testing`` ...) to hand to workers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+BATCH = 500  # PutRecords maximum
+
+FAKE_CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
+
+
+def json_pointer(doc: Any, pointer: str) -> Any:
+    """RFC 6901: ``json_pointer({"a": {"b": 1}}, "/a/b") == 1``."""
+    if pointer in ("", "/"):
+        return doc
+    for token in pointer.lstrip("/").split("/"):
+        token = token.replace("~1", "/").replace("~0", "~")
+        doc = doc[int(token)] if isinstance(doc, list) else doc[token]
+    return doc
+
+
+def partition_key_fn(pointer: str | None) -> Callable[[int, bytes], str]:
+    """A partition key per record: the JSON value at ``pointer``, else the line number."""
+    if not pointer:
+        return lambda i, data: str(i)
+
+    def key(i: int, data: bytes) -> str:
+        try:
+            value = json_pointer(json.loads(data), pointer)
+        except (ValueError, KeyError, IndexError, TypeError) as exc:
+            raise ValueError(f"record #{i}: no partition key at JSON pointer {pointer!r} ({exc!r}): {data[:80]!r}")
+        return value if isinstance(value, str) else json.dumps(value)
+
+    return key
+
+
+class Emulator:
+    def __init__(self, port: int = 0, region: str = "us-east-1") -> None:
+        self.port = port
+        self.region = region
+        self._server: Any = None
+
+    def start(self) -> Emulator:
+        from moto.server import ThreadedMotoServer
+
+        logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no line per request
+        self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
+        self._server.start()
+        self.port = self._server.get_host_and_port()[1]
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
+
+    def __enter__(self) -> Emulator:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def endpoint_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def env(self) -> dict[str, str]:
+        """Environment for a worker talking to this emulator (fake credentials, endpoint)."""
+        return dict(FAKE_CREDENTIALS, AWS_DEFAULT_REGION=self.region, AWS_ENDPOINT_URL_KINESIS=self.endpoint_url)
+
+    def client(self) -> Any:
+        import boto3
+
+        return boto3.client(
+            "kinesis",
+            endpoint_url=self.endpoint_url,
+            region_name=self.region,
+            aws_access_key_id=FAKE_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=FAKE_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+        )
+
+    def create_stream(self, name: str, shards: int = 1, timeout: float = 10.0) -> None:
+        c = self.client()
+        c.create_stream(StreamName=name, ShardCount=shards)
+        deadline = time.monotonic() + timeout
+        while c.describe_stream_summary(StreamName=name)["StreamDescriptionSummary"]["StreamStatus"] != "ACTIVE":
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"stream {name!r} not ACTIVE after {timeout} s")
+            time.sleep(0.05)
+
+    def put_records(self, stream: str, records: Iterable[bytes], partition_key: str | None = None) -> int:
+        """PutRecords in batches of 500; partition key from the JSON pointer (or a counter)."""
+        c = self.client()
+        key = partition_key_fn(partition_key)
+        batch: list[dict[str, Any]] = []
+        total = 0
+        for i, data in enumerate(records):
+            batch.append({"Data": data, "PartitionKey": key(i, data)})
+            if len(batch) == BATCH:
+                total += _put(c, stream, batch)
+                batch = []
+        if batch:
+            total += _put(c, stream, batch)
+        return total
+
+
+def _put(client: Any, stream: str, batch: list[dict[str, Any]]) -> int:
+    reply = client.put_records(StreamName=stream, Records=batch)
+    if reply.get("FailedRecordCount"):
+        raise RuntimeError(f"PutRecords to {stream!r}: {reply['FailedRecordCount']} of {len(batch)} records failed")
+    return len(batch)
+
+
+def read_lines(path: str) -> list[bytes]:
+    """One record per non-empty line (a JSONL file is just that)."""
+    with open(path, "rb") as f:
+        return [line.rstrip(b"\r\n") for line in f if line.strip()]
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(prog="python -m etlstage_workers.kinesis.emulator",
+                                description="Kinesis emulator (moto) on 127.0.0.1; prints its endpoint URL.")
+    p.add_argument("--port", type=int, default=0, help="TCP port (0: a free one)")
+    p.add_argument("--region", default="us-east-1")
+    p.add_argument("--stream", help="create this stream")
+    p.add_argument("--shards", type=int, default=1)
+    p.add_argument("--records", help="file with one record per line (JSONL works) to put into --stream")
+    p.add_argument("--partition-key", help="JSON pointer to each record's partition key, e.g. /messageHeader/id")
+    p.add_argument("--exit-on-stdin-eof", action="store_true", help="stop when stdin closes")
+    ns = p.parse_args(argv)
+    if ns.records and not ns.stream:
+        p.error("--records needs --stream")
+
+    done = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: done.set())
+    emu = Emulator(ns.port, ns.region).start()
+    print(emu.endpoint_url, flush=True)
+    if ns.stream:
+        emu.create_stream(ns.stream, ns.shards)
+        if ns.records:
+            n = emu.put_records(ns.stream, read_lines(ns.records), ns.partition_key)
+            print(f"put {n} records into {ns.stream}", file=sys.stderr, flush=True)
+
+    if ns.exit_on_stdin_eof:
+        def wait_for_eof() -> None:
+            sys.stdin.read()
+            done.set()
+
+        threading.Thread(target=wait_for_eof, daemon=True).start()
+    while not done.wait(0.5):
+        pass
+    emu.stop()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,311 @@
+"""The Kinesis E-worker: cycles of one GetRecords per readable shard, checkpoints on ack.
+
+Cyclic mode, worker-managed offsets (DESIGN.md §3): ``extract`` reads each readable
+shard once and remembers, per shard, the position of the last record it emitted (and
+whether the shard ended).  Those positions are committed by ``on_window_done`` — called
+when the *next* request arrives, i.e. when everything emitted before is loaded.  Stdin
+EOF commits nothing.  Between cycles reading goes on from the in-memory iterator; a
+restarted worker starts again from the committed checkpoint, so an unacknowledged
+window is read again (at-least-once, never a gap).
+
+Plain mode reads every shard to its tip (children after their parents, in the same
+run), then ends.  It never commits: a plain run is one window whose end the worker
+cannot see acknowledged.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from etlstage.errors import ConfigError
+from etlstage.worker import Extractor, Request
+from etlstage_workers.kinesis.client import KinesisApi, make_client, stream_key
+from etlstage_workers.kinesis.options import Options
+from etlstage_workers.kinesis.output import Framer, Position
+from etlstage_workers.kinesis.retry import Backoff, RateLimit, error_code
+from etlstage_workers.kinesis.shards import owner, plan_new
+from etlstage_workers.kinesis.store import CheckpointStore, Commit, ShardRow
+
+log = logging.getLogger("etlstage.kinesis")
+
+GONE = "etlstage:gone"  # key of a synthetic reply: the shard's iterator request said ResourceNotFound
+
+
+@dataclass
+class Cursor:
+    """One owned shard as this run sees it."""
+
+    row: ShardRow
+    rate: RateLimit
+    iterator: str | None = None
+    position: Position | None = None  # last record emitted in this run
+    ended: bool = False  # null NextShardIterator seen in this run
+    at_tip: bool = False  # plain mode: caught up
+    lag_ms: int | None = None
+    latest_now: bool = False  # the first iterator of a LATEST shard: really LATEST
+    waiting_logged: bool = field(default=False, repr=False)
+
+    @property
+    def shard_id(self) -> str:
+        return self.row.shard_id
+
+
+class KinesisExtractor(Extractor):
+    def __init__(self, options: Options, client: Any = None) -> None:
+        self.options = options
+        self._client = client
+        self._cursors: dict[str, Cursor] = {}
+        self._rows: dict[str, ShardRow] = {}
+        self._pending: dict[str, Commit] = {}
+        self._last_sync = 0.0
+        self._sync_needed = True
+        self._last_lag_log = time.monotonic()
+        self.records_out = 0
+        self._pool: ThreadPoolExecutor | None = None
+
+    # --- life cycle ---------------------------------------------------------------------
+
+    def setup(self) -> None:
+        sc = self.scenario
+        o = self.options
+        if sc.type != "E":
+            raise ConfigError([f"the Kinesis extractor is an E-worker; ETLSTAGE_TYPE is {sc.type!r}"])
+        if sc.mode == "cyclic" and sc.offsets != "worker":
+            raise ConfigError(["the Kinesis extractor keeps its own per-shard checkpoints: use offsets: worker"])
+        state_dir = o.state_dir or sc.state_dir or None
+        if sc.mode == "cyclic" and not state_dir:
+            raise ConfigError(["cyclic mode needs a state directory for checkpoints: ETLSTAGE_STATE_DIR, --state-dir"])
+        self.store = CheckpointStore(state_dir, stream_key(o.stream))
+        self.framer = Framer(sc.markers, envelope=o.envelope, data_encoding=o.data_encoding,
+                             on_marker=o.on_marker, deaggregate_kpl=o.deaggregate)
+        client = self._client or make_client(o.stream, o.region, o.endpoint_url, o.profile)
+        self.api = KinesisApi(client, o.stream, Backoff(o.backoff_base_ms, o.max_retries))
+        if o.parallel > 1:
+            self._pool = ThreadPoolExecutor(o.parallel, thread_name_prefix="kinesis-get")
+        self._sync()
+        log.info("instance %d/%d reads %d of %d shards of %s (state %s)", sc.instance, sc.instances,
+                 len(self._cursors), len(self._rows), o.stream, self.store.path)
+
+    def teardown(self) -> None:
+        # stdin EOF: maybe the supervisor died — commit nothing, only leave the lag stats
+        self._log_lag(force=True)
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+        self.store.close()
+
+    def extract(self, request: Request | None) -> Iterator[bytes]:
+        if request is None:
+            return self._plain()
+        return self._cycle()
+
+    def on_window_done(self, request: Request) -> None:
+        """The previous cycle's messages are loaded: its positions become checkpoints."""
+        if not self._pending:
+            return
+        commits = list(self._pending.values())
+        self.store.commit(commits)
+        for c in commits:
+            if c.ended:
+                self._rows[c.shard_id].ended = True
+                log.info("%s: SHARD_END committed", c.shard_id)
+        self._pending.clear()
+
+    # --- cyclic and plain ---------------------------------------------------------------
+
+    def _cycle(self) -> Iterator[bytes]:
+        self._maybe_sync()
+        before = self.records_out
+        yield from self._read(self._readable(in_run=False))
+        produced = self.records_out - before
+        self._log_lag()
+        if produced == 0 and self.options.idle_sleep > 0:
+            time.sleep(self.options.idle_sleep)
+
+    def _plain(self) -> Iterator[bytes]:
+        while True:
+            self._maybe_sync()
+            active = [c for c in self._readable(in_run=True) if not c.at_tip]
+            if not active:
+                if self._sync_needed:
+                    continue
+                break
+            yield from self._read(active)
+        self._log_lag(force=True)
+
+    # --- shards -------------------------------------------------------------------------
+
+    def _maybe_sync(self) -> None:
+        if self._sync_needed or time.monotonic() - self._last_sync >= self.options.shard_sync_interval:
+            self._sync()
+
+    def _sync(self) -> None:
+        """List the stream's shards; register new ones; make cursors for the ones we own."""
+        listed = self.api.list_shards()
+        known = self.store.rows()
+        new = plan_new(listed, known, self.options.initial_position, self.options.timestamp)
+        if new:
+            self.store.register(new)
+            known = self.store.rows()
+            log.info("new shards: %s", ", ".join(f"{r.shard_id} ({r.start_type})" for r in new))
+        # keep the in-run view of ended rows we committed ourselves
+        for sid, row in self._rows.items():
+            if row.ended and sid in known:
+                known[sid].ended = True
+        self._rows = known
+        sc = self.scenario
+        for sid, row in known.items():
+            if sid not in self._cursors and owner(sid, sc.instances) == sc.instance and not row.ended:
+                self._cursors[sid] = Cursor(row, RateLimit(self.options.max_gets_per_second))
+            elif sid in self._cursors:
+                self._cursors[sid].row = row
+        self._last_sync = time.monotonic()
+        self._sync_needed = False
+
+    def _readable(self, in_run: bool) -> list[Cursor]:
+        """Owned shards not ended whose parents all reached SHARD_END (committed; or, in_run, in this run)."""
+        out = []
+        foreign: set[str] = set()
+        for cur in self._cursors.values():
+            if cur.ended or cur.row.ended:
+                continue
+            for p in cur.row.parents:
+                if p in self._rows and not self._rows[p].ended and not self._ended_in_run(p, in_run):
+                    foreign.add(p)
+        if foreign:  # another instance may have finished them since we looked
+            for sid in self.store.ended(foreign):
+                self._rows[sid].ended = True
+        for cur in sorted(self._cursors.values(), key=lambda c: c.shard_id):
+            if cur.ended or cur.row.ended:
+                continue
+            waiting = [p for p in cur.row.parents
+                       if p in self._rows and not self._rows[p].ended and not self._ended_in_run(p, in_run)]
+            if waiting:
+                if not cur.waiting_logged:
+                    log.info("%s waits for its parent(s) %s to reach SHARD_END", cur.shard_id, ", ".join(waiting))
+                    cur.waiting_logged = True
+                continue
+            out.append(cur)
+        return out
+
+    def _ended_in_run(self, shard_id: str, in_run: bool) -> bool:
+        cur = self._cursors.get(shard_id)
+        return in_run and cur is not None and cur.ended
+
+    # --- reading ------------------------------------------------------------------------
+
+    def _start(self, cur: Cursor) -> tuple[str, tuple[int, int] | None]:
+        """A fresh iterator from the last position (this run's, else the checkpoint)."""
+        row = cur.row
+        pos = cur.position
+        seq, sub, complete = (pos.seq, pos.subseq, pos.complete) if pos else (row.seq, row.subseq, row.complete)
+        if seq is not None:
+            if complete:
+                return self.api.shard_iterator(cur.shard_id, "AFTER_SEQUENCE_NUMBER", seq=seq), None
+            # resume inside an aggregated record: read it again, skip the sub-records done
+            it = self.api.shard_iterator(cur.shard_id, "AT_SEQUENCE_NUMBER", seq=seq)
+            return it, (int(seq), sub if sub is not None else -1)
+        if row.start_type == "TRIM_HORIZON":
+            return self.api.shard_iterator(cur.shard_id, "TRIM_HORIZON"), None
+        if row.start_type == "LATEST" and cur.latest_now:
+            cur.latest_now = False
+            return self.api.shard_iterator(cur.shard_id, "LATEST"), None
+        if row.start_type in ("AT_TIMESTAMP", "LATEST") and row.start_ts is not None:
+            return self.api.shard_iterator(cur.shard_id, "AT_TIMESTAMP", ts=row.start_ts), None
+        raise AssertionError(f"{cur.shard_id}: start type {row.start_type!r} is never read")
+
+    def _pin_latest(self, cursors: list[Cursor]) -> None:
+        """Before a first LATEST iterator, store the time: a restart before any checkpoint
+        then resumes AT_TIMESTAMP from it and loses nothing.  (Main thread: SQLite.)"""
+        for cur in cursors:
+            row = cur.row
+            if cur.iterator is None and cur.position is None and row.seq is None and row.start_type == "LATEST" \
+                    and row.start_ts is None:
+                now = time.time()
+                self.store.fix_start(cur.shard_id, "LATEST", now)
+                row.start_ts = now
+                cur.latest_now = True
+
+    def _read(self, cursors: list[Cursor]) -> Iterator[bytes]:
+        """One GetRecords per cursor — in parallel threads when asked — then framing in shard order."""
+        self._pin_latest(cursors)
+        if self._pool is not None and len(cursors) > 1:
+            fetched = list(self._pool.map(self._fetch, cursors))
+            for cur, (reply, after) in zip(cursors, fetched, strict=True):
+                yield from self._apply(cur, reply, after)
+        else:
+            for cur in cursors:
+                reply, after = self._fetch(cur)
+                yield from self._apply(cur, reply, after)
+
+    def _fetch(self, cur: Cursor) -> tuple[dict[str, Any], tuple[int, int] | None]:
+        """Network only (may run in a pool thread): iterator if needed, one GetRecords."""
+        after: tuple[int, int] | None = None
+        if cur.iterator is None:
+            try:
+                cur.iterator, after = self._start(cur)
+            except Exception as exc:
+                if error_code(exc) != "ResourceNotFoundException":
+                    raise
+                return {"Records": [], "NextShardIterator": None, GONE: exc}, None
+        try:
+            reply = self.api.get_records(cur.iterator, self.options.limit, cur.shard_id, cur.rate)
+        except Exception as exc:
+            if error_code(exc) != "ExpiredIteratorException":
+                raise
+            log.info("%s: iterator expired; a fresh one from the last position", cur.shard_id)
+            cur.iterator, after = self._start(cur)
+            reply = self.api.get_records(cur.iterator, self.options.limit, cur.shard_id, cur.rate)
+        return reply, after
+
+    def _apply(self, cur: Cursor, reply: dict[str, Any], after: tuple[int, int] | None) -> list[bytes]:
+        if GONE in reply:
+            self._check_gone(cur, reply[GONE])
+        records = reply.get("Records") or []
+        messages, last = self.framer.frame(cur.shard_id, records, after)
+        cur.iterator = reply.get("NextShardIterator")
+        lag = reply.get("MillisBehindLatest")
+        cur.lag_ms = lag
+        if last is not None:
+            cur.position = last
+        if not records and not lag:
+            cur.at_tip = True
+        if cur.iterator is None:
+            cur.ended = True
+            self._sync_needed = True  # its children can now be found and, once it is committed, read
+            log.info("%s: end of shard reached (children: %s)", cur.shard_id,
+                     ", ".join(c["ShardId"] for c in reply.get("ChildShards") or []) or "none listed")
+        if last is not None or cur.ended:
+            p = cur.position
+            self._pending[cur.shard_id] = Commit(
+                cur.shard_id, p.seq if p else None, p.subseq if p else None, p.complete if p else True, cur.ended
+            )
+        self.records_out += len(messages)
+        return messages
+
+    def _check_gone(self, cur: Cursor, exc: Exception) -> None:
+        """A shard we track has no iterator any more: fine only if the stream no longer lists it."""
+        if cur.shard_id in {s["ShardId"] for s in self.api.list_shards()}:
+            raise exc
+        log.warning("%s no longer exists (past the stream's retention period?): marked ended; records it held "
+                    "that were not read before cannot be read any more", cur.shard_id)
+
+    # --- lag ----------------------------------------------------------------------------
+
+    def _log_lag(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self._last_lag_log < self.options.lag_log_interval:
+            return
+        self._last_lag_log = now
+        lags = {c.shard_id: c.lag_ms for c in self._cursors.values() if c.lag_ms is not None}
+        if not lags:
+            return
+        log.info("MillisBehindLatest: %s", ", ".join(f"{sid}={ms}" for sid, ms in sorted(lags.items())))
+        try:
+            self.store.write_lag(self.scenario.instance, lags)
+        except Exception as exc:  # stats are optional, reading is not
+            log.warning("could not write lag stats to %s: %s", self.store.path, exc)
