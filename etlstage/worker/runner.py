@@ -186,21 +186,41 @@ def _run_batch(w: Worker, batch: list[bytes], out: _Output, eop: bytes) -> None:
     out.signal(eop)
 
 
-def main(worker: Worker | Callable[..., object] | type, *, kind: str | None = None, app: str | None = None) -> None:
-    """Entry point for a worker script: logging set up, errors reported, exit status."""
+def main(
+    worker: Worker | Callable[..., object] | type,
+    *,
+    kind: str | None = None,
+    app: str | None = None,
+    log_format: str | None = None,
+    log_level: str | None = None,
+    syslog_address: str | None = None,
+) -> None:
+    """Entry point for a worker script: logging set up, errors reported, exit status.
+
+    Exit status: 0 clean end, 1 the worker's own code failed, 2 bad run instruction
+    (configuration), 3 protocol violation by the supervisor's input.
+    """
+    from etlstage.errors import EtlstageError
     from etlstage.logs import setup_logging
 
-    setup_logging(app or os.path.basename(sys.argv[0]) or "worker")
+    name = app or os.path.basename(sys.argv[0]) or "worker"
+    setup_logging(name, log_format, level=log_level, syslog_address=syslog_address)
     try:
         code = serve(worker, kind=kind)
     except KeyboardInterrupt:
         code = 130
     except BrokenPipeError:
-        log.error("the supervisor closed our stdout; stopping")
+        log.error("%s: the supervisor closed our stdout; stopping", name)
         code = 1
     except ProtocolViolation as exc:
-        log.error("protocol violation: %s", exc)
+        log.error("%s: protocol violation: %s", name, exc)
         code = 3
+    except EtlstageError as exc:
+        log.error("%s: %s", name, exc)
+        code = exc.exit_code
+    except Exception as exc:  # the worker's own code: say what failed, then the traceback
+        log.error("%s failed: %s: %s", name, type(exc).__name__, exc, exc_info=True)
+        code = 1
     sys.exit(code)
 
 
