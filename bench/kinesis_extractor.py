@@ -26,15 +26,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import boto3  # noqa: E402
+import boto3
+from etlstage_workers.kinesis import kpl
+from etlstage_workers.kinesis.emulator import FAKE_CREDENTIALS
+from etlstage_workers.kinesis.extractor import KinesisExtractor
+from etlstage_workers.kinesis.options import Options
+from etlstage_workers.kinesis.output import Framer
 
-from etlstage.protocol import DEFAULT_MARKERS, Scenario, check_messages  # noqa: E402
-from etlstage.worker import serve  # noqa: E402
-from etlstage_workers.kinesis import kpl  # noqa: E402
-from etlstage_workers.kinesis.emulator import FAKE_CREDENTIALS  # noqa: E402
-from etlstage_workers.kinesis.extractor import KinesisExtractor  # noqa: E402
-from etlstage_workers.kinesis.options import Options  # noqa: E402
-from etlstage_workers.kinesis.output import Framer  # noqa: E402
+from etlstage.protocol import DEFAULT_MARKERS, Scenario, check_messages
+from etlstage.worker import serve
 
 
 class NullSink(io.RawIOBase):
@@ -51,8 +51,9 @@ class NullSink(io.RawIOBase):
 
 def start_emulator() -> tuple[subprocess.Popen[bytes], str]:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    proc = subprocess.Popen([sys.executable, "-m", "etlstage_workers.kinesis.emulator"], stdout=subprocess.PIPE,
-                            env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "etlstage_workers.kinesis.emulator"], stdout=subprocess.PIPE, env=env
+    )
     assert proc.stdout
     url = proc.stdout.readline().decode().strip()
     return proc, url
@@ -74,8 +75,11 @@ def seed(client: object, stream: str, shards: int, records: int, size: int) -> N
 def bare_loop(client: object, stream: str) -> int:
     n = 0
     for shard in client.list_shards(StreamName=stream)["Shards"]:  # type: ignore[attr-defined]
-        it = client.get_shard_iterator(StreamName=stream, ShardId=shard["ShardId"],  # type: ignore[attr-defined]
-                                       ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
+        it = client.get_shard_iterator(
+            StreamName=stream,
+            ShardId=shard["ShardId"],  # type: ignore[attr-defined]
+            ShardIteratorType="TRIM_HORIZON",
+        )["ShardIterator"]
         while it:
             reply = client.get_records(ShardIterator=it, Limit=10000)  # type: ignore[attr-defined]
             n += len(reply["Records"])
@@ -116,11 +120,25 @@ def throughput(shards: int, records: int, size: int, runs: int) -> tuple[float, 
 def cpu_per_record(size: int, total: int = 100_000) -> tuple[float, float]:
     arrival = datetime.now(UTC)
     payload = b"y" * size
-    plain = [{"SequenceNumber": str(10**20 + i), "Data": payload, "PartitionKey": f"k{i}",
-              "ApproximateArrivalTimestamp": arrival} for i in range(1000)]
+    plain = [
+        {
+            "SequenceNumber": str(10**20 + i),
+            "Data": payload,
+            "PartitionKey": f"k{i}",
+            "ApproximateArrivalTimestamp": arrival,
+        }
+        for i in range(1000)
+    ]
     agg_blob = kpl.aggregate([(f"k{j}", payload) for j in range(25)])
-    aggregated = [{"SequenceNumber": str(10**20 + i), "Data": agg_blob, "PartitionKey": "outer",
-                   "ApproximateArrivalTimestamp": arrival} for i in range(40)]  # 1000 user records
+    aggregated = [
+        {
+            "SequenceNumber": str(10**20 + i),
+            "Data": agg_blob,
+            "PartitionKey": "outer",
+            "ApproximateArrivalTimestamp": arrival,
+        }
+        for i in range(40)
+    ]  # 1000 user records
     framer = Framer(DEFAULT_MARKERS)
     results = []
     for batch in (plain, aggregated):

@@ -29,13 +29,13 @@ sys.path.insert(0, str(ROOT))
 import jsonschema
 import referencing
 import referencing.jsonschema
-
-from etlstage.protocol.scenario import Scenario
-from etlstage.worker import serve
 from etlstage_workers.rdss.formats import FORMAT_CHECKS
 from etlstage_workers.rdss.schemas import load_schema_set
 from etlstage_workers.rdss.validate import MessageValidator
 from etlstage_workers.rdss.worker import Options, RdssTransformer
+
+from etlstage.protocol.scenario import Scenario
+from etlstage.worker import serve
 
 OFFICIAL = ROOT / "tests" / "data" / "rdss" / "3.0.2"
 
@@ -61,7 +61,9 @@ def naive_validator() -> jsonschema.protocols.Validator:
         resources += [(ident, resource), (ident.rstrip("/"), resource)]
     registry = referencing.Registry().with_resources(resources)
     schema = json.loads((OFFICIAL / "messages" / "message_schema.json").read_text())
-    return jsonschema.Draft4Validator(schema, registry=registry, format_checker=jsonschema.Draft4Validator.FORMAT_CHECKER)
+    return jsonschema.Draft4Validator(
+        schema, registry=registry, format_checker=jsonschema.Draft4Validator.FORMAT_CHECKER
+    )
 
 
 def rate(fn, items: list[bytes], repeat: int = 3) -> tuple[float, float]:  # type: ignore[no-untyped-def]
@@ -108,9 +110,11 @@ def main() -> None:
         for path in list((OFFICIAL / "schemas").glob("*.json")):
             doc = json.loads(path.read_text())
             store[doc["id"].split("#")[0].rstrip("/")] = doc
-        fast = fastjsonschema.compile(json.loads((OFFICIAL / "messages" / "message_schema.json").read_text()),
-                                      handlers={"https": lambda uri: store[uri.split("#")[0].rstrip("/")]},
-                                      formats=FORMAT_CHECKS)
+        fast = fastjsonschema.compile(
+            json.loads((OFFICIAL / "messages" / "message_schema.json").read_text()),
+            handlers={"https": lambda uri: store[uri.split("#")[0].rstrip("/")]},
+            formats=FORMAT_CHECKS,
+        )
 
         def run_fast(ms: list[bytes]) -> None:
             for m in ms:
@@ -147,7 +151,9 @@ def main() -> None:
 
     rows.append(("MessageValidator.check, invalid (explained)", rate(run_invalid, bad, 1)))
 
-    stdin = b"".join(b"".join(m + b"\n" for m in msgs[i:i + args.batch]) + b"\x17" for i in range(0, len(msgs), args.batch))
+    stdin = b"".join(
+        b"".join(m + b"\n" for m in msgs[i : i + args.batch]) + b"\x17" for i in range(0, len(msgs), args.batch)
+    )
 
     def run_worker(ms: list[bytes]) -> None:
         with tempfile.TemporaryDirectory() as state:  # a fresh LDR each run: every messageId is new

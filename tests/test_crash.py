@@ -54,7 +54,7 @@ def crash_run(pdir, seed: int) -> tuple[int, collections.Counter[str]]:
     kills = 0
     cmd = [sys.executable, "-m", "etlstage.cli", "run", "stages.yaml", "--once", "--no-progress"]
     deadline = time.time() + 240
-    log = open(pdir.path / "supervisor.log", "ab")  # noqa: SIM115
+    log = open(pdir.path / "supervisor.log", "ab")
     while time.time() < deadline:
         proc = subprocess.Popen(cmd, cwd=pdir.path, stdout=log, stderr=log)
         while proc.poll() is None and kills < KILLS:

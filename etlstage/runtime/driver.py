@@ -412,8 +412,7 @@ class ExtractDriver(_Driver):
         """Graceful stop: a plain E-worker is asked to end (stdin closed, then SIGTERM)."""
         self.stopping = True
         if self.stage.mode == "plain":
-            for s in self.sessions.values():
-                asyncio.ensure_future(s.stop(self.stage.stop_timeout))
+            self._stopping = [asyncio.ensure_future(s.stop(self.stage.stop_timeout)) for s in self.sessions.values()]
 
     async def run(self) -> None:
         await run_all(*(self._instance(i) for i in range(self.stage.instances)))

@@ -144,8 +144,9 @@ class Pipeline:
         for d in self.store.deadletters(status="replay"):
             found = [(lv, s) for lv, stages in enumerate(self.levels) for s in stages if s.name == d.stage]
             if not found or found[0][0] == 0:
-                log.warning("dead letter #%d: stage %r is not a T/L stage of this pipeline; left as it is",
-                            d.id, d.stage)
+                log.warning(
+                    "dead letter #%d: stage %r is not a T/L stage of this pipeline; left as it is", d.id, d.stage
+                )
                 continue
             level, stage = found[0]
             messages = d.split()

@@ -173,7 +173,8 @@ class StateStore:
     def add_deadletter(self, stage: str, attempts: int, error: str, inputs: bytes, messages: int, eom: int) -> int:
         with self.tx() as db:
             cur = db.execute(
-                "INSERT INTO deadletters(stage, created_at, attempts, error, messages, inputs, eom) VALUES (?,?,?,?,?,?,?)",
+                "INSERT INTO deadletters(stage, created_at, attempts, error, messages, inputs, eom) "
+                "VALUES (?,?,?,?,?,?,?)",
                 (stage, time.time(), attempts, error, messages, inputs, eom),
             )
             return int(cur.lastrowid or 0)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from etlstage.config.model import RestartPolicy, StageConfig, Timeouts
-from etlstage.errors import PipelineError
+from etlstage.errors import EtlstageError, PipelineError
 from etlstage.protocol.markers import DEFAULT_MARKERS, Markers
 from etlstage.protocol.scenario import Scenario
 from etlstage.runtime.driver import STOP, ExtractDriver, TransformDriver
@@ -128,6 +128,8 @@ class StageHarness:
             batches, sent = asyncio.run(run(stage, sdir, spawn, list(inputs), cycles, requests, settle))
         except PipelineError as exc:
             raise WorkerFailed(_failure_text(exc)) from None
+        except EtlstageError as exc:  # the worker could not even start
+            raise WorkerFailed(str(exc)) from None
         tail: list[str] = []
         status = None
         for t in transports:

@@ -11,7 +11,7 @@ from amazon_kclpy.v2 import processor
 
 class RecordProcessor(processor.RecordProcessorBase):
     def __init__(self):
-        self.out = open(os.environ["KCL_TEST_OUT"], "a", buffering=1)  # noqa: SIM115 - open for the run
+        self.out = open(os.environ["KCL_TEST_OUT"], "a", buffering=1)
         self.every = int(os.environ.get("KCL_TEST_CHECKPOINT_EVERY", "500"))
         self.since = 0
         self.shard = None

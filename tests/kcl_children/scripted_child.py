@@ -6,8 +6,8 @@ import json
 import os
 import sys
 
-script = json.load(open(os.environ["KCL_SCRIPT"]))  # noqa: SIM115
-out = open(os.environ["KCL_TEST_OUT"], "a", buffering=1)  # noqa: SIM115
+script = json.load(open(os.environ["KCL_SCRIPT"]))
+out = open(os.environ["KCL_TEST_OUT"], "a", buffering=1)
 counts: dict[str, int] = {}
 for line in sys.stdin:
     if not line.strip():

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from etlstage_workers.kinesis.emulator import FAKE_CREDENTIALS, Emulator
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -101,8 +100,11 @@ class FaultProxy:
                     if failing:
                         self._error(400, proxy.error, "injected by the test proxy")
                         return
-                if proxy.hide_shard and target.endswith(".GetShardIterator") \
-                        and json.loads(body).get("ShardId") == proxy.hide_shard:
+                if (
+                    proxy.hide_shard
+                    and target.endswith(".GetShardIterator")
+                    and json.loads(body).get("ShardId") == proxy.hide_shard
+                ):
                     self._error(400, "ResourceNotFoundException", f"Shard {proxy.hide_shard} does not exist")
                     return
                 conn = http.client.HTTPConnection("127.0.0.1", proxy.upstream_port, timeout=30)
@@ -151,23 +153,42 @@ def proxy(emulator: Emulator) -> Any:
 class WorkerProcess:
     """``etlstage-kinesis`` as a real child: ETLSTAGE_* env, ``\\n`` per cycle, read to EOP."""
 
-    def __init__(self, args: list[str], state_dir: str, mode: str = "cyclic", extra_env: dict[str, str] | None = None,
-                 instance: int = 0, instances: int = 1) -> None:
+    def __init__(
+        self,
+        args: list[str],
+        state_dir: str,
+        mode: str = "cyclic",
+        extra_env: dict[str, str] | None = None,
+        instance: int = 0,
+        instances: int = 1,
+    ) -> None:
         env = dict(os.environ)
         env.update(
-            ETLSTAGE_EOM="0a", ETLSTAGE_EOP="00", ETLSTAGE_EOB="17", ETLSTAGE_BNC="11",
-            ETLSTAGE_STAGE="extract", ETLSTAGE_TYPE="E", ETLSTAGE_MODE=mode, ETLSTAGE_BATCH_SIZE="1",
-            ETLSTAGE_BATCH_DRIVER="supervisor", ETLSTAGE_OFFSETS="worker", ETLSTAGE_INSTANCE=str(instance),
-            ETLSTAGE_INSTANCES=str(instances), ETLSTAGE_STATE_DIR=state_dir,
+            ETLSTAGE_EOM="0a",
+            ETLSTAGE_EOP="00",
+            ETLSTAGE_EOB="17",
+            ETLSTAGE_BNC="11",
+            ETLSTAGE_STAGE="extract",
+            ETLSTAGE_TYPE="E",
+            ETLSTAGE_MODE=mode,
+            ETLSTAGE_BATCH_SIZE="1",
+            ETLSTAGE_BATCH_DRIVER="supervisor",
+            ETLSTAGE_OFFSETS="worker",
+            ETLSTAGE_INSTANCE=str(instance),
+            ETLSTAGE_INSTANCES=str(instances),
+            ETLSTAGE_STATE_DIR=state_dir,
             PYTHONPATH=str(ROOT) + os.pathsep + env.get("PYTHONPATH", ""),
         )
         env.update(extra_env or {})
         Path(state_dir).mkdir(parents=True, exist_ok=True)
         self.stderr_path = Path(state_dir) / f"stderr-{time.monotonic_ns()}.log"
-        self._stderr = open(self.stderr_path, "wb")  # noqa: SIM115 - closed in wait()/kill()
+        self._stderr = open(self.stderr_path, "wb")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "etlstage_workers.kinesis", *args],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            env=env,
         )
 
     def cycle(self, timeout: float = 30.0) -> list[bytes]:

@@ -27,9 +27,22 @@ def test_cli_seeds_a_stream_and_the_worker_reads_it_with_env_only(tmp_path, spaw
     data.write_text("\n".join(lines) + "\n\n")
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     emu = subprocess.Popen(
-        [sys.executable, "-m", "etlstage_workers.kinesis.emulator", "--stream", "demo", "--shards", "3",
-         "--records", str(data), "--partition-key", "/messageHeader/id"],
-        stdout=subprocess.PIPE, stderr=open(tmp_path / "emu.log", "wb"), env=env,  # noqa: SIM115
+        [
+            sys.executable,
+            "-m",
+            "etlstage_workers.kinesis.emulator",
+            "--stream",
+            "demo",
+            "--shards",
+            "3",
+            "--records",
+            str(data),
+            "--partition-key",
+            "/messageHeader/id",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=open(tmp_path / "emu.log", "wb"),
+        env=env,
     )
     try:
         assert emu.stdout

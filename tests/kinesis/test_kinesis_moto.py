@@ -9,14 +9,14 @@ import time
 from collections import defaultdict
 
 import pytest
-
-from etlstage.protocol import Scenario
-from etlstage.worker import serve
 from etlstage_workers.kinesis import kpl
 from etlstage_workers.kinesis.client import KinesisApi
 from etlstage_workers.kinesis.extractor import KinesisExtractor
 from etlstage_workers.kinesis.options import Options
 from etlstage_workers.kinesis.retry import Backoff, KinesisGaveUp
+
+from etlstage.protocol import Scenario
+from etlstage.worker import serve
 
 
 def records(n: int, keys: int = 5, prefix: str = "r") -> list[tuple[str, bytes]]:
@@ -26,8 +26,12 @@ def records(n: int, keys: int = 5, prefix: str = "r") -> list[tuple[str, bytes]]
 
 def run_plain(opts: Options, state_dir: str = "", **scenario: object) -> list[bytes]:
     out = io.BytesIO()
-    serve(KinesisExtractor(opts), stdin=io.BytesIO(), stdout=out,
-          scenario=Scenario(type="E", mode="plain", state_dir=state_dir, **scenario))
+    serve(
+        KinesisExtractor(opts),
+        stdin=io.BytesIO(),
+        stdout=out,
+        scenario=Scenario(type="E", mode="plain", state_dir=state_dir, **scenario),
+    )
     body = out.getvalue()
     return body.split(b"\n")[:-1] if body else []
 
@@ -83,8 +87,18 @@ def test_cyclic_subprocess_commits_only_on_the_next_request_and_resumes_after_si
 ) -> None:
     s = stream(1)
     put_records(s, records(30, keys=1))
-    args = ["--stream", s, "--endpoint-url", emulator.endpoint_url, "--region", "us-east-1",
-            "--limit", "5", "--idle-sleep", "0"]
+    args = [
+        "--stream",
+        s,
+        "--endpoint-url",
+        emulator.endpoint_url,
+        "--region",
+        "us-east-1",
+        "--limit",
+        "5",
+        "--idle-sleep",
+        "0",
+    ]
     w = spawn(args, str(tmp_path))
     assert ids(w.cycle()) == [f"r{i}" for i in range(0, 5)]
     assert ids(w.cycle()) == [f"r{i}" for i in range(5, 10)]  # this request committed r0..r4
@@ -119,8 +133,18 @@ def test_latest_reads_only_new_records_and_a_restart_before_any_commit_loses_non
 ) -> None:
     s = stream(2)
     put_records(s, records(10, prefix="old"))
-    args = ["--stream", s, "--endpoint-url", emulator.endpoint_url, "--region", "us-east-1",
-            "--initial-position", "LATEST", "--idle-sleep", "0"]
+    args = [
+        "--stream",
+        s,
+        "--endpoint-url",
+        emulator.endpoint_url,
+        "--region",
+        "us-east-1",
+        "--initial-position",
+        "LATEST",
+        "--idle-sleep",
+        "0",
+    ]
     w = spawn(args, str(tmp_path))
     assert w.cycle() == []  # iterators at the tip now
     time.sleep(0.05)
@@ -177,24 +201,30 @@ def test_never_more_than_five_get_records_per_second_per_shard(emulator, stream,
     s = stream(1)
     n = 16
     out = io.BytesIO()
-    serve(KinesisExtractor(opts(s, proxy.endpoint_url)), stdin=io.BytesIO(b"\n" * n), stdout=out,
-          scenario=Scenario(type="E", mode="cyclic", state_dir=str(tmp_path)))
+    serve(
+        KinesisExtractor(opts(s, proxy.endpoint_url)),
+        stdin=io.BytesIO(b"\n" * n),
+        stdout=out,
+        scenario=Scenario(type="E", mode="cyclic", state_dir=str(tmp_path)),
+    )
     calls = proxy.get_records_calls
     assert len(calls) == n
     for i in range(len(calls) - 5):
         assert calls[i + 5] - calls[i] >= 0.99
 
 
-def test_kpl_aggregated_input_is_deaggregated_with_sub_sequence_checkpoints(
-    emulator, stream, tmp_path
-) -> None:
+def test_kpl_aggregated_input_is_deaggregated_with_sub_sequence_checkpoints(emulator, stream, tmp_path) -> None:
     s = stream(1)
     c = emulator.client()
     c.put_record(StreamName=s, PartitionKey="outer", Data=b"plain-before")
     c.put_record(StreamName=s, PartitionKey="outer", Data=kpl.aggregate([(f"u{i}", b"sub%d" % i) for i in range(7)]))
     out = io.BytesIO()
-    serve(KinesisExtractor(opts(s, emulator.endpoint_url, envelope=True)), stdin=io.BytesIO(b"\n\n"), stdout=out,
-          scenario=Scenario(type="E", mode="cyclic", state_dir=str(tmp_path)))
+    serve(
+        KinesisExtractor(opts(s, emulator.endpoint_url, envelope=True)),
+        stdin=io.BytesIO(b"\n\n"),
+        stdout=out,
+        scenario=Scenario(type="E", mode="cyclic", state_dir=str(tmp_path)),
+    )
     docs = [json.loads(m) for m in out.getvalue().split(b"\x00")[0].split(b"\n")[:-1]]
     assert [d["data"] for d in docs] == ["plain-before"] + [f"sub{i}" for i in range(7)]
     assert [d["subSequenceNumber"] for d in docs] == [0, *range(7)]
@@ -207,8 +237,10 @@ def test_marker_bytes_inside_records_through_a_real_subprocess(emulator, stream,
     s = stream(1)
     data = [b'{"id": "j1",\n "x": "a\\u0000b"}\n', b"raw\x00bytes\x17\x11\n", b'{"id":"j2"}']
     put_records(s, [("k", d) for d in data])
-    w = spawn(["--stream", s, "--endpoint-url", emulator.endpoint_url, "--region", "us-east-1", "--idle-sleep", "0"],
-              str(tmp_path))
+    w = spawn(
+        ["--stream", s, "--endpoint-url", emulator.endpoint_url, "--region", "us-east-1", "--idle-sleep", "0"],
+        str(tmp_path),
+    )
     got = w.cycle()
     assert len(got) == 3
     assert got[0] == b'{"id":"j1","x":"a\\u0000b"}'
@@ -225,8 +257,9 @@ def test_marker_bytes_inside_records_through_a_real_subprocess(emulator, stream,
 def test_instances_read_disjoint_shards_that_cover_the_stream(emulator, stream, put_records, tmp_path) -> None:
     s = stream(6)
     put_records(s, records(120))
-    per_instance = [set(ids(run_plain(opts(s, emulator.endpoint_url), str(tmp_path), instance=i, instances=3)))
-                    for i in range(3)]
+    per_instance = [
+        set(ids(run_plain(opts(s, emulator.endpoint_url), str(tmp_path), instance=i, instances=3))) for i in range(3)
+    ]
     assert sum(len(x) for x in per_instance) == 120
     assert set().union(*per_instance) == {f"r{i}" for i in range(120)}
     assert sum(1 for x in per_instance if x) >= 2
@@ -234,18 +267,31 @@ def test_instances_read_disjoint_shards_that_cover_the_stream(emulator, stream, 
 
 def test_bad_options_are_reported_clearly(emulator, stream, spawn, tmp_path) -> None:
     s = stream(1)
-    w = spawn(["--stream", s, "--endpoint-url", emulator.endpoint_url, "--region", "us-east-1",
-               "--initial-position", "AT_TIMESTAMP"], str(tmp_path))
+    w = spawn(
+        [
+            "--stream",
+            s,
+            "--endpoint-url",
+            emulator.endpoint_url,
+            "--region",
+            "us-east-1",
+            "--initial-position",
+            "AT_TIMESTAMP",
+        ],
+        str(tmp_path),
+    )
     assert w.close_stdin() == 2
     assert "AT_TIMESTAMP needs --timestamp" in w.stderr()
-    w = spawn(["--stream", "no-such-stream", "--endpoint-url", emulator.endpoint_url, "--region", "us-east-1"],
-              str(tmp_path))
+    w = spawn(
+        ["--stream", "no-such-stream", "--endpoint-url", emulator.endpoint_url, "--region", "us-east-1"], str(tmp_path)
+    )
     assert w.close_stdin() != 0
     assert "no-such-stream" in w.stderr()
 
 
-def test_a_shard_gone_past_retention_is_ended_not_a_crash_loop(emulator, stream, put_records, proxy, tmp_path,
-                                                               caplog) -> None:
+def test_a_shard_gone_past_retention_is_ended_not_a_crash_loop(
+    emulator, stream, put_records, proxy, tmp_path, caplog
+) -> None:
     s = stream(2)
     put_records(s, records(20))
     state = str(tmp_path)

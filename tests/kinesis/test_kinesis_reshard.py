@@ -53,7 +53,9 @@ def _package_dir() -> Path:
         base.mkdir(parents=True, exist_ok=True)
         done = subprocess.run(
             ["npm", "install", "--prefix", str(base), "--no-audit", "--no-fund", f"kinesis-local@{VERSION}"],
-            capture_output=True, text=True, timeout=300,
+            capture_output=True,
+            text=True,
+            timeout=300,
         )
         if done.returncode != 0 or not (pkg / "main.js").exists():
             pytest.fail(f"could not install kinesis-local with npm into {base}:\n{done.stdout}\n{done.stderr}")
@@ -67,15 +69,27 @@ def kinesis_mock(tmp_path_factory: pytest.TempPathFactory) -> Any:
     preload = tmp / "loopback.js"
     preload.write_text(LOOPBACK_JS)
     port = _free_port()
-    env = dict(os.environ, KINESIS_MOCK_PLAIN_PORT=str(port), KINESIS_MOCK_TLS_PORT=str(_free_port()),
-               LOG_LEVEL="WARN", SPLIT_SHARD_DURATION="300ms", MERGE_SHARDS_DURATION="300ms",
-               CREATE_STREAM_DURATION="200ms")
-    log = open(tmp / "kinesis-mock.log", "wb")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen(["node", "--require", str(preload), "main.js"], cwd=pkg, env=env,
-                            stdout=log, stderr=subprocess.STDOUT)
+    env = dict(
+        os.environ,
+        KINESIS_MOCK_PLAIN_PORT=str(port),
+        KINESIS_MOCK_TLS_PORT=str(_free_port()),
+        LOG_LEVEL="WARN",
+        SPLIT_SHARD_DURATION="300ms",
+        MERGE_SHARDS_DURATION="300ms",
+        CREATE_STREAM_DURATION="200ms",
+    )
+    log = open(tmp / "kinesis-mock.log", "wb")
+    proc = subprocess.Popen(
+        ["node", "--require", str(preload), "main.js"], cwd=pkg, env=env, stdout=log, stderr=subprocess.STDOUT
+    )
     url = f"http://127.0.0.1:{port}"
-    client = boto3.client("kinesis", endpoint_url=url, region_name="us-east-1",
-                          aws_access_key_id="testing", aws_secret_access_key="testing")
+    client = boto3.client(
+        "kinesis",
+        endpoint_url=url,
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
     deadline = time.monotonic() + 60
     while True:
         try:
@@ -138,8 +152,9 @@ class Writer(threading.Thread):
             (shard,) = _open_shards(self.client, self.stream)
             lo = int(shard["HashKeyRange"]["StartingHashKey"])
             hi = int(shard["HashKeyRange"]["EndingHashKey"])
-            self.client.split_shard(StreamName=self.stream, ShardToSplit=shard["ShardId"],
-                                    NewStartingHashKey=str((lo + hi) // 2))
+            self.client.split_shard(
+                StreamName=self.stream, ShardToSplit=shard["ShardId"], NewStartingHashKey=str((lo + hi) // 2)
+            )
             _wait_active(self.client, self.stream)
             self.phase = 1
             self._write(self.per_phase)
@@ -163,8 +178,21 @@ def test_split_and_merge_while_writing_exactly_once_children_after_parents(kines
     client.create_stream(StreamName=stream, ShardCount=1)
     _wait_active(client, stream)
     writer = Writer(client, stream, per_phase=150, keys=12)
-    args = ["--stream", stream, "--endpoint-url", url, "--region", "us-east-1", "--envelope",
-            "--limit", "40", "--idle-sleep", "0.05", "--shard-sync-interval", "0.5"]
+    args = [
+        "--stream",
+        stream,
+        "--endpoint-url",
+        url,
+        "--region",
+        "us-east-1",
+        "--envelope",
+        "--limit",
+        "40",
+        "--idle-sleep",
+        "0.05",
+        "--shard-sync-interval",
+        "0.5",
+    ]
     env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
     worker = spawn(args, str(tmp_path), extra_env=env)
     loaded: list[dict[str, Any]] = []  # windows acknowledged (the next request was sent)
@@ -224,8 +252,21 @@ def test_two_instances_hand_children_across_instances_through_the_shared_store(k
     client.create_stream(StreamName=stream, ShardCount=1)
     _wait_active(client, stream)
     writer = Writer(client, stream, per_phase=100, keys=10)
-    args = ["--stream", stream, "--endpoint-url", url, "--region", "us-east-1", "--envelope",
-            "--limit", "30", "--idle-sleep", "0.02", "--shard-sync-interval", "0.5"]
+    args = [
+        "--stream",
+        stream,
+        "--endpoint-url",
+        url,
+        "--region",
+        "us-east-1",
+        "--envelope",
+        "--limit",
+        "30",
+        "--idle-sleep",
+        "0.02",
+        "--shard-sync-interval",
+        "0.5",
+    ]
     env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
     workers = [spawn(args, str(tmp_path), extra_env=env, instance=i, instances=2) for i in range(2)]
     emitted: list[tuple[int, dict[str, Any]]] = []  # (instance, envelope) in the order the cycles ran
@@ -253,13 +294,19 @@ def test_two_instances_hand_children_across_instances_through_the_shared_store(k
     by_shard: dict[str, set[int]] = defaultdict(set)
     for i, d in emitted:
         by_shard[d["shardId"]].add(i)
-    assert by_shard == {"shardId-000000000000": {0}, "shardId-000000000001": {1},
-                        "shardId-000000000002": {0}, "shardId-000000000003": {1}}
+    assert by_shard == {
+        "shardId-000000000000": {0},
+        "shardId-000000000001": {1},
+        "shardId-000000000002": {0},
+        "shardId-000000000003": {1},
+    }
     position = defaultdict(list)
     for k, (_, d) in enumerate(emitted):
         position[d["shardId"]].append(k)
-    for child, parents in (("shardId-000000000001", ["shardId-000000000000"]),
-                           ("shardId-000000000002", ["shardId-000000000000"]),
-                           ("shardId-000000000003", ["shardId-000000000001", "shardId-000000000002"])):
+    for child, parents in (
+        ("shardId-000000000001", ["shardId-000000000000"]),
+        ("shardId-000000000002", ["shardId-000000000000"]),
+        ("shardId-000000000003", ["shardId-000000000001", "shardId-000000000002"]),
+    ):
         for parent in parents:
             assert min(position[child]) > max(position[parent]), f"{child} before its parent {parent} ended"

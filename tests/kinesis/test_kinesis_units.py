@@ -9,19 +9,23 @@ from datetime import UTC, datetime
 
 import pytest
 from botocore.exceptions import ClientError
-
-from etlstage.errors import MarkerInMessage
-from etlstage.protocol import DEFAULT_MARKERS, Markers
 from etlstage_workers.kinesis import kpl
 from etlstage_workers.kinesis.output import Framer
 from etlstage_workers.kinesis.retry import Backoff, KinesisGaveUp, RateLimit
 from etlstage_workers.kinesis.shards import lineage_order, owner, plan_new
 from etlstage_workers.kinesis.store import CheckpointStore, Commit, ShardRow
 
+from etlstage.errors import MarkerInMessage
+from etlstage.protocol import DEFAULT_MARKERS, Markers
+
 
 def rec(seq: str, data: bytes, key: str = "k") -> dict:
-    return {"SequenceNumber": seq, "Data": data, "PartitionKey": key,
-            "ApproximateArrivalTimestamp": datetime(2024, 1, 1, tzinfo=UTC)}
+    return {
+        "SequenceNumber": seq,
+        "Data": data,
+        "PartitionKey": key,
+        "ApproximateArrivalTimestamp": datetime(2024, 1, 1, tzinfo=UTC),
+    }
 
 
 # --- KPL ---------------------------------------------------------------------------------
@@ -83,8 +87,15 @@ def test_framer_envelope_fields() -> None:
     f = Framer(DEFAULT_MARKERS, envelope=True)
     msgs, _ = f.frame("shardId-1", [rec("7", b"caf\xc3\xa9", "pk"), rec("8", b"\xff\xfe", "pk")])
     a, b = (json.loads(m) for m in msgs)
-    assert a == {"data": "café", "dataEncoding": "utf8", "partitionKey": "pk", "sequenceNumber": "7",
-                 "subSequenceNumber": 0, "shardId": "shardId-1", "approximateArrivalTimestamp": 1704067200000}
+    assert a == {
+        "data": "café",
+        "dataEncoding": "utf8",
+        "partitionKey": "pk",
+        "sequenceNumber": "7",
+        "subSequenceNumber": 0,
+        "shardId": "shardId-1",
+        "approximateArrivalTimestamp": 1704067200000,
+    }
     assert b["dataEncoding"] == "base64" and b["data"] == "//4="
 
 
@@ -98,8 +109,12 @@ def test_framer_skips_sub_records_already_done() -> None:
 @pytest.mark.parametrize("on_marker", ["envelope", "error"])
 def test_records_with_marker_bytes_never_desync_nor_vanish(on_marker: str) -> None:
     f = Framer(DEFAULT_MARKERS, on_marker=on_marker)
-    records = [rec("1", b'{"a": "x",\n "b": [1, 2]}\n'), rec("2", b"bin\x00ary\n"), rec("3", b"ok"),
-               rec("4", b'\t{"t": "tab\\u0017"}\r\n')]
+    records = [
+        rec("1", b'{"a": "x",\n "b": [1, 2]}\n'),
+        rec("2", b"bin\x00ary\n"),
+        rec("3", b"ok"),
+        rec("4", b'\t{"t": "tab\\u0017"}\r\n'),
+    ]
     msgs, _ = f.frame("s", records)
     assert len(msgs) == 4
     for m in msgs:
@@ -150,8 +165,9 @@ def test_store_compares_sequence_numbers_as_integers_and_never_goes_back(tmp_pat
 
 
 def _throttle() -> ClientError:
-    return ClientError({"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow down"}},
-                       "GetRecords")
+    return ClientError(
+        {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow down"}}, "GetRecords"
+    )
 
 
 def test_backoff_follows_the_rdss_formula_then_gives_up(caplog) -> None:

@@ -50,15 +50,16 @@ def split_message(doc: dict[str, Any], total: int, *, first_id: str | None = Non
         h = copy.deepcopy(doc["messageHeader"])
         h["messageId"] = first_id or h["messageId"] if i == 0 else str(uuid.uuid4())
         h["messageSequence"] = {"sequence": seq, "position": i + 1, "total": total}
-        parts.append(compact({"messageHeader": h, "messageBody": text[i * step:(i + 1) * step]}))
+        parts.append(compact({"messageHeader": h, "messageBody": text[i * step : (i + 1) * step]}))
     return parts
 
 
 def run_batches(batches: list[list[bytes]], state_dir: Path, clock: Any = None, **opts: Any) -> list[dict[str, Any]]:
     """Run one in-process worker over batches (supervisor-driven batch mode); the parsed results."""
     t = RdssTransformer(Options(state_dir=str(state_dir), **opts), **({"clock": clock} if clock else {}))
-    sc = Scenario(type="T", mode="batch", batch_size=max(1, max((len(b) for b in batches), default=1)),
-                  state_dir=str(state_dir))
+    sc = Scenario(
+        type="T", mode="batch", batch_size=max(1, max((len(b) for b in batches), default=1)), state_dir=str(state_dir)
+    )
     stdin = b"".join(b"".join(m + b"\n" for m in batch) + b"\x17" for batch in batches)
     out = io.BytesIO()
     serve(t, stdin=io.BytesIO(stdin), stdout=out, scenario=sc)

@@ -28,7 +28,15 @@ def test_same_seed_same_data_and_no_marker_bytes() -> None:
 def test_mix_covers_every_case() -> None:
     records, expected = generate(1000, 5)
     c = expected["counts"]
-    assert set(c["per_error_code"]) == {"GENERR001", "GENERR002", "GENERR003", "GENERR004", "GENERR006", "GENERR007", "GENERR010"}
+    assert set(c["per_error_code"]) == {
+        "GENERR001",
+        "GENERR002",
+        "GENERR003",
+        "GENERR004",
+        "GENERR006",
+        "GENERR007",
+        "GENERR010",
+    }
     assert c["sequences"] >= 5 and c["duplicates"] >= 10
     oversized = [r for r in records if len(r) > 1_024_000]
     assert len(oversized) == 1 and 1_024_001 <= len(oversized[0]) <= 1_040_000
@@ -61,7 +69,7 @@ def test_valid_demo_messages_pass_the_official_schemas() -> None:
 
 def test_the_worker_puts_every_message_exactly_where_expected(tmp_path: Path) -> None:
     records, expected = generate(1500, 9)
-    batches = [records[i:i + 200] for i in range(0, len(records), 200)]
+    batches = [records[i : i + 200] for i in range(0, len(records), 200)]
     tables: dict[str, dict[str, object]] = {}
     for r in run_batches(batches, tmp_path / "state"):
         h = r["messageHeader"]
@@ -73,8 +81,25 @@ def test_the_worker_puts_every_message_exactly_where_expected(tmp_path: Path) ->
 def test_cli_writes_records_and_expectations(tmp_path: Path) -> None:
     out, exp = tmp_path / "r.jsonl", tmp_path / "e.json"
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    subprocess.run([sys.executable, "-m", "etlstage_workers.rdss", "demo-data", "--count", "120", "--seed", "4",
-                    "--out", str(out), "--expected", str(exp)], check=True, env=env, timeout=60)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "etlstage_workers.rdss",
+            "demo-data",
+            "--count",
+            "120",
+            "--seed",
+            "4",
+            "--out",
+            str(out),
+            "--expected",
+            str(exp),
+        ],
+        check=True,
+        env=env,
+        timeout=60,
+    )
     lines = out.read_bytes().split(b"\n")
     assert lines[-1] == b"" and lines[:-1] == generate(120, 4)[0]
     assert json.loads(exp.read_text())["counts"]["records"] == 120

@@ -45,7 +45,12 @@ def examples_302() -> list[tuple[str, dict[str, Any]]]:
     out = [("message.json", official_message("3.0.2"))]
     for (mtype, mclass), path in BODIES_302.items():
         h = dict(header, messageType=mtype, messageClass=mclass)
-        out.append((path, {"messageHeader": h, "messageBody": json.loads((OFFICIAL / "3.0.2/messages/body" / path).read_text())}))
+        out.append(
+            (
+                path,
+                {"messageHeader": h, "messageBody": json.loads((OFFICIAL / "3.0.2/messages/body" / path).read_text())},
+            )
+        )
     return out
 
 
@@ -60,7 +65,12 @@ def examples_400() -> list[tuple[str, dict[str, Any]]]:
         if body == STALE_400:
             continue
         h = json.loads((OFFICIAL / "4.0.0/messages/header" / header).read_text())
-        out.append((body, {"messageHeader": h, "messageBody": json.loads((OFFICIAL / "4.0.0/messages/body" / body).read_text())}))
+        out.append(
+            (
+                body,
+                {"messageHeader": h, "messageBody": json.loads((OFFICIAL / "4.0.0/messages/body" / body).read_text())},
+            )
+        )
     return out
 
 
@@ -132,8 +142,26 @@ def _get(doc: Any, path: tuple[Any, ...]) -> Any:
     return doc
 
 
-REPLACEMENTS = ["", "X", 0, -1, 1.5, 99, True, None, [], {}, "2004-08-01", "2004-08-01T10:00:00", "ABC-not-uuid",
-                "5680E8E0-28A5-4B20-948E-FD0D08781E0B", "nobody", "1.2", "not a uri", "-host-"]
+REPLACEMENTS = [
+    "",
+    "X",
+    0,
+    -1,
+    1.5,
+    99,
+    True,
+    None,
+    [],
+    {},
+    "2004-08-01",
+    "2004-08-01T10:00:00",
+    "ABC-not-uuid",
+    "5680E8E0-28A5-4B20-948E-FD0D08781E0B",
+    "nobody",
+    "1.2",
+    "not a uri",
+    "-host-",
+]
 
 
 def mutations(doc: dict[str, Any], rng: random.Random, n: int) -> list[dict[str, Any]]:
@@ -196,8 +224,10 @@ def test_compiler_handles_local_refs_any_of_and_unique_items() -> None:
     schema = {
         "definitions": {"n": {"type": "integer", "minimum": 1}},
         "type": "object",
-        "properties": {"a": {"type": "array", "uniqueItems": True, "items": {"$ref": "#/definitions/n"}},
-                       "b": {"anyOf": [{"type": "string"}, {"$ref": "#/definitions/n"}]}},
+        "properties": {
+            "a": {"type": "array", "uniqueItems": True, "items": {"$ref": "#/definitions/n"}},
+            "b": {"anyOf": [{"type": "string"}, {"$ref": "#/definitions/n"}]},
+        },
         "additionalProperties": False,
     }
     valid = compile_schema(schema, formats=FORMAT_CHECKS)

@@ -32,7 +32,7 @@ def test_split_n_ways_shuffled_and_duplicated_reassembles_once(state: Path, tota
     rng.shuffle(delivery)
     while json.loads(delivery[-1])["messageHeader"]["messageSequence"]["position"] == 1 and total > 1:
         rng.shuffle(delivery)
-    batches = [delivery[i:i + 4] for i in range(0, len(delivery), 4)]
+    batches = [delivery[i : i + 4] for i in range(0, len(delivery), 4)]
     results = run_batches(batches, state)
     wholes = [r for r in results if r["messageHeader"].get("errorCode") is None]
     assert route(results) == [("valid", None)] * len(results)
@@ -51,7 +51,9 @@ def test_parts_spread_over_restarts_are_kept(state: Path) -> None:
     assert results == [expected_whole(doc, parts)]
     db = sqlite3.connect(state / "rdss-ldr.sqlite")
     assert db.execute("SELECT status FROM sequences").fetchall() == [("EMITTED",)]
-    rows = db.execute("SELECT message_class, message_type, sequence, position, status FROM messages ORDER BY position").fetchall()
+    rows = db.execute(
+        "SELECT message_class, message_type, sequence, position, status FROM messages ORDER BY position"
+    ).fetchall()
     seq = json.loads(parts[0])["messageHeader"]["messageSequence"]["sequence"]
     assert rows == [("Command", "MetadataCreate", seq, p, "RECEIVED") for p in range(1, 6)]
 
@@ -76,7 +78,10 @@ def test_inconsistent_total_is_generr004_and_the_sequence_still_completes(state:
     liar["messageHeader"]["messageId"] = "0c5d1fd8-2f0e-4b11-9a36-5a2c7bd4f7f1"
     results = run_batches([[parts[0], compact(liar), parts[1], parts[2]]], state)
     assert route(results) == [("invalid", "GENERR004"), ("valid", None)]
-    assert "messageHeader.messageSequence.total: 4 disagrees with total 3" in results[0]["messageHeader"]["errorDescription"]
+    assert (
+        "messageHeader.messageSequence.total: 4 disagrees with total 3"
+        in results[0]["messageHeader"]["errorDescription"]
+    )
 
 
 def test_a_conflicting_part_is_generr004(state: Path) -> None:
@@ -93,7 +98,9 @@ def test_a_part_with_an_object_body_is_generr001(state: Path) -> None:
     doc["messageHeader"]["messageSequence"]["total"] = 2
     [result] = run_batches([[compact(doc)]], state)
     assert route([result]) == [("invalid", "GENERR001")]
-    assert "must carry its fragment of the serialised body as a JSON string" in result["messageHeader"]["errorDescription"]
+    assert (
+        "must carry its fragment of the serialised body as a JSON string" in result["messageHeader"]["errorDescription"]
+    )
 
 
 class Clock:
@@ -114,13 +121,19 @@ def test_incomplete_sequence_times_out_with_its_parts_as_generr009(state: Path) 
     assert route(results) == [("valid", None), ("error", "GENERR009"), ("error", "GENERR009")]
     why = results[1]["messageHeader"]["errorDescription"]
     assert "incomplete after the timeout of 600 s" in why and "have positions [1, 3] of total 4" in why
-    assert [r["messageBody"] for r in results[1:]] == [json.loads(parts[0])["messageBody"], json.loads(parts[2])["messageBody"]]
+    assert [r["messageBody"] for r in results[1:]] == [
+        json.loads(parts[0])["messageBody"],
+        json.loads(parts[2])["messageBody"],
+    ]
     # The batch that emitted them is replayed (the loader failed): they come out again.
     again = run_batches([[trigger]], state, clock=clock, sequence_timeout_s=600)
     assert again == results
     # A late part of the timed-out sequence is an error too, never silently dropped.
     late = run_batches([[parts[1]]], state, clock=clock, sequence_timeout_s=600)
-    assert route(late) == [("error", "GENERR009")] and "after the sequence timed out" in late[0]["messageHeader"]["errorDescription"]
+    assert (
+        route(late) == [("error", "GENERR009")]
+        and "after the sequence timed out" in late[0]["messageHeader"]["errorDescription"]
+    )
 
 
 def test_retention_forgets_finished_sequences(state: Path) -> None:
@@ -140,7 +153,9 @@ def test_reassembled_body_is_validated_for_its_message_type(state: Path) -> None
     del doc["messageBody"]["objectTitle"]
     results = run_batches([split_message(doc, 3)], state)
     assert route(results) == [("invalid", "GENERR001")]
-    assert results[0]["messageHeader"]["errorDescription"].startswith("messageBody: missing required field 'objectTitle'")
+    assert results[0]["messageHeader"]["errorDescription"].startswith(
+        "messageBody: missing required field 'objectTitle'"
+    )
     assert "(reassembled from 3 parts of sequence" in results[0]["messageHeader"]["errorDescription"]
 
 

@@ -21,12 +21,22 @@ from .conftest import compact, fresh, split_message
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def spawn(state: Path, mode: str, batch_size: int = 1, driver: str = "supervisor", *args: str) -> subprocess.Popen[bytes]:
+def spawn(
+    state: Path, mode: str, batch_size: int = 1, driver: str = "supervisor", *args: str
+) -> subprocess.Popen[bytes]:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    env.update(Scenario(type="T", mode=mode, batch_size=batch_size, batch_driver=driver, stage="rdss",
-                        state_dir=str(state)).to_env())
-    return subprocess.Popen([sys.executable, "-m", "etlstage_workers.rdss", *args], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    env.update(
+        Scenario(
+            type="T", mode=mode, batch_size=batch_size, batch_driver=driver, stage="rdss", state_dir=str(state)
+        ).to_env()
+    )
+    return subprocess.Popen(
+        [sys.executable, "-m", "etlstage_workers.rdss", *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
 
 
 def read_until_eop(p: subprocess.Popen[bytes], timeout: float = 30) -> bytes:

@@ -58,15 +58,27 @@ def test_malformed_json_is_generr007(validator: MessageValidator, raw: bytes, ex
         (lambda d: d["messageHeader"].pop("generator"), "messageHeader: missing required field 'generator'"),
         (lambda d: d["messageHeader"].update(priority=1), "messageHeader: unexpected field 'priority'"),
         (lambda d: d["messageHeader"].update(version=3), "messageHeader.version: expected string, got integer 3"),
-        (lambda d: d["messageHeader"]["messageSequence"].update(position="1"), "messageSequence.position: expected integer"),
+        (
+            lambda d: d["messageHeader"]["messageSequence"].update(position="1"),
+            "messageSequence.position: expected integer",
+        ),
         (lambda d: d["messageHeader"]["messageSequence"].update(position=3), "position: 3 is outside 1..1"),
-        (lambda d: d["messageHeader"].update(messageClass="Query"), "messageHeader.messageClass: 'Query' is not one of"),
-        (lambda d: d["messageHeader"]["messageTimings"].update(publishedTimestamp="2004-08-01 10:00:00"),
-         "messageHeader.messageTimings.publishedTimestamp: '2004-08-01 10:00:00' is not a valid timestamp"),
-        (lambda d: d["messageHeader"]["messageTimings"].update(publishedTimestamp="2004-08-01T10:00:00"),
-         "'2004-08-01T10:00:00' is not a valid timestamp (expected an RFC 3339 timestamp with date, time and zone"),
-        (lambda d: d["messageHeader"]["messageHistory"][0].update(timestamp="2004-13-01T10:00:00Z"),
-         "messageHeader.messageHistory[0].timestamp: '2004-13-01T10:00:00Z'"),
+        (
+            lambda d: d["messageHeader"].update(messageClass="Query"),
+            "messageHeader.messageClass: 'Query' is not one of",
+        ),
+        (
+            lambda d: d["messageHeader"]["messageTimings"].update(publishedTimestamp="2004-08-01 10:00:00"),
+            "messageHeader.messageTimings.publishedTimestamp: '2004-08-01 10:00:00' is not a valid timestamp",
+        ),
+        (
+            lambda d: d["messageHeader"]["messageTimings"].update(publishedTimestamp="2004-08-01T10:00:00"),
+            "'2004-08-01T10:00:00' is not a valid timestamp (expected an RFC 3339 timestamp with date, time and zone",
+        ),
+        (
+            lambda d: d["messageHeader"]["messageHistory"][0].update(timestamp="2004-13-01T10:00:00Z"),
+            "messageHeader.messageHistory[0].timestamp: '2004-13-01T10:00:00Z'",
+        ),
         (lambda d: d.update(extra=1), "message: unexpected field 'extra'"),
     ],
 )
@@ -79,12 +91,26 @@ def test_header_problems_are_generr004(validator: MessageValidator, change: Any,
 @pytest.mark.parametrize(
     "change, where",
     [
-        (lambda d: d["messageHeader"].update(messageId=d["messageHeader"]["messageId"].upper()), "messageHeader.messageId"),
-        (lambda d: d["messageHeader"].update(correlationId="4501437a-ce95-0372-be5c-277cb6a826eb"), "messageHeader.correlationId"),
-        (lambda d: d["messageHeader"]["messageSequence"].update(sequence="6ad8194d"), "messageHeader.messageSequence.sequence"),
-        (lambda d: d["messageBody"].update(objectUuid="5680e8e0-28a5-4b20-c48e-fd0d08781e0b"), "messageBody.objectUuid"),
-        (lambda d: d["messageBody"]["objectFile"][0]["fileChecksum"][0].update(checksumUuid="{df23b46b}"),
-         "messageBody.objectFile[0].fileChecksum[0].checksumUuid"),
+        (
+            lambda d: d["messageHeader"].update(messageId=d["messageHeader"]["messageId"].upper()),
+            "messageHeader.messageId",
+        ),
+        (
+            lambda d: d["messageHeader"].update(correlationId="4501437a-ce95-0372-be5c-277cb6a826eb"),
+            "messageHeader.correlationId",
+        ),
+        (
+            lambda d: d["messageHeader"]["messageSequence"].update(sequence="6ad8194d"),
+            "messageHeader.messageSequence.sequence",
+        ),
+        (
+            lambda d: d["messageBody"].update(objectUuid="5680e8e0-28a5-4b20-c48e-fd0d08781e0b"),
+            "messageBody.objectUuid",
+        ),
+        (
+            lambda d: d["messageBody"]["objectFile"][0]["fileChecksum"][0].update(checksumUuid="{df23b46b}"),
+            "messageBody.objectFile[0].fileChecksum[0].checksumUuid",
+        ),
     ],
 )
 def test_invalid_uuids_anywhere_are_generr010(validator: MessageValidator, change: Any, where: str) -> None:
@@ -98,6 +124,7 @@ def test_an_invalid_uuid_wins_over_other_problems(validator: MessageValidator) -
         d["messageHeader"]["priority"] = 1
         d["messageBody"]["objectUuid"] = "nope"
         del d["messageBody"]["objectTitle"]
+
     code, why = check(validator, mutate(change))
     assert code == "GENERR010" and "messageBody.objectUuid: 'nope'" in why and "(and 2 other problems)" in why
 
@@ -117,12 +144,22 @@ def test_a_40_message_type_is_unsupported_under_302(validator: MessageValidator)
     "change, expected",
     [
         (lambda d: d["messageBody"].pop("objectTitle"), "messageBody: missing required field 'objectTitle'"),
-        (lambda d: d["messageBody"].update(objectValue=4), "messageBody.objectValue: 4 is out of range (expected at most 3)"),
-        (lambda d: d["messageBody"]["objectDate"][0].update(dateValue="2002-10-02"),
-         "messageBody.objectDate[0].dateValue: '2002-10-02' is not a valid timestamp"),
-        (lambda d: d["messageBody"]["objectPersonRole"][0]["person"].update(personMail="no at sign"),
-         "personMail: 'no at sign' is not a valid email"),
-        (lambda d: d["messageBody"]["objectKeywords"].append("string"), "messageBody.objectKeywords: contains duplicate items"),
+        (
+            lambda d: d["messageBody"].update(objectValue=4),
+            "messageBody.objectValue: 4 is out of range (expected at most 3)",
+        ),
+        (
+            lambda d: d["messageBody"]["objectDate"][0].update(dateValue="2002-10-02"),
+            "messageBody.objectDate[0].dateValue: '2002-10-02' is not a valid timestamp",
+        ),
+        (
+            lambda d: d["messageBody"]["objectPersonRole"][0]["person"].update(personMail="no at sign"),
+            "personMail: 'no at sign' is not a valid email",
+        ),
+        (
+            lambda d: d["messageBody"]["objectKeywords"].append("string"),
+            "messageBody.objectKeywords: contains duplicate items",
+        ),
         (lambda d: d.update(messageBody=[]), "messageBody: expected object, got array"),
         (lambda d: d.pop("messageBody"), "message: missing required field 'messageBody'"),
     ],
@@ -151,9 +188,13 @@ def test_expired_is_generr003(validator: MessageValidator) -> None:
     del doc["messageHeader"]["errorCode"], doc["messageHeader"]["errorDescription"]
     code, why = check(validator, doc)
     assert code == "GENERR003"
-    assert why == ("messageHeader.messageTimings.expirationTimestamp: '2004-08-01T10:00:00-00:00' had passed at delivery "
-                   "(2027-01-15T08:00:00Z)")
-    later = mutate(lambda d: d["messageHeader"]["messageTimings"].update(expirationTimestamp="2027-01-15T09:00:01+01:00"))
+    assert why == (
+        "messageHeader.messageTimings.expirationTimestamp: '2004-08-01T10:00:00-00:00' had passed at delivery "
+        "(2027-01-15T08:00:00Z)"
+    )
+    later = mutate(
+        lambda d: d["messageHeader"]["messageTimings"].update(expirationTimestamp="2027-01-15T09:00:01+01:00")
+    )
     assert check(validator, later) == (None, None)
     assert MessageValidator(load_schema_set("3.0.2"), check_expiry=False).check(compact(doc)).code is None
 
@@ -187,9 +228,17 @@ def test_invalid_messages_are_decorated_and_never_dropped(state: Any) -> None:
     good = fresh()
     bad_header = mutate(lambda d: d["messageHeader"].update(priority=1))
     no_header = {"messageBody": {}}
-    results = run_batches([[compact(good), compact(bad_header), b"[1, 2", b"\xff\x00"[:1], compact(no_header), b"42"]], state)
-    assert route(results) == [("valid", None), ("invalid", "GENERR004"), ("invalid", "GENERR007"), ("invalid", "GENERR007"),
-                              ("invalid", "GENERR004"), ("invalid", "GENERR004")]
+    results = run_batches(
+        [[compact(good), compact(bad_header), b"[1, 2", b"\xff\x00"[:1], compact(no_header), b"42"]], state
+    )
+    assert route(results) == [
+        ("valid", None),
+        ("invalid", "GENERR004"),
+        ("invalid", "GENERR007"),
+        ("invalid", "GENERR007"),
+        ("invalid", "GENERR004"),
+        ("invalid", "GENERR004"),
+    ]
     assert results[0] == good
     assert results[1]["messageHeader"]["priority"] == 1  # the message itself is kept as it came
     assert results[2]["rawPayload"] == "[1, 2" and results[2]["messageBody"] is None
@@ -222,6 +271,12 @@ def test_every_spec_code_has_a_queue() -> None:
 
     assert set(QUEUE_OF_CODE) == set(DESCRIPTIONS) == {f"GENERR{i:03d}" for i in range(1, 11)}
     assert {c for c, q in QUEUE_OF_CODE.items() if q == "invalid"} == {
-        "GENERR001", "GENERR002", "GENERR003", "GENERR004", "GENERR007", "GENERR010"}
+        "GENERR001",
+        "GENERR002",
+        "GENERR003",
+        "GENERR004",
+        "GENERR007",
+        "GENERR010",
+    }
     assert [queue_of(c) for c in ("GENERR005", "GENERR006", "GENERR008", "GENERR009", "APPERRMET001")] == ["error"] * 5
     assert queue_of(None) == queue_of("") == "valid"

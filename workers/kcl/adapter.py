@@ -27,11 +27,12 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
-from etlstage.protocol.scenario import Scenario
-from etlstage.worker import Loader, Transformer
 from etlstage_workers.kcl.records import Parsed, Record, classify, now_ms
 from etlstage_workers.kcl.session import ShardSession
 from etlstage_workers.kcl.store import CheckpointStore
+
+from etlstage.protocol.scenario import Scenario
+from etlstage.worker import Loader, Transformer
 
 log = logging.getLogger("etlstage.kcl")
 
@@ -69,7 +70,10 @@ class _MldDriver:
         self.store = CheckpointStore(path, sc.stage)
         log.info(
             "KCL MultiLangDaemon adapter: protocol V%d, default shard %s, checkpoints in %s, child: %s",
-            self.options.version, self.default_shard, path, " ".join(self.options.argv),
+            self.options.version,
+            self.default_shard,
+            path,
+            " ".join(self.options.argv),
         )
 
     def handle(self, messages: list[bytes]) -> None:
@@ -144,7 +148,10 @@ class _MldDriver:
             if len(kept) < len(records):
                 log.info(
                     "%s: %d of %d records are at or below the checkpoint %s (a replay); not delivered again",
-                    shard_id, len(records) - len(kept), len(records), floor,
+                    shard_id,
+                    len(records) - len(kept),
+                    len(records),
+                    floor,
                 )
             records = kept
         behind = [p.millis_behind for p in parsed_list if p.millis_behind is not None]
@@ -183,7 +190,9 @@ class _MldDriver:
                     raise
                 log.info(
                     "%s shut down: %d records delivered, %d checkpoints",
-                    s.shard_id, s.records_delivered, s.checkpoints,
+                    s.shard_id,
+                    s.records_delivered,
+                    s.checkpoints,
                 )
         finally:
             if self.store is not None:

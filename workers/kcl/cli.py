@@ -18,11 +18,12 @@ import os
 import signal
 import sys
 
+from etlstage_workers.kcl.adapter import KclLoader, KclTap, Options
+
 from etlstage.errors import ConfigError, EtlstageError, ProtocolViolation
 from etlstage.logs import setup_logging
 from etlstage.protocol.scenario import Scenario
 from etlstage.worker import serve
-from etlstage_workers.kcl.adapter import KclLoader, KclTap, Options
 
 APP = "etlstage-kcl-adapter"
 DB_NAME = "kcl-multilang.sqlite"
@@ -35,28 +36,58 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run a KCL MultiLangDaemon record processor as an etlstage T- or L-worker.",
         epilog="Everything after -- is the record processor's command (an argv, never run by a shell).",
     )
-    p.add_argument("--protocol-version", type=int, choices=(1, 2), default=2,
-                   help="MLD protocol: 2 = KCL 2.x/3.x (amazon_kclpy >= 2), 1 = KCL 1.x (default: 2)")
-    p.add_argument("--shard-id", default=None,
-                   help="shard id announced for input that is not a Kinesis envelope "
-                        "(default: shardId-<instance, 12 digits>)")
-    p.add_argument("--timeout", type=float, default=300.0,
-                   help="seconds the child has to answer initialize, processRecords, shardEnded (default 300)")
-    p.add_argument("--shutdown-timeout", type=float, default=60.0,
-                   help="seconds for shutdownRequested, leaseLost/shutdown and the child's exit (default 60)")
-    p.add_argument("--checkpoint-db", default=None,
-                   help=f"SQLite file for checkpoints and sequence counters (default: $ETLSTAGE_STATE_DIR/{DB_NAME})")
-    p.add_argument("--no-shutdown-requested", dest="shutdown_requested", action="store_false",
-                   help="at the end of input go straight to leaseLost/shutdown (for V1 children that do not "
-                        "know shutdownRequested)")
-    p.add_argument("--legacy-shutdown", action="store_true",
-                   help="V2 records, but end shards and leases with 'shutdown' + reason TERMINATE/ZOMBIE as KCL 1.x "
-                        "daemons did (erlmld V2) instead of shardEnded/leaseLost")
-    p.add_argument("--parallel-shards", type=int, default=4,
-                   help="shards of one batch processed at the same time, each by its own child (default 4; "
-                        "1 = one after the other)")
-    p.add_argument("--log-format", default=os.environ.get("ETLSTAGE_LOG_FORMAT") or "text",
-                   choices=("text", "json", "syslog"))
+    p.add_argument(
+        "--protocol-version",
+        type=int,
+        choices=(1, 2),
+        default=2,
+        help="MLD protocol: 2 = KCL 2.x/3.x (amazon_kclpy >= 2), 1 = KCL 1.x (default: 2)",
+    )
+    p.add_argument(
+        "--shard-id",
+        default=None,
+        help="shard id announced for input that is not a Kinesis envelope (default: shardId-<instance, 12 digits>)",
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=300.0,
+        help="seconds the child has to answer initialize, processRecords, shardEnded (default 300)",
+    )
+    p.add_argument(
+        "--shutdown-timeout",
+        type=float,
+        default=60.0,
+        help="seconds for shutdownRequested, leaseLost/shutdown and the child's exit (default 60)",
+    )
+    p.add_argument(
+        "--checkpoint-db",
+        default=None,
+        help=f"SQLite file for checkpoints and sequence counters (default: $ETLSTAGE_STATE_DIR/{DB_NAME})",
+    )
+    p.add_argument(
+        "--no-shutdown-requested",
+        dest="shutdown_requested",
+        action="store_false",
+        help="at the end of input go straight to leaseLost/shutdown (for V1 children that do not "
+        "know shutdownRequested)",
+    )
+    p.add_argument(
+        "--legacy-shutdown",
+        action="store_true",
+        help="V2 records, but end shards and leases with 'shutdown' + reason TERMINATE/ZOMBIE as KCL 1.x "
+        "daemons did (erlmld V2) instead of shardEnded/leaseLost",
+    )
+    p.add_argument(
+        "--parallel-shards",
+        type=int,
+        default=4,
+        help="shards of one batch processed at the same time, each by its own child (default 4; "
+        "1 = one after the other)",
+    )
+    p.add_argument(
+        "--log-format", default=os.environ.get("ETLSTAGE_LOG_FORMAT") or "text", choices=("text", "json", "syslog")
+    )
     p.add_argument("--syslog-address", default=os.environ.get("ETLSTAGE_SYSLOG_ADDRESS") or None)
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- record processor argv")
     return p
@@ -85,9 +116,15 @@ def parse_options(argv: list[str], scenario: Scenario) -> tuple[Options, argpars
     if problems:
         raise ConfigError(problems, APP)
     return Options(
-        argv=command, version=args.protocol_version, shard_id=args.shard_id, timeout=args.timeout,
-        shutdown_timeout=args.shutdown_timeout, checkpoint_db=db, shutdown_requested=args.shutdown_requested,
-        parallel_shards=args.parallel_shards, legacy_shutdown=args.legacy_shutdown,
+        argv=command,
+        version=args.protocol_version,
+        shard_id=args.shard_id,
+        timeout=args.timeout,
+        shutdown_timeout=args.shutdown_timeout,
+        checkpoint_db=db,
+        shutdown_requested=args.shutdown_requested,
+        parallel_shards=args.parallel_shards,
+        legacy_shutdown=args.legacy_shutdown,
     ), args
 
 

@@ -91,7 +91,9 @@ class ShardSession:
             log.warning(
                 "%s: the record processor did not checkpoint at SHARD_END during %s (last checkpoint %s); "
                 "the KCL would offer the shard end again — etlstage has acknowledged the records by status",
-                self.shard_id, expect, before,
+                self.shard_id,
+                expect,
+                before,
             )
         self._close()
         return ended
@@ -153,7 +155,13 @@ class ShardSession:
         if error:
             log.warning(
                 "%s: checkpoint at %r/%r during %s refused with %s (last checkpoint %s, largest delivered %s)",
-                self.shard_id, seq, sub, during, error, self.last_checkpoint, self.largest,
+                self.shard_id,
+                seq,
+                sub,
+                during,
+                error,
+                self.last_checkpoint,
+                self.largest,
             )
         elif target is not None:
             self._record(*target)

@@ -6,12 +6,12 @@ import logging
 import sys
 
 from botocore.exceptions import BotoCoreError, ClientError
+from etlstage_workers.kinesis.extractor import KinesisExtractor
+from etlstage_workers.kinesis.options import build_parser, options_from_args
 
 from etlstage.errors import EtlstageError
 from etlstage.logs import setup_logging
 from etlstage.worker import serve
-from etlstage_workers.kinesis.extractor import KinesisExtractor
-from etlstage_workers.kinesis.options import build_parser, options_from_args
 
 log = logging.getLogger("etlstage.kinesis")
 

@@ -14,9 +14,9 @@ from typing import Any
 import boto3
 from botocore.config import Config
 from botocore.exceptions import ClientError
+from etlstage_workers.kinesis.retry import Backoff, RateLimit, error_code
 
 from etlstage.errors import ConfigError
-from etlstage_workers.kinesis.retry import Backoff, RateLimit, error_code
 
 log = logging.getLogger("etlstage.kinesis")
 
@@ -45,8 +45,12 @@ def make_client(stream: str, region: str | None, endpoint_url: str | None, profi
     region = region or region_of(stream) or session.region_name
     if not region:
         raise ConfigError([f"stream {stream!r}: no AWS region (give --region, a stream ARN, or AWS_REGION)"])
-    config = Config(retries={"mode": "standard", "total_max_attempts": 1}, connect_timeout=10, read_timeout=30,
-                    max_pool_connections=16)
+    config = Config(
+        retries={"mode": "standard", "total_max_attempts": 1},
+        connect_timeout=10,
+        read_timeout=30,
+        max_pool_connections=16,
+    )
     log.info("kinesis client: stream %s, region %s, endpoint %s", stream, region, endpoint_url or "AWS default")
     return session.client("kinesis", region_name=region, endpoint_url=endpoint_url, config=config)
 

@@ -150,8 +150,10 @@ def read_lines(path: str) -> list[bytes]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(prog="python -m etlstage_workers.kinesis.emulator",
-                                description="Kinesis emulator (moto) on 127.0.0.1; prints its endpoint URL.")
+    p = argparse.ArgumentParser(
+        prog="python -m etlstage_workers.kinesis.emulator",
+        description="Kinesis emulator (moto) on 127.0.0.1; prints its endpoint URL.",
+    )
     p.add_argument("--port", type=int, default=0, help="TCP port (0: a free one)")
     p.add_argument("--region", default="us-east-1")
     p.add_argument("--stream", help="create this stream")
@@ -175,6 +177,7 @@ def main(argv: list[str] | None = None) -> None:
             print(f"put {n} records into {ns.stream}", file=sys.stderr, flush=True)
 
     if ns.exit_on_stdin_eof:
+
         def wait_for_eof() -> None:
             sys.stdin.read()
             done.set()

@@ -22,14 +22,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from etlstage.errors import ConfigError
-from etlstage.worker import Extractor, Request
 from etlstage_workers.kinesis.client import KinesisApi, make_client, stream_key
 from etlstage_workers.kinesis.options import Options
 from etlstage_workers.kinesis.output import Framer, Position
 from etlstage_workers.kinesis.retry import Backoff, RateLimit, error_code
 from etlstage_workers.kinesis.shards import owner, plan_new
 from etlstage_workers.kinesis.store import CheckpointStore, Commit, ShardRow
+
+from etlstage.errors import ConfigError
+from etlstage.worker import Extractor, Request
 
 log = logging.getLogger("etlstage.kinesis")
 
@@ -81,15 +82,27 @@ class KinesisExtractor(Extractor):
         if sc.mode == "cyclic" and not state_dir:
             raise ConfigError(["cyclic mode needs a state directory for checkpoints: ETLSTAGE_STATE_DIR, --state-dir"])
         self.store = CheckpointStore(state_dir, stream_key(o.stream))
-        self.framer = Framer(sc.markers, envelope=o.envelope, data_encoding=o.data_encoding,
-                             on_marker=o.on_marker, deaggregate_kpl=o.deaggregate)
+        self.framer = Framer(
+            sc.markers,
+            envelope=o.envelope,
+            data_encoding=o.data_encoding,
+            on_marker=o.on_marker,
+            deaggregate_kpl=o.deaggregate,
+        )
         client = self._client or make_client(o.stream, o.region, o.endpoint_url, o.profile)
         self.api = KinesisApi(client, o.stream, Backoff(o.backoff_base_ms, o.max_retries))
         if o.parallel > 1:
             self._pool = ThreadPoolExecutor(o.parallel, thread_name_prefix="kinesis-get")
         self._sync()
-        log.info("instance %d/%d reads %d of %d shards of %s (state %s)", sc.instance, sc.instances,
-                 len(self._cursors), len(self._rows), o.stream, self.store.path)
+        log.info(
+            "instance %d/%d reads %d of %d shards of %s (state %s)",
+            sc.instance,
+            sc.instances,
+            len(self._cursors),
+            len(self._rows),
+            o.stream,
+            self.store.path,
+        )
 
     def teardown(self) -> None:
         # stdin EOF: maybe the supervisor died — commit nothing, only leave the lag stats
@@ -182,8 +195,11 @@ class KinesisExtractor(Extractor):
         for cur in sorted(self._cursors.values(), key=lambda c: c.shard_id):
             if cur.ended or cur.row.ended:
                 continue
-            waiting = [p for p in cur.row.parents
-                       if p in self._rows and not self._rows[p].ended and not self._ended_in_run(p, in_run)]
+            waiting = [
+                p
+                for p in cur.row.parents
+                if p in self._rows and not self._rows[p].ended and not self._ended_in_run(p, in_run)
+            ]
             if waiting:
                 if not cur.waiting_logged:
                     log.info("%s waits for its parent(s) %s to reach SHARD_END", cur.shard_id, ", ".join(waiting))
@@ -223,8 +239,13 @@ class KinesisExtractor(Extractor):
         then resumes AT_TIMESTAMP from it and loses nothing.  (Main thread: SQLite.)"""
         for cur in cursors:
             row = cur.row
-            if cur.iterator is None and cur.position is None and row.seq is None and row.start_type == "LATEST" \
-                    and row.start_ts is None:
+            if (
+                cur.iterator is None
+                and cur.position is None
+                and row.seq is None
+                and row.start_type == "LATEST"
+                and row.start_ts is None
+            ):
                 now = time.time()
                 self.store.fix_start(cur.shard_id, "LATEST", now)
                 row.start_ts = now
@@ -277,8 +298,11 @@ class KinesisExtractor(Extractor):
         if cur.iterator is None:
             cur.ended = True
             self._sync_needed = True  # its children can now be found and, once it is committed, read
-            log.info("%s: end of shard reached (children: %s)", cur.shard_id,
-                     ", ".join(c["ShardId"] for c in reply.get("ChildShards") or []) or "none listed")
+            log.info(
+                "%s: end of shard reached (children: %s)",
+                cur.shard_id,
+                ", ".join(c["ShardId"] for c in reply.get("ChildShards") or []) or "none listed",
+            )
         if last is not None or cur.ended:
             p = cur.position
             self._pending[cur.shard_id] = Commit(
@@ -291,8 +315,11 @@ class KinesisExtractor(Extractor):
         """A shard we track has no iterator any more: fine only if the stream no longer lists it."""
         if cur.shard_id in {s["ShardId"] for s in self.api.list_shards()}:
             raise exc
-        log.warning("%s no longer exists (past the stream's retention period?): marked ended; records it held "
-                    "that were not read before cannot be read any more", cur.shard_id)
+        log.warning(
+            "%s no longer exists (past the stream's retention period?): marked ended; records it held "
+            "that were not read before cannot be read any more",
+            cur.shard_id,
+        )
 
     # --- lag ----------------------------------------------------------------------------
 

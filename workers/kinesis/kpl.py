@@ -108,8 +108,11 @@ def _checked(data: bytes) -> tuple[list[str], list[int], list[bytes]] | None:
         if index and max(index) >= len(keys):
             raise MalformedAggregate(f"a sub-record names a partition key beyond the table of {len(keys)}")
     except (MalformedAggregate, IndexError, UnicodeDecodeError) as exc:
-        log.warning("record with the KPL magic bytes and a good MD5 but unreadable protobuf (%s): "
-                    "passed on as one ordinary record", exc)
+        log.warning(
+            "record with the KPL magic bytes and a good MD5 but unreadable protobuf (%s): "
+            "passed on as one ordinary record",
+            exc,
+        )
         return None
     return keys, index, datas
 

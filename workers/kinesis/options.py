@@ -7,9 +7,10 @@ import os
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from etlstage.errors import ConfigError
 from etlstage_workers.kinesis.output import DATA_ENCODINGS, ON_MARKER
 from etlstage_workers.kinesis.shards import INITIAL_POSITIONS
+
+from etlstage.errors import ConfigError
 
 
 @dataclass
@@ -81,16 +82,30 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--region", help="AWS region (default: from the ARN or boto3's configuration)")
     p.add_argument("--endpoint-url", help="Kinesis endpoint, e.g. an emulator on http://127.0.0.1:4568")
     p.add_argument("--profile", help="AWS profile (credentials come only from boto3's normal chain)")
-    p.add_argument("--initial-position", default="TRIM_HORIZON", type=str.upper, choices=INITIAL_POSITIONS,
-                   help="where shards with no checkpoint start (default TRIM_HORIZON)")
+    p.add_argument(
+        "--initial-position",
+        default="TRIM_HORIZON",
+        type=str.upper,
+        choices=INITIAL_POSITIONS,
+        help="where shards with no checkpoint start (default TRIM_HORIZON)",
+    )
     p.add_argument("--timestamp", type=parse_timestamp, help="for AT_TIMESTAMP: epoch seconds or ISO 8601")
     p.add_argument("--envelope", action="store_true", help="emit a JSON envelope per record instead of its data")
-    p.add_argument("--data-encoding", default="auto", choices=DATA_ENCODINGS,
-                   help="envelope 'data': utf8 text, base64, or auto (utf8 when the bytes are UTF-8)")
-    p.add_argument("--on-marker", default="envelope", choices=ON_MARKER,
-                   help="a non-JSON record holding a marker byte: base64 envelope, error object, or stop")
-    p.add_argument("--no-deaggregate", dest="deaggregate", action="store_false",
-                   help="pass KPL aggregated records on as they are")
+    p.add_argument(
+        "--data-encoding",
+        default="auto",
+        choices=DATA_ENCODINGS,
+        help="envelope 'data': utf8 text, base64, or auto (utf8 when the bytes are UTF-8)",
+    )
+    p.add_argument(
+        "--on-marker",
+        default="envelope",
+        choices=ON_MARKER,
+        help="a non-JSON record holding a marker byte: base64 envelope, error object, or stop",
+    )
+    p.add_argument(
+        "--no-deaggregate", dest="deaggregate", action="store_false", help="pass KPL aggregated records on as they are"
+    )
     p.add_argument("--limit", type=int, default=10000, help="records per GetRecords call (max 10000)")
     p.add_argument("--max-gets-per-second", type=int, default=5, help="GetRecords calls per shard per second (<= 5)")
     p.add_argument("--backoff-base-ms", type=float, default=100.0, help="backoff: sleep 2^n x this before retry n")
@@ -98,8 +113,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--shard-sync-interval", type=float, default=30.0, help="seconds between ListShards calls")
     p.add_argument("--idle-sleep", type=float, default=0.2, help="seconds to pause after a cycle with no records")
     p.add_argument("--lag-log-interval", type=float, default=60.0, help="seconds between MillisBehindLatest logs")
-    p.add_argument("--parallel", type=int, default=4,
-                   help="shards fetched at once within a cycle (threads); output stays in shard order")
+    p.add_argument(
+        "--parallel",
+        type=int,
+        default=4,
+        help="shards fetched at once within a cycle (threads); output stays in shard order",
+    )
     p.add_argument("--state-dir", help="checkpoint directory (default ETLSTAGE_STATE_DIR)")
     p.add_argument("--log-format", default=os.environ.get("ETLSTAGE_LOG_FORMAT"), choices=("text", "json", "syslog"))
     p.add_argument("--syslog-address", default=os.environ.get("ETLSTAGE_SYSLOG_ADDRESS"))

@@ -23,9 +23,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from etlstage_workers.kinesis.kpl import MAGIC, deaggregate, payloads
+
 from etlstage.errors import MarkerInMessage
 from etlstage.protocol.markers import Markers
-from etlstage_workers.kinesis.kpl import MAGIC, deaggregate, payloads
 
 log = logging.getLogger("etlstage.kinesis")
 

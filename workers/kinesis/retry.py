@@ -21,8 +21,12 @@ log = logging.getLogger("etlstage.kinesis")
 
 T = TypeVar("T")
 
-THROTTLING = {"ProvisionedThroughputExceededException", "LimitExceededException", "ThrottlingException",
-              "KMSThrottlingException"}
+THROTTLING = {
+    "ProvisionedThroughputExceededException",
+    "LimitExceededException",
+    "ThrottlingException",
+    "KMSThrottlingException",
+}
 TRANSIENT = {"InternalFailure", "InternalFailureException", "ServiceUnavailable", "ServiceUnavailableException"}
 NETWORK = (EndpointConnectionError, ConnectionClosedError, ReadTimeoutError, ConnectionError)
 
@@ -66,16 +70,21 @@ class Backoff:
                     ) from exc
                 delay = (2**tries) * self.base_ms / 1000.0
                 self.retries += 1
-                log.warning("%s: %s; retry %d/%d in %.1f s", what, code or type(exc).__name__, tries,
-                            self.max_tries, delay)
+                log.warning(
+                    "%s: %s; retry %d/%d in %.1f s", what, code or type(exc).__name__, tries, self.max_tries, delay
+                )
                 self.sleep(delay)
 
 
 class RateLimit:
     """At most ``per_second`` calls in any one-second window (one instance per shard)."""
 
-    def __init__(self, per_second: int = 5, clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+    def __init__(
+        self,
+        per_second: int = 5,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         self.per_second = per_second
         self._calls: collections.deque[float] = collections.deque(maxlen=per_second)
         self._clock = clock

@@ -100,9 +100,7 @@ class CheckpointStore:
             "SELECT shard_id, parents, start_type, start_ts, seq, subseq, complete, ended FROM shards WHERE stream=?",
             (self.stream,),
         )
-        return {
-            r[0]: ShardRow(r[0], json.loads(r[1]), r[2], r[3], r[4], r[5], bool(r[6]), bool(r[7])) for r in cur
-        }
+        return {r[0]: ShardRow(r[0], json.loads(r[1]), r[2], r[3], r[4], r[5], bool(r[6]), bool(r[7])) for r in cur}
 
     def ended(self, shard_ids: Iterable[str]) -> set[str]:
         ids = list(shard_ids)
@@ -126,8 +124,18 @@ class CheckpointStore:
                 "INSERT OR IGNORE INTO shards (stream, shard_id, parents, start_type, start_ts, seq, subseq, "
                 "complete, ended, updated) VALUES (?,?,?,?,?,?,?,?,?,?)",
                 [
-                    (self.stream, r.shard_id, json.dumps(r.parents), r.start_type, r.start_ts, r.seq, r.subseq,
-                     int(r.complete), int(r.ended), now)
+                    (
+                        self.stream,
+                        r.shard_id,
+                        json.dumps(r.parents),
+                        r.start_type,
+                        r.start_ts,
+                        r.seq,
+                        r.subseq,
+                        int(r.complete),
+                        int(r.ended),
+                        now,
+                    )
                     for r in new
                 ],
             )

@@ -1,10 +1,10 @@
 """``etlstage-rdss``: the RDSS validation and reassembly T-worker (default command) and tools.
 
-    etlstage-rdss [run] [--spec 3.0.2|4.0.0] [--schema-dir DIR] [--max-bytes N]
-                  [--sequence-timeout S] [--retention S] [--no-expiry-check] [--state-dir DIR]
-                  [--log-format text|json|syslog] [--syslog-address ADDR] [--log-messages]
-    etlstage-rdss demo-data --count N --seed S --out FILE.jsonl --expected FILE.json
-    etlstage-rdss check FILE.json ...      # validate files, print the verdicts (no state)
+etlstage-rdss [run] [--spec 3.0.2|4.0.0] [--schema-dir DIR] [--max-bytes N]
+              [--sequence-timeout S] [--retention S] [--no-expiry-check] [--state-dir DIR]
+              [--log-format text|json|syslog] [--syslog-address ADDR] [--log-messages]
+etlstage-rdss demo-data --count N --seed S --out FILE.jsonl --expected FILE.json
+etlstage-rdss check FILE.json ...      # validate files, print the verdicts (no state)
 """
 
 from __future__ import annotations
@@ -23,20 +23,43 @@ COMMANDS = ("run", "demo-data", "check")
 
 
 def _worker_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--spec", choices=SPEC_VERSIONS, default=DEFAULT_SPEC, help="RDSS Message API version (default %(default)s)")
-    p.add_argument("--schema-dir", help="validate against this copy of an official release (its schemas/ and messages/)")
-    p.add_argument("--max-bytes", type=int, default=DEFAULT_MAX_BYTES,
-                   help="largest serialised message accepted (default %(default)s = 1000 KiB); larger -> GENERR006")
-    p.add_argument("--no-expiry-check", dest="check_expiry", action="store_false",
-                   help="do not reject messages whose expirationTimestamp has passed (GENERR003)")
-    p.add_argument("--sequence-timeout", type=float, default=DEFAULT_SEQUENCE_TIMEOUT_S,
-                   help="seconds a multi-message sequence may stay incomplete before its parts go on with GENERR009")
-    p.add_argument("--retention", type=float, default=DEFAULT_RETENTION_S,
-                   help="seconds the LDR keeps messages and finished sequences (default 168 h, the Kinesis maximum)")
+    p.add_argument(
+        "--spec", choices=SPEC_VERSIONS, default=DEFAULT_SPEC, help="RDSS Message API version (default %(default)s)"
+    )
+    p.add_argument(
+        "--schema-dir", help="validate against this copy of an official release (its schemas/ and messages/)"
+    )
+    p.add_argument(
+        "--max-bytes",
+        type=int,
+        default=DEFAULT_MAX_BYTES,
+        help="largest serialised message accepted (default %(default)s = 1000 KiB); larger -> GENERR006",
+    )
+    p.add_argument(
+        "--no-expiry-check",
+        dest="check_expiry",
+        action="store_false",
+        help="do not reject messages whose expirationTimestamp has passed (GENERR003)",
+    )
+    p.add_argument(
+        "--sequence-timeout",
+        type=float,
+        default=DEFAULT_SEQUENCE_TIMEOUT_S,
+        help="seconds a multi-message sequence may stay incomplete before its parts go on with GENERR009",
+    )
+    p.add_argument(
+        "--retention",
+        type=float,
+        default=DEFAULT_RETENTION_S,
+        help="seconds the LDR keeps messages and finished sequences (default 168 h, the Kinesis maximum)",
+    )
     p.add_argument("--state-dir", help="where the LDR lives (default: ETLSTAGE_STATE_DIR)")
     p.add_argument("--log-format", choices=("text", "json", "syslog"), default=os.environ.get("ETLSTAGE_LOG_FORMAT"))
-    p.add_argument("--syslog-address", default=os.environ.get("ETLSTAGE_SYSLOG_ADDRESS"),
-                   help="send syslog lines to /dev/log, udp://host:port or tcp://host:port instead of stderr")
+    p.add_argument(
+        "--syslog-address",
+        default=os.environ.get("ETLSTAGE_SYSLOG_ADDRESS"),
+        help="send syslog lines to /dev/log, udp://host:port or tcp://host:port instead of stderr",
+    )
     p.add_argument("--log-level", default=os.environ.get("ETLSTAGE_LOG_LEVEL"))
     p.add_argument("--log-messages", action="store_true", help="log every message received at INFO (the spec's rule)")
 
@@ -68,18 +91,27 @@ def main(argv: list[str] | None = None) -> None:
         print(json.dumps(counts, sort_keys=True), file=sys.stderr)
         return
     options = Options(
-        spec=args.spec, schema_dir=args.schema_dir, max_bytes=args.max_bytes, check_expiry=args.check_expiry,
-        sequence_timeout_s=args.sequence_timeout, retention_s=args.retention, state_dir=args.state_dir,
+        spec=args.spec,
+        schema_dir=args.schema_dir,
+        max_bytes=args.max_bytes,
+        check_expiry=args.check_expiry,
+        sequence_timeout_s=args.sequence_timeout,
+        retention_s=args.retention,
+        state_dir=args.state_dir,
         log_messages=args.log_messages,
     )
     if args.command == "check":
         sys.exit(_check(options, args.files))
-    from etlstage.worker.runner import main as run_worker
     from etlstage_workers.rdss.worker import RdssTransformer
 
+    from etlstage.worker.runner import main as run_worker
+
     # The SDK's main() sets up logging from these variables (the options win over the environment).
-    for name, value in (("ETLSTAGE_LOG_FORMAT", args.log_format), ("ETLSTAGE_SYSLOG_ADDRESS", args.syslog_address),
-                        ("ETLSTAGE_LOG_LEVEL", args.log_level)):
+    for name, value in (
+        ("ETLSTAGE_LOG_FORMAT", args.log_format),
+        ("ETLSTAGE_SYSLOG_ADDRESS", args.syslog_address),
+        ("ETLSTAGE_LOG_LEVEL", args.log_level),
+    ):
         if value:
             os.environ[name] = value
     run_worker(RdssTransformer(options), kind="T", app=APP)
@@ -89,8 +121,11 @@ def _check(options: Options, files: list[str]) -> int:
     from etlstage_workers.rdss.schemas import load_schema_set
     from etlstage_workers.rdss.validate import MessageValidator
 
-    validator = MessageValidator(load_schema_set(options.spec, options.schema_dir), max_bytes=options.max_bytes,
-                                 check_expiry=options.check_expiry)
+    validator = MessageValidator(
+        load_schema_set(options.spec, options.schema_dir),
+        max_bytes=options.max_bytes,
+        check_expiry=options.check_expiry,
+    )
     bad = 0
     for name in files:
         with open(name, "rb") as f:

@@ -223,7 +223,11 @@ class _Compiler:
 
     def emit_inline_or_call(self, sub: Any, w: str, out: list[str], ind: str, resolver: Any, depth: int) -> None:
         # Small leaf schemas are inlined; anything with structure becomes (or reuses) a function.
-        if isinstance(sub, dict) and "$ref" not in sub and not ({"properties", "items", "anyOf", "allOf", "oneOf"} & sub.keys()):
+        if (
+            isinstance(sub, dict)
+            and "$ref" not in sub
+            and not ({"properties", "items", "anyOf", "allOf", "oneOf"} & sub.keys())
+        ):
             before = len(out)
             self.emit(sub, w, out, ind, resolver, depth)
             if len(out) == before:
@@ -232,8 +236,10 @@ class _Compiler:
         if isinstance(sub, dict) and set(sub) == {"$ref"}:
             resolved = resolver.lookup(sub["$ref"])
             target = resolved.contents
-            if isinstance(target, dict) and "$ref" not in target and not (
-                {"properties", "items", "anyOf", "allOf", "oneOf"} & target.keys()
+            if (
+                isinstance(target, dict)
+                and "$ref" not in target
+                and not ({"properties", "items", "anyOf", "allOf", "oneOf"} & target.keys())
             ):
                 before = len(out)
                 self.emit(target, w, out, ind, resolved.resolver, depth)
@@ -245,9 +251,27 @@ class _Compiler:
 
 _HANDLED = frozenset(
     {
-        "type", "enum", "const", "required", "properties", "additionalProperties", "items", "contains",
-        "minItems", "maxItems", "uniqueItems", "minLength", "maxLength", "minimum", "maximum", "pattern",
-        "format", "allOf", "anyOf", "oneOf", "not",
+        "type",
+        "enum",
+        "const",
+        "required",
+        "properties",
+        "additionalProperties",
+        "items",
+        "contains",
+        "minItems",
+        "maxItems",
+        "uniqueItems",
+        "minLength",
+        "maxLength",
+        "minimum",
+        "maximum",
+        "pattern",
+        "format",
+        "allOf",
+        "anyOf",
+        "oneOf",
+        "not",
     }
 )
 
@@ -273,7 +297,7 @@ def compile_schema(
     entry = compiler.function(schema, resolver)
     source = "\n".join(compiler.lines)
     namespace: dict[str, Any] = dict(compiler.consts, _MISSING=object())
-    exec(compile(source, "<rdss-compiled-schema>", "exec"), namespace)  # noqa: S102 - our own generated code
+    exec(compile(source, "<rdss-compiled-schema>", "exec"), namespace)
     fn = namespace[entry]
     fn.__source__ = source  # type: ignore[attr-defined]
     return fn  # type: ignore[no-any-return]

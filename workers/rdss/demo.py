@@ -36,15 +36,51 @@ from etlstage_workers.rdss.output import derived_message_id
 FORBIDDEN = (b"\n", b"\x00", b"\x17", b"\x11")
 OVERSIZED_TARGET = 1_030_000  # bytes: over 1000 KiB, under Kinesis's 1 MiB record limit
 _GIVEN = ["Ada", "Grace", "Alan", "Rosalind", "Tim", "Dorothy", "Niels", "Marie", "Emmy", "Srinivasa"]
-_FAMILY = ["Lovelace", "Hopper", "Turing", "Franklin", "Berners-Lee", "Hodgkin", "Bohr", "Curie", "Noether", "Ramanujan"]
-_WORDS = ["coastal", "erosion", "protein", "folding", "urban", "mobility", "soil", "carbon", "glacier", "melt",
-          "neural", "imaging", "river", "sediment", "archive", "survey", "genome", "atlas", "climate", "model"]
+_FAMILY = [
+    "Lovelace",
+    "Hopper",
+    "Turing",
+    "Franklin",
+    "Berners-Lee",
+    "Hodgkin",
+    "Bohr",
+    "Curie",
+    "Noether",
+    "Ramanujan",
+]
+_WORDS = [
+    "coastal",
+    "erosion",
+    "protein",
+    "folding",
+    "urban",
+    "mobility",
+    "soil",
+    "carbon",
+    "glacier",
+    "melt",
+    "neural",
+    "imaging",
+    "river",
+    "sediment",
+    "archive",
+    "survey",
+    "genome",
+    "atlas",
+    "climate",
+    "model",
+]
 _ORGS = ["University of Northbridge", "Southvale College", "Eastmoor Institute", "Westfield Research Centre"]
 # (messageType, messageClass): 3.0.2 requests are Commands; responses are Documents.
 KINDS = [
-    ("MetadataCreate", "Command"), ("MetadataUpdate", "Command"), ("MetadataDelete", "Command"),
-    ("MetadataRead", "Command"), ("MetadataRead", "Document"), ("VocabularyRead", "Command"),
-    ("VocabularyRead", "Document"), ("VocabularyPatch", "Command"),
+    ("MetadataCreate", "Command"),
+    ("MetadataUpdate", "Command"),
+    ("MetadataDelete", "Command"),
+    ("MetadataRead", "Command"),
+    ("MetadataRead", "Document"),
+    ("VocabularyRead", "Command"),
+    ("VocabularyRead", "Document"),
+    ("VocabularyPatch", "Command"),
 ]
 
 
@@ -67,51 +103,90 @@ class _Maker:
 
     def organisation(self) -> dict[str, Any]:
         name = self.rng.choice(_ORGS)
-        return {"organisationJiscId": self.rng.randint(1, 9999), "organisationName": name,
-                "organisationType": self.rng.randint(1, 15), "organisationAddress": f"{name}, Campus Road, UK"}
+        return {
+            "organisationJiscId": self.rng.randint(1, 9999),
+            "organisationName": name,
+            "organisationType": self.rng.randint(1, 15),
+            "organisationAddress": f"{name}, Campus Road, UK",
+        }
 
     def person(self) -> dict[str, Any]:
         given, family = self.rng.choice(_GIVEN), self.rng.choice(_FAMILY)
         return {
             "personUuid": self.uuid(),
-            "personIdentifier": [{"personIdentifierValue": f"0000-000{self.rng.randint(1, 9)}-{self.rng.randint(1000, 9999)}-"
-                                  f"{self.rng.randint(1000, 9999)}", "personIdentifierType": 1}],
-            "personGivenNames": given, "personFamilyNames": family,
+            "personIdentifier": [
+                {
+                    "personIdentifierValue": f"0000-000{self.rng.randint(1, 9)}-{self.rng.randint(1000, 9999)}-"
+                    f"{self.rng.randint(1000, 9999)}",
+                    "personIdentifierType": 1,
+                }
+            ],
+            "personGivenNames": given,
+            "personFamilyNames": family,
             "personMail": f"{given.lower()}.{family.lower()}@example.ac.uk",
-            "personOrganisationUnit": {"organisationUnitUuid": self.uuid(), "organisationUnitName": "Department of "
-                                       + self.rng.choice(_WORDS).title(), "organisation": self.organisation()},
+            "personOrganisationUnit": {
+                "organisationUnitUuid": self.uuid(),
+                "organisationUnitName": "Department of " + self.rng.choice(_WORDS).title(),
+                "organisation": self.organisation(),
+            },
         }
 
     def rights(self) -> dict[str, Any]:
-        return {"rightsStatement": ["Made available under the licence below."], "rightsHolder": [self.rng.choice(_ORGS)],
-                "licence": [{"licenceName": "CC BY 4.0", "licenceIdentifier": "https://creativecommons.org/licenses/by/4.0/",
-                             "licenseStartDate": self.stamp(-86400 * 30)}],
-                "access": [{"accessType": 1, "accessStatement": "Open access"}]}
+        return {
+            "rightsStatement": ["Made available under the licence below."],
+            "rightsHolder": [self.rng.choice(_ORGS)],
+            "licence": [
+                {
+                    "licenceName": "CC BY 4.0",
+                    "licenceIdentifier": "https://creativecommons.org/licenses/by/4.0/",
+                    "licenseStartDate": self.stamp(-86400 * 30),
+                }
+            ],
+            "access": [{"accessType": 1, "accessStatement": "Open access"}],
+        }
 
     def file(self) -> dict[str, Any]:
         name = self.rng.choice(_WORDS) + f"_{self.rng.randint(1, 999)}.csv"
         return {
-            "fileUuid": self.uuid(), "fileIdentifier": name, "fileName": name, "fileSize": self.rng.randint(1, 10**9),
-            "fileChecksum": [{"checksumUuid": self.uuid(), "checksumType": 1, "checksumValue": f"{self.rng.getrandbits(128):032x}"}],
-            "fileCompositionLevel": "0", "fileDateModified": [self.stamp(-3600)], "fileUse": 1,
+            "fileUuid": self.uuid(),
+            "fileIdentifier": name,
+            "fileName": name,
+            "fileSize": self.rng.randint(1, 10**9),
+            "fileChecksum": [
+                {"checksumUuid": self.uuid(), "checksumType": 1, "checksumValue": f"{self.rng.getrandbits(128):032x}"}
+            ],
+            "fileCompositionLevel": "0",
+            "fileDateModified": [self.stamp(-3600)],
+            "fileUse": 1,
             "filePreservationEvent": [{"preservationEventValue": "ingested", "preservationEventType": 11}],
-            "fileUploadStatus": 2, "fileStorageStatus": 1,
+            "fileUploadStatus": 2,
+            "fileStorageStatus": 1,
             "fileStorageLocation": f"https://repository.example.ac.uk/files/{self.uuid()}",
-            "fileStoragePlatform": {"storagePlatformUuid": self.uuid(), "storagePlatformName": "Repository S3",
-                                    "storagePlatformType": 1, "storagePlatformCost": "0.02 GBP/GB/month"},
+            "fileStoragePlatform": {
+                "storagePlatformUuid": self.uuid(),
+                "storagePlatformName": "Repository S3",
+                "storagePlatformType": 1,
+                "storagePlatformCost": "0.02 GBP/GB/month",
+            },
         }
 
     def research_object(self, files: int = 1) -> dict[str, Any]:
         return {
-            "objectUuid": self.uuid(), "objectTitle": self.words(4).capitalize(),
+            "objectUuid": self.uuid(),
+            "objectTitle": self.words(4).capitalize(),
             "objectPersonRole": [{"person": self.person(), "role": self.rng.randint(1, 22)}],
             "objectDescription": "A dataset about " + self.words(8) + ".",
             "objectRights": self.rights(),
             "objectDate": [{"dateValue": self.stamp(-86400), "dateType": 6}],
             "objectKeywords": sorted({self.rng.choice(_WORDS) for _ in range(3)}),
-            "objectResourceType": 7, "objectValue": self.rng.randint(1, 3),
-            "objectIdentifier": [{"identifierValue": f"10.{self.rng.randint(1000, 9999)}/{self.rng.getrandbits(32):08x}",
-                                  "identifierType": 4}],
+            "objectResourceType": 7,
+            "objectValue": self.rng.randint(1, 3),
+            "objectIdentifier": [
+                {
+                    "identifierValue": f"10.{self.rng.randint(1000, 9999)}/{self.rng.getrandbits(32):08x}",
+                    "identifierType": 4,
+                }
+            ],
             "objectOrganisationRole": [{"organisation": self.organisation(), "role": 2}],
             "objectFile": [self.file() for _ in range(files)],
         }
@@ -131,12 +206,21 @@ class _Maker:
     def header(self, mtype: str, mclass: str, *, expired: bool = False) -> dict[str, Any]:
         self.clock += self.rng.randint(1, 5)
         h: dict[str, Any] = {
-            "messageId": self.uuid(), "messageClass": mclass, "messageType": mtype,
-            "returnAddress": "rdss-responses", "messageTimings": {"publishedTimestamp": self.stamp()},
+            "messageId": self.uuid(),
+            "messageClass": mclass,
+            "messageType": mtype,
+            "returnAddress": "rdss-responses",
+            "messageTimings": {"publishedTimestamp": self.stamp()},
             "messageSequence": {"sequence": self.uuid(), "position": 1, "total": 1},
-            "messageHistory": [{"machineId": f"producer-{self.rng.randint(1, 4)}", "machineAddress":
-                                f"producer-{self.rng.randint(1, 4)}.example.ac.uk", "timestamp": self.stamp()}],
-            "version": "3.0.2", "generator": "etlstage-demo",
+            "messageHistory": [
+                {
+                    "machineId": f"producer-{self.rng.randint(1, 4)}",
+                    "machineAddress": f"producer-{self.rng.randint(1, 4)}.example.ac.uk",
+                    "timestamp": self.stamp(),
+                }
+            ],
+            "version": "3.0.2",
+            "generator": "etlstage-demo",
         }
         if mclass == "Document":
             h["correlationId"] = self.uuid()
@@ -177,7 +261,9 @@ def generate(n: int, seed: int) -> tuple[list[bytes], dict[str, Any]]:
         elif where == 1:
             doc["messageBody"]["objectUuid"] = "not-a-uuid-" + doc["messageBody"]["objectUuid"][:8]
         else:
-            doc["messageHeader"]["messageSequence"]["sequence"] = doc["messageHeader"]["messageSequence"]["sequence"][:-1]
+            doc["messageHeader"]["messageSequence"]["sequence"] = doc["messageHeader"]["messageSequence"]["sequence"][
+                :-1
+            ]
         add(doc, GENERR010)
 
     def malformed() -> None:
@@ -225,7 +311,7 @@ def generate(n: int, seed: int) -> tuple[list[bytes], dict[str, Any]]:
         for i in range(total):
             header = dict(doc["messageHeader"], messageId=doc["messageHeader"]["messageId"] if i == 0 else m.uuid())
             header["messageSequence"] = {"sequence": seq_id, "position": i + 1, "total": total}
-            parts.append(_bytes({"messageHeader": header, "messageBody": text[i * step:(i + 1) * step]}))
+            parts.append(_bytes({"messageHeader": header, "messageBody": text[i * step : (i + 1) * step]}))
             if i:
                 absorbed.append(header["messageId"])
         order = list(range(total))
@@ -237,8 +323,12 @@ def generate(n: int, seed: int) -> tuple[list[bytes], dict[str, Any]]:
         return total
 
     specials: list[tuple[float, Callable[[], Any]]] = [
-        (0.03, bad_uuid), (0.02, malformed), (0.03, expired), (0.01, extra_header_field),
-        (0.01, missing_body_field), (0.01, unsupported_type),
+        (0.03, bad_uuid),
+        (0.02, malformed),
+        (0.03, expired),
+        (0.01, extra_header_field),
+        (0.01, missing_body_field),
+        (0.01, unsupported_type),
     ]
     dup_target = max(1, n // 20) if n >= 20 else 0
     if n >= 20:
@@ -283,13 +373,19 @@ def generate(n: int, seed: int) -> tuple[list[bytes], dict[str, Any]]:
             per_code[o["errorCode"]] = per_code.get(o["errorCode"], 0) + 1
     tables = {t: sum(1 for o in outcome.values() if o["table"] == t) for t in ("valid", "invalid", "error")}
     expected = {
-        "spec": "3.0.2", "seed": seed,
+        "spec": "3.0.2",
+        "seed": seed,
         "messages": outcome,
         "absorbed_parts": absorbed,
         "counts": {
-            "records": len(stream), "valid_unique": tables["valid"], "invalid_unique": tables["invalid"],
-            "error_unique": tables["error"], "duplicates": duplicates, "sequences": sequences,
-            "sequence_parts": parts_total, "per_error_code": per_code,
+            "records": len(stream),
+            "valid_unique": tables["valid"],
+            "invalid_unique": tables["invalid"],
+            "error_unique": tables["error"],
+            "duplicates": duplicates,
+            "sequences": sequences,
+            "sequence_parts": parts_total,
+            "per_error_code": per_code,
         },
     }
     return stream, expected

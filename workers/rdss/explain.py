@@ -14,7 +14,6 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import jsonschema
-
 from etlstage_workers.rdss.codes import GENERR001, GENERR002, GENERR004, GENERR010
 from etlstage_workers.rdss.formats import TIMESTAMP_EXPECTED, TIMESTAMP_FORMATS, UUID_EXPECTED, UUID_PATTERN
 
@@ -79,7 +78,8 @@ def describe(error: jsonschema.ValidationError) -> str:
     if v == "additionalProperties" and isinstance(value, dict):
         allowed = list(error.schema.get("properties", {}))
         extra = [name for name in value if name not in allowed]
-        return f"{where}: unexpected field{'s' if len(extra) > 1 else ''} {', '.join(map(repr, extra))} (allowed: {', '.join(allowed)})"
+        plural = "s" if len(extra) > 1 else ""
+        return f"{where}: unexpected field{plural} {', '.join(map(repr, extra))} (allowed: {', '.join(allowed)})"
     if v == "pattern" and error.validator_value == UUID_PATTERN:
         return f"{where}: {short(value)} is not a valid UUID (expected {UUID_EXPECTED})"
     if v == "format" and error.validator_value in TIMESTAMP_FORMATS:
@@ -89,7 +89,8 @@ def describe(error: jsonschema.ValidationError) -> str:
     if v == "type":
         expected = error.validator_value
         got = _JSON_TYPES.get(type(value), "null" if value is None else type(value).__name__)
-        return f"{where}: expected {expected if isinstance(expected, str) else ' or '.join(expected)}, got {got} {short(value, 60)}"
+        wanted = expected if isinstance(expected, str) else " or ".join(expected)
+        return f"{where}: expected {wanted}, got {got} {short(value, 60)}"
     if v == "enum":
         return f"{where}: {short(value)} is not one of {', '.join(map(repr, error.validator_value))}"
     if v in ("minimum", "maximum"):

@@ -96,7 +96,9 @@ class LocalDataRepository:
         for i in range(0, len(ids), _CHUNK):
             chunk = ids[i : i + _CHUNK]
             marks = ",".join("?" * len(chunk))
-            known.update(r[0] for r in self.db.execute(f"SELECT message_id FROM messages WHERE message_id IN ({marks})", chunk))
+            known.update(
+                r[0] for r in self.db.execute(f"SELECT message_id FROM messages WHERE message_id IN ({marks})", chunk)
+            )
         return known
 
     def record(self, rows: Iterable[tuple[Any, ...]], now: float) -> None:
@@ -111,7 +113,9 @@ class LocalDataRepository:
 
     # -- sequences ----------------------------------------------------------------------
     def sequence(self, sequence: str) -> tuple[int, str, float, bytes | None] | None:
-        row = self.db.execute("SELECT total, status, first_seen, result FROM sequences WHERE sequence = ?", (sequence,)).fetchone()
+        row = self.db.execute(
+            "SELECT total, status, first_seen, result FROM sequences WHERE sequence = ?", (sequence,)
+        ).fetchone()
         return None if row is None else (row[0], row[1], row[2], row[3])
 
     def open_sequence(self, sequence: str, total: int, now: float) -> None:
@@ -121,10 +125,15 @@ class LocalDataRepository:
         )
 
     def set_status(self, sequence: str, status: str, now: float, result: bytes | None = None) -> None:
-        self.db.execute("UPDATE sequences SET status = ?, updated = ?, result = ? WHERE sequence = ?", (status, now, result, sequence))
+        self.db.execute(
+            "UPDATE sequences SET status = ?, updated = ?, result = ? WHERE sequence = ?",
+            (status, now, result, sequence),
+        )
 
     def part(self, sequence: str, position: int) -> tuple[str | None, bytes] | None:
-        row = self.db.execute("SELECT message_id, raw FROM parts WHERE sequence = ? AND position = ?", (sequence, position)).fetchone()
+        row = self.db.execute(
+            "SELECT message_id, raw FROM parts WHERE sequence = ? AND position = ?", (sequence, position)
+        ).fetchone()
         return None if row is None else (row[0], bytes(row[1]))
 
     def add_part(self, sequence: str, position: int, message_id: str | None, raw: bytes, now: float) -> None:
@@ -142,7 +151,8 @@ class LocalDataRepository:
 
     def overdue(self, before: float) -> list[tuple[str, int, float]]:
         rows = self.db.execute(
-            "SELECT sequence, total, first_seen FROM sequences WHERE status = 'OPEN' AND first_seen < ? ORDER BY first_seen",
+            "SELECT sequence, total, first_seen FROM sequences "
+            "WHERE status = 'OPEN' AND first_seen < ? ORDER BY first_seen",
             (before,),
         )
         return [(r[0], r[1], r[2]) for r in rows]
@@ -162,7 +172,9 @@ class LocalDataRepository:
         for i in range(0, len(keys), _CHUNK):
             chunk = keys[i : i + _CHUNK]
             marks = ",".join("?" * len(chunk))
-            rows = self.db.execute(f"SELECT DISTINCT sequence FROM replays WHERE input_key IN ({marks}) ORDER BY sequence", chunk)
+            rows = self.db.execute(
+                f"SELECT DISTINCT sequence FROM replays WHERE input_key IN ({marks}) ORDER BY sequence", chunk
+            )
             found.extend(r[0] for r in rows if r[0] not in found)
         return found
 
@@ -170,7 +182,10 @@ class LocalDataRepository:
     def purge(self, before: float) -> int:
         """Forget messages last seen, and finished sequences last updated, before ``before``."""
         n = self.db.execute("DELETE FROM messages WHERE last_seen < ?", (before,)).rowcount
-        done = [r[0] for r in self.db.execute("SELECT sequence FROM sequences WHERE status != 'OPEN' AND updated < ?", (before,))]
+        done = [
+            r[0]
+            for r in self.db.execute("SELECT sequence FROM sequences WHERE status != 'OPEN' AND updated < ?", (before,))
+        ]
         for s in done:
             self.db.execute("DELETE FROM parts WHERE sequence = ?", (s,))
             self.db.execute("DELETE FROM replays WHERE sequence = ?", (s,))

@@ -54,7 +54,10 @@ def join_fragments(fragments: list[str]) -> tuple[Any, str | None]:
             return ast.literal_eval(text), None
         except (ValueError, SyntaxError, MemoryError, RecursionError):
             pass
-    return None, f"messageBody: the {len(fragments)} joined fragments ({len(text)} characters) are not JSON: {json_error}"
+    return (
+        None,
+        f"messageBody: the {len(fragments)} joined fragments ({len(text)} characters) are not JSON: {json_error}",
+    )
 
 
 class Reassembler:
@@ -85,11 +88,16 @@ class Reassembler:
             emitted.add(sequence)
             return [result] if result is not None else []
         if status == TIMED_OUT:
-            why = f"messageHeader.messageSequence: part {position}/{total} of sequence {sequence} arrived after the sequence timed out"
+            why = (
+                f"messageHeader.messageSequence: part {position}/{total} of sequence {sequence} "
+                "arrived after the sequence timed out"
+            )
             return [error_result(raw, verdict.doc, GENERR009, why)]
         if total != known_total:
-            why = (f"messageHeader.messageSequence.total: {total} disagrees with total {known_total} of the parts of "
-                   f"sequence {sequence} received before")
+            why = (
+                f"messageHeader.messageSequence.total: {total} disagrees with total {known_total} of the parts of "
+                f"sequence {sequence} received before"
+            )
             return [error_result(raw, verdict.doc, GENERR004, why)]
         existing = self.ldr.part(sequence, position)
         if existing is not None:
@@ -98,8 +106,10 @@ class Reassembler:
             if old_doc.get("messageBody") == verdict.doc.get("messageBody"):
                 self.duplicate_parts += 1
                 return []
-            why = (f"messageHeader.messageSequence.position: part {position} of sequence {sequence} was already received "
-                   f"with a different fragment (messageId {old_id})")
+            why = (
+                f"messageHeader.messageSequence.position: part {position} of sequence {sequence} was already received "
+                f"with a different fragment (messageId {old_id})"
+            )
             return [error_result(raw, verdict.doc, GENERR004, why)]
         self.ldr.add_part(sequence, position, header.get("messageId"), raw, now)
         if self.ldr.part_count(sequence) < known_total:
@@ -145,8 +155,10 @@ class Reassembler:
         total, _status, first_seen, _ = row
         parts = self.ldr.parts(sequence)
         have = [p for p, _ in parts]
-        why = (f"messageHeader.messageSequence: sequence {sequence} incomplete after the timeout of {self.timeout_s:g} s "
-               f"(first part received {_iso(first_seen)}): have positions {have} of total {total}")
+        why = (
+            f"messageHeader.messageSequence: sequence {sequence} incomplete after the timeout of {self.timeout_s:g} s "
+            f"(first part received {_iso(first_seen)}): have positions {have} of total {total}"
+        )
         out = []
         for _, raw in parts:
             doc, _err = self.validator.parse(raw)

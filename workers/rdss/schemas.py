@@ -27,7 +27,6 @@ from typing import Any
 import jsonschema
 import referencing
 import referencing.jsonschema
-
 from etlstage_workers.rdss.compiler import UnsupportedSchema, compile_schema
 from etlstage_workers.rdss.formats import FORMAT_CHECKS
 
@@ -38,7 +37,14 @@ OFFICIAL_BASE = "https://www.jisc.ac.uk/rdss/schema/"
 
 # messageType values each version supports, and which of them have a distinct response body.
 MESSAGE_TYPES = {
-    "3.0.2": ("MetadataCreate", "MetadataUpdate", "MetadataDelete", "MetadataRead", "VocabularyRead", "VocabularyPatch"),
+    "3.0.2": (
+        "MetadataCreate",
+        "MetadataUpdate",
+        "MetadataDelete",
+        "MetadataRead",
+        "VocabularyRead",
+        "VocabularyPatch",
+    ),
     "4.0.0": ("MetadataCreate", "MetadataUpdate", "MetadataDelete", "MetadataRead", "PreservationEvent"),
 }
 RESPONSE_TYPES = {"3.0.2": ("MetadataRead", "VocabularyRead"), "4.0.0": ("MetadataRead",)}
@@ -60,7 +66,9 @@ _OFFICIAL_400_MESSAGE = {
     "message_MetadataDelete": "message/metadata/delete_request.json/#/definitions/MetadataDeleteRequest",
     "message_MetadataRead": "message/metadata/read_request.json/#/definitions/MetadataReadRequest",
     "message_MetadataRead_Document": "message/metadata/read_response.json/#/definitions/MetadataReadResponse",
-    "message_PreservationEvent": "message/preservation/preservation_event_request.json/#/definitions/PreservationEventRequest",
+    "message_PreservationEvent": (
+        "message/preservation/preservation_event_request.json/#/definitions/PreservationEventRequest"
+    ),
 }
 _OFFICIAL_HEADER = {"3.0.2": "header.json/#/definitions/header", "4.0.0": "message/header.json/#/definitions/Header"}
 DRAFT4 = "http://json-schema.org/draft-04/schema#"
@@ -111,12 +119,13 @@ class SchemaSet:
                 self.fast[key] = self.explain[key].is_valid
         return self
 
-
     def _inlined(self, root: dict[str, Any]) -> dict[str, Any]:
         """``root`` with every ``$ref`` replaced by its target: jsonschema explains ~2.5x faster without
         resolving references per message.  A recursive schema is returned as it is."""
         spec = referencing.jsonschema.specification_with(root.get("$schema", DRAFT4))
-        resolver = self.registry.resolver_with_root(referencing.Resource.from_contents(root, default_specification=spec))
+        resolver = self.registry.resolver_with_root(
+            referencing.Resource.from_contents(root, default_specification=spec)
+        )
         try:
             flat = _inline(root, resolver, frozenset())
         except _Cyclic:

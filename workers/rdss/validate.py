@@ -74,7 +74,9 @@ class MessageValidator:
         doc, json_error = self.parse(raw)
         if len(raw) > self.max_bytes:
             return Verdict(
-                doc, GENERR006, f"message: serialised size {len(raw)} bytes is over the limit of {self.max_bytes} bytes (1000 KB)"
+                doc,
+                GENERR006,
+                f"message: serialised size {len(raw)} bytes is over the limit of {self.max_bytes} bytes (1000 KB)",
             )
         if json_error is not None:
             return Verdict(None, GENERR007, json_error)
@@ -84,7 +86,9 @@ class MessageValidator:
         """Validate a parsed message; ``whole`` forces the full-message schema (a reassembled sequence)."""
         if not isinstance(doc, dict):
             kind = "array" if isinstance(doc, list) else type(doc).__name__
-            return Verdict(doc, GENERR004, f"message: a JSON {kind}, expected an object with messageHeader and messageBody")
+            return Verdict(
+                doc, GENERR004, f"message: a JSON {kind}, expected an object with messageHeader and messageBody"
+            )
         header = doc.get("messageHeader")
         if not isinstance(header, dict):
             what = "missing" if header is None else f"a {type(header).__name__}, expected an object"
@@ -103,19 +107,31 @@ class MessageValidator:
             found = explain(self.schemas.explain[key], doc)
             if found is None:
                 supported = ", ".join(self.schemas.message_types)
-                found = (GENERR002, (f"messageHeader.messageType: {short(mtype)} is not supported by spec "
-                                     f"{self.schemas.spec} (supported: {supported})"))
+                found = (
+                    GENERR002,
+                    (
+                        f"messageHeader.messageType: {short(mtype)} is not supported by spec "
+                        f"{self.schemas.spec} (supported: {supported})"
+                    ),
+                )
             elif found[0] == GENERR002:
                 found = (GENERR002, found[1] + f" (spec {self.schemas.spec})")
             if key == "part" and found[0] == GENERR001 and not isinstance(doc.get("messageBody"), str):
-                found = (GENERR001, (f"messageBody: a part of a multi-message sequence (total {total}) must carry its "
-                                     f"fragment of the serialised body as a JSON string, got "
-                                     f"{short(doc.get('messageBody'), 60)}"))
+                found = (
+                    GENERR001,
+                    (
+                        f"messageBody: a part of a multi-message sequence (total {total}) must carry its "
+                        f"fragment of the serialised body as a JSON string, got "
+                        f"{short(doc.get('messageBody'), 60)}"
+                    ),
+                )
             return Verdict(doc, found[0], found[1])
         assert isinstance(sequence, dict)  # the schema guarantees it from here on
         position = sequence["position"]
         if not whole and not 1 <= position <= total:
-            return Verdict(doc, GENERR004, f"messageHeader.messageSequence.position: {position} is outside 1..{total} (total)")
+            return Verdict(
+                doc, GENERR004, f"messageHeader.messageSequence.position: {position} is outside 1..{total} (total)"
+            )
         if part:
             return Verdict(doc, part=True)
         if self.check_expiry:
@@ -125,6 +141,10 @@ class MessageValidator:
                 deadline = timestamp_seconds(expires)
                 if deadline is not None and deadline <= now:
                     when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))
-                    return Verdict(doc, GENERR003, f"messageHeader.messageTimings.expirationTimestamp: {expires!r} "
-                                   f"had passed at delivery ({when})")
+                    return Verdict(
+                        doc,
+                        GENERR003,
+                        f"messageHeader.messageTimings.expirationTimestamp: {expires!r} "
+                        f"had passed at delivery ({when})",
+                    )
         return Verdict(doc)

@@ -16,13 +16,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from etlstage.worker import Transformer
 from etlstage_workers.rdss.codes import GENERR009, queue_of
 from etlstage_workers.rdss.ldr import LocalDataRepository
 from etlstage_workers.rdss.output import derived_message_id, error_result, passthrough
 from etlstage_workers.rdss.reassembly import Reassembler, input_key
 from etlstage_workers.rdss.schemas import DEFAULT_SPEC, load_schema_set
 from etlstage_workers.rdss.validate import DEFAULT_MAX_BYTES, MessageValidator, Verdict
+
+from etlstage.worker import Transformer
 
 log = logging.getLogger("etlstage.rdss")
 
@@ -64,15 +65,23 @@ class RdssTransformer(Transformer):
         o = self.options
         schemas = load_schema_set(o.spec, o.schema_dir)
         self.validator = MessageValidator(schemas, max_bytes=o.max_bytes, check_expiry=o.check_expiry, clock=self.clock)
-        state_dir = o.state_dir or getattr(getattr(self, "scenario", None), "state_dir", "") or os.environ.get(
-            "ETLSTAGE_STATE_DIR", ""
-        ) or ".etlstage-rdss"
+        state_dir = (
+            o.state_dir
+            or getattr(getattr(self, "scenario", None), "state_dir", "")
+            or os.environ.get("ETLSTAGE_STATE_DIR", "")
+            or ".etlstage-rdss"
+        )
         self.ldr = LocalDataRepository(Path(state_dir) / LDR_FILE)
         self.reassembler = Reassembler(self.ldr, self.validator, o.sequence_timeout_s)
         self._last_purge = 0.0
         log.info(
             "[INFO] RDSS worker ready: spec %s, schemas %s, LDR %s, max %d bytes, sequence timeout %gs, retention %gs",
-            schemas.spec, schemas.source, self.ldr.path, o.max_bytes, o.sequence_timeout_s, o.retention_s,
+            schemas.spec,
+            schemas.source,
+            self.ldr.path,
+            o.max_bytes,
+            o.sequence_timeout_s,
+            o.retention_s,
         )
 
     def teardown(self) -> None:
@@ -80,8 +89,14 @@ class RdssTransformer(Transformer):
         log.info(
             "[INFO] RDSS worker done: %d received, %d valid, %d parts, %d duplicate copies in a batch, %d seen before, "
             "%d sequences completed, %d timed out, errors %s",
-            c.received, c.valid, c.parts, c.batch_duplicates, c.seen_before, self.reassembler.completed,
-            self.reassembler.timed_out, c.by_code or "none",
+            c.received,
+            c.valid,
+            c.parts,
+            c.batch_duplicates,
+            c.seen_before,
+            self.reassembler.completed,
+            self.reassembler.timed_out,
+            c.by_code or "none",
         )
         self.ldr.close()
 
@@ -105,9 +120,16 @@ class RdssTransformer(Transformer):
             mid = h.get("messageId")
             if not isinstance(mid, str):  # recorded under the id its wrapped result carries
                 mid = derived_message_id(raw)
-            rows.append((mid, _text(h.get("messageClass")), _text(h.get("messageType")), _text(seq.get("sequence")),
-                         seq.get("position") if type(seq.get("position")) is int else None,
-                         "part" if v.part else (v.code or "valid")))
+            rows.append(
+                (
+                    mid,
+                    _text(h.get("messageClass")),
+                    _text(h.get("messageType")),
+                    _text(seq.get("sequence")),
+                    seq.get("position") if type(seq.get("position")) is int else None,
+                    "part" if v.part else (v.code or "valid"),
+                )
+            )
         ldr = self.ldr
         # Parts must survive even a power loss once acknowledged; other rows are bookkeeping.
         ldr.db.execute(f"PRAGMA synchronous={'FULL' if any(v.part for _, v in verdicts) else 'NORMAL'}")
@@ -167,7 +189,9 @@ class RdssTransformer(Transformer):
             if self.options.log_messages:
                 log.info("[INFO] Message received: %s (%d bytes)", v.header.get("messageId"), len(raw))
         if seen:
-            log.info("[INFO] %d message(s) with a messageId seen before: processed again (the loader de-duplicates)", seen)
+            log.info(
+                "[INFO] %d message(s) with a messageId seen before: processed again (the loader de-duplicates)", seen
+            )
 
 
 def _text(value: object) -> str | None:

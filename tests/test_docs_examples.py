@@ -1,0 +1,28 @@
+"""The examples in docs/testing.md run as written."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from etlstage.testing import StageHarness
+
+ROOT = Path(__file__).parent.parent
+BLOCKS = re.findall(r"```python\n(.*?)```", (ROOT / "docs" / "testing.md").read_text(), re.S)
+TESTS = [b for b in BLOCKS if "def test_" in b]
+
+
+@pytest.mark.parametrize("code", TESTS, ids=[re.search(r"def (test_\w+)", b).group(1) for b in TESTS])
+def test_documented_example(code, tmp_path, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    namespace: dict[str, object] = {}
+    exec(compile(code, "docs/testing.md", "exec"), namespace)
+    fn = next(v for k, v in namespace.items() if k.startswith("test_"))
+    kwargs = {"stage_harness": StageHarness(str(tmp_path / "h")), "tmp_path": tmp_path}
+    params = fn.__code__.co_varnames[: fn.__code__.co_argcount]
+    (tmp_path / "h").mkdir()
+    fn(**{p: kwargs[p] for p in params})
+    assert os.getcwd() == str(ROOT)
