@@ -32,10 +32,10 @@ def expected_keys(n: int) -> list[str]:
 
 def pipeline(offsets: str, loader: str) -> str:
     if offsets == "worker":
-        source = 'mode: cyclic, command: ["{PY}", "{TW}", count, "%d", "250"]' % N
+        source = 'mode: cyclic, command: ["{PY}", "{TW}", count, "%d", "50"]' % N
     else:
         source = (
-            "mode: cyclic, offsets: supervisor, offset_policy: {type: counter, start: 0, step: 250}, "
+            "mode: cyclic, offsets: supervisor, offset_policy: {type: counter, start: 0, step: 50}, "
             'command: ["{PY}", "{TW}", count, "%d"]' % N
         )
     return f"""
@@ -58,7 +58,7 @@ def crash_run(pdir, seed: int) -> tuple[int, collections.Counter[str]]:
     while time.time() < deadline:
         proc = subprocess.Popen(cmd, cwd=pdir.path, stdout=log, stderr=log)
         while proc.poll() is None and kills < KILLS:
-            time.sleep(rng.uniform(0.05, 0.6))
+            time.sleep(rng.uniform(0.02, 0.35))
             if proc.poll() is not None:
                 break
             workers = [p for p in psutil.Process(proc.pid).children() if "tw.py" in " ".join(p.cmdline())]

@@ -52,7 +52,8 @@ def test_a_hanging_worker_times_out(pdir):
     assert time.monotonic() - started < 30
 
 
-def test_crash_mid_batch_is_restarted_and_the_batch_sent_again(pdir, tmp_path):
+@pytest.mark.parametrize("driver", ["supervisor", "worker"])
+def test_crash_mid_batch_is_restarted_and_the_batch_sent_again(pdir, tmp_path, driver):
     # crashes the first time it sees message 17, then (flag file present) works
     flag = tmp_path / "crashed-once"
     script = tmp_path / "flaky.py"
@@ -66,7 +67,7 @@ def test_crash_mid_batch_is_restarted_and_the_batch_sent_again(pdir, tmp_path):
         "    return ms\n"
         "run_transformer(f)\n"
     )
-    pdir.write(three_stages(f'["{{PY}}", "{script}"]'))
+    pdir.write(three_stages(f'["{{PY}}", "{script}"]', f"batch_driver: {driver},"))
     r = pdir.run("--once")
     assert r.code == 0, r.stderr
     assert flag.exists()

@@ -317,26 +317,41 @@ class TransformDriver(_Driver):
         return block
 
     async def _feed_worker_driven(self, session: WorkerSession, inbox: Inbox, job: Job, bnc: asyncio.Event) -> None:
-        """Write one message, then another on each BNC, or EOB when the batch should close."""
+        """Write one message, then another on each BNC, or EOB when the batch should close.
+
+        A job sent again after a failure keeps its messages: they go one per BNC as
+        before, and EOB closes the batch if it is short.
+        """
         st = self.stage
-        bnc.clear()
-        job.awaiting_bnc = job.messages < st.batch_size
-        await session.write(job.block)
-        while job.messages < st.batch_size:
+        again = job.messages > 1
+        messages = _messages_of(job.block, self.eom) if again else [job.block]
+        for k, message in enumerate(messages, start=1):
+            if k > 1:
+                await bnc.wait()
+            bnc.clear()
+            job.awaiting_bnc = k < st.batch_size
+            job.closed = not job.awaiting_bnc
+            await session.write(message)
+            if job.closed:
+                return
+        while not again and job.messages < st.batch_size:
             await bnc.wait()
             bnc.clear()
             more = await self._one_more(inbox, job)
             if more is None:
-                job.closed = True
-                await session.write(st.markers.EOB)
-                return
+                break
             job.pieces.append(more)
             self.stats.messages_in += 1
             job.awaiting_bnc = job.messages < st.batch_size
-            if not job.awaiting_bnc:
-                job.closed = True
+            job.closed = not job.awaiting_bnc
             await session.write(more.block)
+            if job.closed:
+                return
+        if again:
+            await bnc.wait()
+            bnc.clear()
         job.closed = True
+        await session.write(st.markers.EOB)
 
     async def _one_more(self, inbox: Inbox, job: Job) -> Piece | None:
         """The next message for an open worker-driven batch, or None to close it with EOB."""
