@@ -77,26 +77,28 @@ def _schema(leaves: dict[tuple[str, ...], pa.DataType]) -> pa.Schema:
     return pa.schema(build(tree))
 
 
-def _leaf(table: pa.Table, tokens: tuple[str, ...]) -> pa.Array:
-    column = table.column(tokens[0]).combine_chunks()
+def _leaf(table: pa.Table, tokens: tuple[str, ...]) -> pa.ChunkedArray:
+    column = table.column(tokens[0])
     return pc.struct_field(column, list(tokens[1:])) if len(tokens) > 1 else column
 
 
 def _fast_parse(messages: list[bytes], leaves: dict[tuple[str, ...], pa.DataType]) -> pa.Table | None:
     """The batch parsed in one call, or None when the fast path cannot take it exactly."""
-    joined = b"\n".join(messages)
-    if joined.count(b"\n") != len(messages) - 1 or not all(m[:1] == b"{" for m in messages):
+    # Every message starts with "{", so each yields one row or more (or a parse error):
+    # the row count equals the message count only if each message is exactly one row,
+    # newlines inside messages included.
+    if not all(m[:1] == b"{" for m in messages):
         return None
+    joined = b"\n".join(messages)
     options = pj.ParseOptions(explicit_schema=_schema(leaves), unexpected_field_behavior="ignore")
     try:
         table = pj.read_json(pa.BufferReader(joined), parse_options=options)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return None
-    # A line holding two objects yields two rows: the count must match exactly.
     return table if table.num_rows == len(messages) else None
 
 
-def _keys_from(array: pa.Array, messages: list[bytes]) -> list[str]:
+def _keys_from(array: pa.ChunkedArray, messages: list[bytes]) -> list[str]:
     keys = array.cast(pa.string()).to_pylist() if array.type != pa.string() else array.to_pylist()
     return [k if k is not None else content_key(m) for k, m in zip(keys, messages)]
 

@@ -15,14 +15,13 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS batches(
     batch TEXT PRIMARY KEY, instance INTEGER NOT NULL, state TEXT NOT NULL,
     created REAL NOT NULL, counts TEXT NOT NULL DEFAULT '{}', duplicates INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS keys(key TEXT PRIMARY KEY, batch TEXT NOT NULL) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS keys_by_batch ON keys(batch);
 CREATE TABLE IF NOT EXISTS stats(name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 """
 
@@ -35,6 +34,7 @@ class KeyStore:
         self.db = sqlite3.connect(path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False)
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=FULL")  # a commit is the durability point of the protocol
+        self.db.execute("PRAGMA cache_size=-131072")  # 128 MB: key lookups are random B-tree probes
         self.db.executescript(SCHEMA)
 
     def close(self) -> None:
@@ -42,15 +42,19 @@ class KeyStore:
 
     # --- load ------------------------------------------------------------------------
 
-    def claim(self, batch: str, instance: int, keys: Iterable[str]) -> dict[str, tuple[str, str | None]]:
-        """Reserve ``keys`` for ``batch``; return the keys held by other batches: key → (batch, state)."""
+    def claim(self, batch: str, instance: int, keys: Collection[str]) -> dict[str, tuple[str, str | None]]:
+        """Reserve ``keys`` (distinct) for ``batch``; return those held by other batches: key → (batch, state)."""
         doc = json.dumps(list(keys))
         with self._write():
             self.db.execute(
                 "INSERT INTO batches(batch, instance, state, created) VALUES (?, ?, ?, ?)",
                 (batch, instance, CLAIMED, time.time()),
             )
-            self.db.execute("INSERT OR IGNORE INTO keys(key, batch) SELECT value, ? FROM json_each(?)", (batch, doc))
+            cursor = self.db.execute(
+                "INSERT OR IGNORE INTO keys(key, batch) SELECT value, ? FROM json_each(?)", (batch, doc)
+            )
+            if cursor.rowcount == len(keys):
+                return {}  # the common case: every key is new
             rows = self.db.execute(
                 "SELECT j.value, k.batch, b.state FROM json_each(?) j JOIN keys k ON k.key = j.value "
                 "LEFT JOIN batches b ON b.batch = k.batch WHERE k.batch != ?",
@@ -97,11 +101,11 @@ class KeyStore:
             self.db.execute("DELETE FROM keys WHERE batch = ?", (batch,))
             self.db.execute("DELETE FROM batches WHERE batch = ? AND state != ?", (batch, COMMITTED))
 
-    def count_duplicates(self, n: int) -> None:
-        """A batch with nothing new: only its duplicates are counted."""
-        if n:
-            with self._write():
-                self._add_stats({"duplicates": n, "batches": 1})
+    def finish_empty(self, batch: str, duplicates: int) -> None:
+        """A batch with nothing new (it holds no keys): drop it, count its duplicates."""
+        with self._write():
+            self.db.execute("DELETE FROM batches WHERE batch = ?", (batch,))
+            self._add_stats({"duplicates": duplicates, "batches": 1})
 
     # --- recovery and reporting ------------------------------------------------------
 

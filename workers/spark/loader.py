@@ -24,6 +24,7 @@ import os
 import time
 import uuid
 from collections import Counter
+from typing import TYPE_CHECKING
 
 import pyarrow.parquet as pq
 
@@ -35,6 +36,9 @@ from etlstage_workers.spark.keystore import CLAIMED, COMMITTED, STAGED, KeyStore
 from etlstage_workers.spark.session import start_session
 from etlstage_workers.spark.writer import write_batch
 
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
 log = logging.getLogger("etlstage.spark")
 
 
@@ -43,10 +47,12 @@ class ClaimTimeout(RuntimeError):
 
 
 class SparkLoader(Loader):
-    def __init__(self, config: LoaderConfig) -> None:
+    def __init__(self, config: LoaderConfig, spark: SparkSession | None = None) -> None:
+        """``spark``: an existing session to use (embedding, tests); it is left running at teardown."""
         self.config = config
         self.output = os.path.abspath(config.output)
-        self.spark = None
+        self.spark = spark
+        self._own_spark = spark is None
         self.store: KeyStore | None = None
         self.parallelism = 2
 
@@ -59,13 +65,14 @@ class SparkLoader(Loader):
         os.makedirs(self.output, exist_ok=True)
         self.store = KeyStore(self.key_index_path())
         app = f"{self.config.app_name}[{sc.stage}/{sc.instance}]"
-        self.spark = start_session(
-            self.config.master,
-            app,
-            self.config.conf,
-            connect_timeout=self.config.connect_timeout,
-            log_level=self.config.spark_log_level,
-        )
+        if self.spark is None:
+            self.spark = start_session(
+                self.config.master,
+                app,
+                self.config.conf,
+                connect_timeout=self.config.connect_timeout,
+                log_level=self.config.spark_log_level,
+            )
         try:
             self.parallelism = max(1, int(self.spark.sparkContext.defaultParallelism))
         except Exception:  # noqa: BLE001 - Spark Connect has no SparkContext
@@ -83,7 +90,7 @@ class SparkLoader(Loader):
         if self.store is not None:
             log.info("stats for %s: %s", self.output, self.store.stats())
             self.store.close()
-        if self.spark is not None:
+        if self.spark is not None and self._own_spark:
             self.spark.stop()
 
     def key_index_path(self) -> str:
@@ -119,8 +126,9 @@ class SparkLoader(Loader):
 
     def load(self, messages: list[bytes]) -> None:
         assert self.store is not None
-        started = time.perf_counter()
+        clock = _Clock()
         prepared = prepare(messages, self.config)
+        clock.lap("parse")
         first: dict[str, int] = {}
         for pos, key in enumerate(prepared.keys):
             first.setdefault(key, pos)
@@ -128,17 +136,18 @@ class SparkLoader(Loader):
 
         batch = self.batch_prefix + uuid.uuid4().hex[:16]
         held = self.store.claim(batch, self.scenario.instance, first)
+        clock.lap("claim")
         try:
             earlier = self._settle(batch, held)
             positions = sorted(pos for key, pos in first.items() if key not in earlier)
             duplicates = in_batch_dupes + len(earlier)
             if not positions:
-                self.store.release(batch)
-                self.store.count_duplicates(duplicates)
+                self.store.finish_empty(batch, duplicates)
                 log.info("batch of %d: all duplicates, nothing to write", len(messages))
                 return
-            counts = self._stage(batch, prepared, positions)
+            counts = self._stage(batch, prepared, positions, clock)
             self.store.mark_staged(batch, counts, duplicates)
+            clock.lap("record")
         except BaseException:
             if self.store.state_of(batch) == CLAIMED:
                 self.store.release(batch)
@@ -148,10 +157,11 @@ class SparkLoader(Loader):
         pub.publish(self.output, batch)
         self.store.mark_committed(batch)
         pub.remove(self.output, batch)
+        clock.lap("publish")
         pub.crash_point("committed")
-        seconds = time.perf_counter() - started
+        seconds = clock.total()
         log.info(
-            "batch %s: %d messages, %d rows written %s, %d duplicates skipped, %.2fs (%.0f msg/s)",
+            "batch %s: %d messages, %d rows written %s, %d duplicates skipped, %.2fs (%.0f msg/s; %s)",
             batch,
             len(messages),
             len(positions),
@@ -159,6 +169,7 @@ class SparkLoader(Loader):
             duplicates,
             seconds,
             len(messages) / max(seconds, 1e-9),
+            clock,
         )
 
     def _settle(self, batch: str, held: dict[str, tuple[str, str | None]]) -> set[str]:
@@ -181,7 +192,7 @@ class SparkLoader(Loader):
             pending = {k for k in held if k not in earlier}
         return earlier
 
-    def _stage(self, batch: str, prepared: Prepared, positions: list[int]) -> dict[str, int]:
+    def _stage(self, batch: str, prepared: Prepared, positions: list[int], clock: _Clock) -> dict[str, int]:
         directory = pub.batch_dir(self.output, batch)
         in_dir, out_dir = os.path.join(directory, "in"), os.path.join(directory, "out")
         os.makedirs(in_dir, exist_ok=True)
@@ -189,12 +200,34 @@ class SparkLoader(Loader):
         # One row group per core: Spark splits the file into that many tasks.
         rows_per_group = max(1, math.ceil(table.num_rows / self.parallelism))
         pq.write_table(
-            table, os.path.join(in_dir, "batch.parquet"), row_group_size=rows_per_group, compression="snappy"
+            table, os.path.join(in_dir, "batch.parquet"), row_group_size=rows_per_group, compression="none"
         )
+        clock.lap("stage")
         pub.crash_point("staged-input")
         write_batch(self.spark, self.config, "file://" + in_dir, "file://" + out_dir, prepared.parsed)
+        clock.lap("spark")
         pub.sync_staged(out_dir)
+        clock.lap("fsync")
         counts = {"total": len(positions)}
         if prepared.routes is not None:
             counts.update(Counter(prepared.routes[p] for p in positions))
         return counts
+
+
+class _Clock:
+    """Seconds per phase of a batch, for the log line."""
+
+    def __init__(self) -> None:
+        self.start = self.last = time.perf_counter()
+        self.laps: list[tuple[str, float]] = []
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.laps.append((name, now - self.last))
+        self.last = now
+
+    def total(self) -> float:
+        return time.perf_counter() - self.start
+
+    def __str__(self) -> str:
+        return " ".join(f"{name} {seconds:.2f}" for name, seconds in self.laps)
