@@ -47,7 +47,10 @@ def parse_column(spec: str) -> Column:
         raise ValueError(f"column {spec!r}: name {name!r} must be letters, digits, underscore")
     if ctype not in COLUMN_TYPES:
         raise ValueError(f"column {spec!r}: type {ctype!r}, expected one of {', '.join(COLUMN_TYPES)}")
-    parse_pointer(pointer)
+    try:
+        parse_pointer(pointer)
+    except ValueError as exc:
+        raise ValueError(f"column {spec!r}: {exc}") from None
     if pointer == "":
         raise ValueError(f"column {spec!r}: the whole document is not a column; point at a member")
     return Column(name, pointer, ctype)
