@@ -6,6 +6,7 @@ import os
 import random
 import sqlite3
 import time
+from pathlib import Path
 
 import pyarrow.dataset as ds
 import pytest
@@ -24,7 +25,11 @@ def all_messages() -> list[bytes]:
 
 def table_rows(out: str, table: str) -> list[dict]:
     path = os.path.join(out, table)
-    return ds.dataset(path, format="parquet").to_table(columns=["messageId", "raw"]).to_pylist() if os.path.isdir(path) else []
+    return (
+        ds.dataset(path, format="parquet").to_table(columns=["messageId", "raw"]).to_pylist()
+        if os.path.isdir(path)
+        else []
+    )
 
 
 def test_sigkill_mid_batch_then_replay_loads_every_message_once(tmp_path) -> None:
@@ -78,5 +83,5 @@ def test_sigkill_mid_batch_then_replay_loads_every_message_once(tmp_path) -> Non
     # 50 repeated in step 3; step 4 repeats at least the 150 published before it.
     assert stats["duplicates"] >= 200
     assert conn.execute("SELECT count(*) FROM batches WHERE state != 'committed'").fetchone() == (0,)
-    text = open(log, encoding="utf-8", errors="replace").read()
+    text = Path(log).read_text(encoding="utf-8", errors="replace")
     assert "recovery: batch" in text and "was staged; published" in text and "dropped (it will be sent again)" in text

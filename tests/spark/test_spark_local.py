@@ -59,8 +59,10 @@ def test_every_format_with_partitioning(spark, tmp_path, fmt) -> None:
 def test_rdss_routes_into_three_tables(spark, tmp_path) -> None:
     config = LoaderConfig(output=str(tmp_path / "out"), rdss=True, partition_by=("messageType",)).check()
     valid = [rdss(i) for i in range(6)]
-    invalid = [rdss(10 + i, code) for i, code in enumerate(["GENERR001", "GENERR002", "GENERR003", "GENERR004",
-                                                            "GENERR007", "GENERR010"])]
+    invalid = [
+        rdss(10 + i, code)
+        for i, code in enumerate(["GENERR001", "GENERR002", "GENERR003", "GENERR004", "GENERR007", "GENERR010"])
+    ]
     error = [rdss(20 + i, code) for i, code in enumerate(["GENERR005", "GENERR006", "GENERR008", "GENERR009", "X1"])]
     garbage = [b"<not json/>", b"[1,2,3]", b'"just a string"']
     batch1 = valid[:4] + invalid[:3] + error[:2] + [garbage[0], WRAPPED_NOT_JSON]
@@ -74,7 +76,12 @@ def test_rdss_routes_into_three_tables(spark, tmp_path) -> None:
     assert tables["invalid"].count() == 7  # six codes + the transformer's wrapped non-JSON payload
     assert tables["error"].count() == 5 + 3
     assert {r.errorCode for r in tables["invalid"].collect()} == {
-        "GENERR001", "GENERR002", "GENERR003", "GENERR004", "GENERR007", "GENERR010"
+        "GENERR001",
+        "GENERR002",
+        "GENERR003",
+        "GENERR004",
+        "GENERR007",
+        "GENERR010",
     }
     one = tables["valid"].where("messageId = '00000000-0000-4000-8000-000000000003'").collect()[0]
     assert json.loads(one.body) == {"objectUuid": "o-3", "n": 3} and one.raw == rdss(3).decode()
@@ -87,8 +94,14 @@ def test_rdss_routes_into_three_tables(spark, tmp_path) -> None:
 
     (db,) = [p for p in os.listdir(state) if p.endswith(".sqlite")]
     stats = dict(sqlite3.connect(state / db).execute("SELECT name, value FROM stats").fetchall())
-    assert stats == {"batches": 2, "duplicates": 11, "rows.error": 8, "rows.invalid": 7, "rows.total": 21,
-                     "rows.valid": 6}
+    assert stats == {
+        "batches": 2,
+        "duplicates": 11,
+        "rows.error": 8,
+        "rows.invalid": 7,
+        "rows.total": 21,
+        "rows.valid": 6,
+    }
 
 
 def test_slow_path_equals_fast_path(spark, tmp_path) -> None:
