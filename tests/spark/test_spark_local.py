@@ -113,3 +113,28 @@ def test_slow_path_equals_fast_path(spark, tmp_path) -> None:
     assert run_loader(spark, config, [fast, slow], str(tmp_path / "state")) == b"\x00\x00"
     rows = {r.id: (r.n, r.doc) for r in spark.read.parquet(str(tmp_path / "out")).collect()}
     assert rows == {"a": (1, "text"), "b": (2, None), "c": (3, '{"x":[1,2]}'), "d": (4, "t")}
+
+
+def test_two_instances_share_the_key_index(spark, tmp_path) -> None:
+    """Instances 0 and 1 on one output: distinct file names, one key index, overlapping input loaded once."""
+    columns = tuple(parse_column(c) for c in ["id=/id", "kind=/kind"])
+    config = LoaderConfig(output=str(tmp_path / "out"), columns=columns, key="/id").check()
+    state = str(tmp_path / "state")
+    loaders = []
+    for instance in (0, 1):
+        loader = SparkLoader(config, spark=spark)
+        loader.scenario = Scenario(
+            type="L", mode="batch", batch_size=100, instance=instance, instances=2, state_dir=state
+        )
+        loader.setup()
+        loaders.append(loader)
+    loaders[0].load(events(20))
+    loaders[1].load(events(20, start=10))
+    loaders[0].load(events(5, start=25))
+    stats = loaders[1].store.stats()
+    for loader in loaders:
+        loader.teardown()
+    names = [n for n in os.listdir(tmp_path / "out") if n.endswith(".parquet")]
+    assert {n.split("-")[1] for n in names} == {"i0", "i1"}
+    assert spark.read.parquet(str(tmp_path / "out")).count() == 30
+    assert stats == {"batches": 3, "duplicates": 15, "rows.total": 30}
