@@ -67,6 +67,14 @@ def test_json_fast_path_types_columns_and_keys() -> None:
     assert prepared.keys == ["a", content_key(msgs[1])]  # no key: the content is the key
 
 
+def test_keys_are_the_same_text_on_both_paths() -> None:
+    config = LoaderConfig(output="o", columns=(parse_column("id:double=/id"),), key="/id").check()
+    fast = prepare([b'{"id":1}', b'{"id":2.5}'], config)
+    slow = prepare([b'{"id":1}', b'{"id":2.5}', b'{"id":"x"}'], config)
+    assert fast.parsed and not slow.parsed
+    assert fast.keys == slow.keys[:2] == ["1", "2.5"]
+
+
 def test_json_slow_path_when_types_differ_or_lines_split() -> None:
     msgs = [b'{"h":{"id":7},"t":{"deep":[1]}}', b'{"h":\n{"id":"b"}}']
     prepared = prepare(msgs, JSON_CONFIG)

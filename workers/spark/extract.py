@@ -99,7 +99,7 @@ def _fast_parse(messages: list[bytes], leaves: dict[tuple[str, ...], pa.DataType
 
 
 def _keys_from(array: pa.ChunkedArray, messages: list[bytes]) -> list[str]:
-    keys = array.cast(pa.string()).to_pylist() if array.type != pa.string() else array.to_pylist()
+    keys = array.to_pylist()
     return [k if k is not None else content_key(m) for k, m in zip(keys, messages)]
 
 
@@ -123,13 +123,20 @@ def prepare_json(messages: list[bytes], config: LoaderConfig) -> Prepared:
         leaves[key_tokens] = pa.string()
     table = _fast_parse(messages, leaves)
     if table is not None:
-        keys = (
-            _keys_from(_leaf(table, key_tokens), messages)
-            if key_tokens is not None
-            else [content_key(m) for m in messages]
-        )
         out = pa.table({c.name: _leaf(table, c.tokens) for c in columns})
+        if key_tokens is None:
+            keys = [content_key(m) for m in messages]
+        elif leaves[key_tokens] == pa.string():
+            keys = _keys_from(_leaf(table, key_tokens), messages)
+        else:
+            # The key is also a long/double/boolean column: key text from Python, exactly as
+            # the slow path makes it, so a replay batched differently finds the same keys.
+            keys = _python_keys(messages, key_tokens)
         return Prepared(keys, out, parsed=True)
+    return Prepared(_python_keys(messages, key_tokens), pa.table({RAW: raw_strings(messages)}), parsed=False)
+
+
+def _python_keys(messages: list[bytes], key_tokens: tuple[str, ...] | None) -> list[str]:
     keys = []
     for i, m in enumerate(messages):
         try:
@@ -139,7 +146,7 @@ def prepare_json(messages: list[bytes], config: LoaderConfig) -> Prepared:
         if not isinstance(doc, dict):
             raise BadMessage(f"message {i + 1} of the batch is not a JSON object: {m[:120]!r}")
         keys.append(_key_of(doc, key_tokens, m))
-    return Prepared(keys, pa.table({RAW: raw_strings(messages)}), parsed=False)
+    return keys
 
 
 _RDSS_LEAVES = {("messageHeader", "messageId"): pa.string(), ("messageHeader", "errorCode"): pa.string()}
