@@ -138,3 +138,14 @@ def test_two_instances_share_the_key_index(spark, tmp_path) -> None:
     assert {n.split("-")[1] for n in names} == {"i0", "i1"}
     assert spark.read.parquet(str(tmp_path / "out")).count() == 30
     assert stats == {"batches": 3, "duplicates": 15, "rows.total": 30}
+
+
+def test_worker_driven_batches(spark, tmp_path) -> None:
+    """batch_driver: worker — BNC after each message short of the batch size, EOP after each load."""
+    config = LoaderConfig(output=str(tmp_path / "out"), columns=(parse_column("id=/id"),), key="/id").check()
+    scenario = Scenario(type="L", mode="batch", batch_size=3, batch_driver="worker", state_dir=str(tmp_path / "s"))
+    stdin = io.BytesIO(b"".join(m + b"\n" for m in events(7)) + b"\x17")
+    stdout = io.BytesIO()
+    serve(SparkLoader(config, spark=spark), stdin=stdin, stdout=stdout, scenario=scenario)
+    assert stdout.getvalue() == b"\x11\x11\x00\x11\x11\x00\x11\x00"
+    assert sorted(r.id for r in spark.read.parquet(str(tmp_path / "out")).collect()) == [f"e{i}" for i in range(7)]
