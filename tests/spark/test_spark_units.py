@@ -12,7 +12,7 @@ from spark_msgs import PY, WRAPPED_NOT_JSON, env_for, rdss
 from etlstage.errors import ConfigError
 from etlstage_workers.spark import rdss as routes
 from etlstage_workers.spark.config import LoaderConfig, parse_column
-from etlstage_workers.spark.extract import PROBLEM, RAW, TABLE, BadMessage, content_key, prepare
+from etlstage_workers.spark.extract import RAW, TABLE, BadMessage, content_key, prepare
 from etlstage_workers.spark.keystore import COMMITTED, KeyStore
 from etlstage_workers.spark.pointer import MISSING, parse_pointer, resolve
 from etlstage_workers.spark.publish import publish, published_path
@@ -90,17 +90,26 @@ def test_json_slow_path_when_types_differ_or_lines_split() -> None:
 
 def test_rdss_prepare_routes_and_keeps_bad_payloads() -> None:
     config = LoaderConfig(output="o", rdss=True).check()
-    good = [rdss(1), rdss(2, "GENERR001"), rdss(3, "GENERR006"), WRAPPED_NOT_JSON]
-    fast = prepare(good, config)
-    assert fast.routes == ["valid", "invalid", "error", "invalid"]
-    assert fast.keys[:3] == [f"00000000-0000-4000-8000-{i:012d}" for i in (1, 2, 3)]
-    assert fast.keys[3] == content_key(WRAPPED_NOT_JSON)
-    slow = prepare([*good, b"<xml/>", b'"text"', b"\xff\xfe"], config)
-    assert slow.routes == ["valid", "invalid", "error", "invalid", "error", "error", "error"]
-    problems = slow.table.column(PROBLEM).to_pylist()
-    assert problems[:4] == [None] * 4 and all(problems[4:])
-    assert slow.table.column(RAW).to_pylist()[6] == "\\xff\\xfe"
-    assert slow.table.column(TABLE).to_pylist() == slow.routes
+    msgs = [rdss(1), rdss(2, "GENERR001"), rdss(3, "GENERR006"), WRAPPED_NOT_JSON, b"<xml/>", b'"text"', b"\xff\xfe"]
+    prepared = prepare(msgs, config)
+    assert prepared.parsed
+    assert prepared.routes == ["valid", "invalid", "error", "invalid", "error", "error", "error"]
+    assert prepared.keys[:3] == [f"00000000-0000-4000-8000-{i:012d}" for i in (1, 2, 3)]
+    assert prepared.keys[3:] == [content_key(m) for m in msgs[3:]]
+    rows = prepared.table.to_pylist()
+    assert rows[0]["messageType"] == "MetadataCreate" and rows[0]["position"] == 1 and rows[0]["sequence"] == "seq-1"
+    assert rows[0]["body"] == '{"objectUuid":"o-1","n":1}' and rows[0]["raw"] == msgs[0].decode()
+    assert rows[0]["publishedTimestamp"] == "2024-05-01T12:00:00Z" and rows[0]["errorCode"] is None
+    assert rows[3]["errorCode"] == "GENERR007" and rows[3]["body"] is None
+    for row in rows[4:]:
+        assert row["errorCode"] == "GENERR007" and row["errorDescription"] and row["messageId"] is None
+    assert rows[6]["raw"] == "\\xff\\xfe"
+    assert prepared.table.column(TABLE).to_pylist() == prepared.routes
+    odd = prepare(
+        [b'{"messageHeader":{"messageId":7,"errorCode":5,"messageSequence":{"position":"1"}},"n":1e999}'], config
+    )
+    assert odd.keys == ["7"] and odd.routes == ["error"]
+    assert odd.table.to_pylist()[0]["errorCode"] == "5" and odd.table.to_pylist()[0]["position"] is None
 
 
 def test_key_index_claims_duplicates_and_in_flight_batches(tmp_path) -> None:

@@ -16,7 +16,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from etlstage_workers.spark import rdss
 from etlstage_workers.spark.config import Column, LoaderConfig
 from etlstage_workers.spark.pointer import MISSING, parse_pointer, resolve
 
@@ -27,7 +26,6 @@ except ImportError:  # pragma: no cover - orjson is in the spark extra; json wor
 
 RAW = "__raw"  # staged raw message, parsed by Spark's from_json
 TABLE = "__table"  # RDSS route: valid / invalid / error
-PROBLEM = "__problem"  # RDSS: why a payload is not a JSON object
 
 ARROW_TYPES = {"string": pa.string(), "long": pa.int64(), "double": pa.float64(), "boolean": pa.bool_()}
 
@@ -41,7 +39,7 @@ class Prepared:
     """A parsed batch: one key per message, the RDSS route, and the rows to stage."""
 
     keys: list[str]
-    table: pa.Table  # columns ready (fast path) or RAW (+ TABLE/PROBLEM) for from_json
+    table: pa.Table  # output columns (``parsed``), or RAW for Spark's from_json
     parsed: bool  # True when ``table`` already holds the output columns
     routes: list[str] | None = None
 
@@ -149,41 +147,9 @@ def _python_keys(messages: list[bytes], key_tokens: tuple[str, ...] | None) -> l
     return keys
 
 
-_RDSS_LEAVES = {("messageHeader", "messageId"): pa.string(), ("messageHeader", "errorCode"): pa.string()}
-
-
-def prepare_rdss(messages: list[bytes], config: LoaderConfig) -> Prepared:
-    """RDSS mode: key messageId (or ``--key``), route by errorCode, bad payloads to ``error``."""
-    key_tokens = parse_pointer(config.key_pointer or rdss.KEY_POINTER)
-    leaves = dict(_RDSS_LEAVES)
-    leaves.setdefault(key_tokens, pa.string())
-    table = _fast_parse(messages, leaves)
-    problems: list[str | None]
-    if table is not None:
-        keys = _keys_from(_leaf(table, key_tokens), messages)
-        routes = [rdss.route_of(code) for code in _leaf(table, ("messageHeader", "errorCode")).to_pylist()]
-        problems = [None] * len(messages)
-    else:
-        keys, routes, problems = [], [], []
-        for m in messages:
-            try:
-                doc = json_loads(m)
-                problem = None if isinstance(doc, dict) else f"payload is not a JSON object: {m[:60]!r}"
-            except ValueError as exc:
-                doc, problem = None, f"payload is not valid JSON ({exc})"
-            keys.append(_key_of(doc, key_tokens, m) if problem is None else content_key(m))
-            if problem is None:
-                header = doc.get("messageHeader")  # type: ignore[union-attr]
-                code = header.get("errorCode") if isinstance(header, dict) else None
-                routes.append(rdss.route_of(code))
-            else:
-                routes.append(rdss.ERROR)
-            problems.append(problem)
-    staged = pa.table(
-        {RAW: raw_strings(messages), TABLE: pa.array(routes, pa.string()), PROBLEM: pa.array(problems, pa.string())}
-    )
-    return Prepared(keys, staged, parsed=False, routes=routes)
-
-
 def prepare(messages: list[bytes], config: LoaderConfig) -> Prepared:
-    return prepare_rdss(messages, config) if config.rdss else prepare_json(messages, config)
+    if config.rdss:
+        from etlstage_workers.spark.rdss_rows import prepare_rdss
+
+        return prepare_rdss(messages, config)
+    return prepare_json(messages, config)

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from etlstage_workers.spark import rdss
 from etlstage_workers.spark.config import Column, LoaderConfig
-from etlstage_workers.spark.extract import PROBLEM, RAW, TABLE
+from etlstage_workers.spark.extract import RAW, TABLE
 
 if TYPE_CHECKING:
     from pyspark.sql import Column as SparkColumn
@@ -48,24 +47,11 @@ def shape(df: DataFrame, config: LoaderConfig, parsed_already: bool) -> DataFram
     from pyspark.sql import functions as F
 
     columns = config.output_columns
+    extra = ["raw", TABLE] if config.rdss else []  # RDSS rows always arrive parsed (rdss_rows.py)
     if parsed_already:
-        return df.select(*[c.name for c in columns])
+        return df.select(*[c.name for c in columns], *extra)
     parsed = F.from_json(F.col(RAW), spark_schema(columns))
-    if not config.rdss:
-        return df.select(*[_path(parsed, c.tokens).alias(c.name) for c in columns])
-    # RDSS: a payload that is not a JSON object keeps only errorCode/errorDescription and raw.
-    bad = F.col(PROBLEM).isNotNull()
-    selected = []
-    for c in columns:
-        value = _path(parsed, c.tokens)
-        if c.name == "errorCode":
-            value = F.when(bad, F.lit(rdss.NOT_JSON)).otherwise(value)
-        elif c.name == "errorDescription":
-            value = F.when(bad, F.col(PROBLEM)).otherwise(value)
-        else:
-            value = F.when(bad, F.lit(None)).otherwise(value)
-        selected.append(value.alias(c.name))
-    return df.select(*selected, F.col(RAW).alias("raw"), F.col(TABLE))
+    return df.select(*[_path(parsed, c.tokens).alias(c.name) for c in columns])
 
 
 def write_batch(spark: SparkSession, config: LoaderConfig, in_dir: str, out_dir: str, parsed_already: bool) -> None:
