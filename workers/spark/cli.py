@@ -134,3 +134,6 @@ def run(argv: list[str] | None = None) -> None:
     except (BadMessage, ClaimTimeout) as exc:
         log.error("batch not loaded (nothing acknowledged): %s", exc)
         sys.exit(1)
+    except Exception:  # e.g. a Spark job failed: report it, exit non-zero; no EOP was sent
+        log.exception("batch not loaded (nothing acknowledged; the batch's claim was released)")
+        sys.exit(1)
