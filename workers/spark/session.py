@@ -27,7 +27,6 @@ DEFAULT_CONF = {
     "spark.ui.showConsoleProgress": "false",
     # Publishing moves data files only; no _SUCCESS marker is needed per staged batch.
     "spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs": "false",
-    "spark.sql.sources.partitionColumnTypeInference.enabled": "false",
 }
 
 
