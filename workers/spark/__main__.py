@@ -1,0 +1,3 @@
+from etlstage_workers.spark.cli import run
+
+run()

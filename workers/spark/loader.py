@@ -1,0 +1,247 @@
+"""The loader: stage, record, publish — and recover on start-up.
+
+One batch, in order (each step durable before the next):
+
+1. parse the batch, key every message, drop keys seen earlier in the batch;
+2. claim the keys in the key index (a transaction): keys committed by an earlier batch
+   are duplicates and skipped; keys held by a batch still in flight elsewhere are waited for;
+3. stage the remaining rows (pyarrow Parquet), let Spark write the output format into the
+   batch's staging directory, fsync it, record the intent (state ``staged``);
+4. publish: rename the staged files into the dataset, fsync the directories;
+5. mark the batch committed; ``load()`` returns and the SDK writes EOP.
+
+A crash before 3 leaves a claim that start-up recovery drops (the batch was never
+acknowledged, so it comes again); a crash after 3 leaves an intent that recovery
+finishes.  Either way each key is published exactly once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+import os
+import time
+import uuid
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
+
+import pyarrow.parquet as pq
+
+from etlstage.worker import Loader
+from etlstage_workers.spark import publish as pub
+from etlstage_workers.spark.config import LoaderConfig
+from etlstage_workers.spark.extract import Prepared, prepare
+from etlstage_workers.spark.keystore import CLAIMED, COMMITTED, STAGED, KeyStore
+from etlstage_workers.spark.session import start_session
+from etlstage_workers.spark.writer import write_batch
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger("etlstage.spark")
+
+
+class ClaimTimeout(RuntimeError):
+    """Keys of this batch stay held by another instance's unfinished batch."""
+
+
+class SparkLoader(Loader):
+    def __init__(self, config: LoaderConfig, spark: SparkSession | None = None) -> None:
+        """``spark``: an existing session to use (embedding, tests); it is left running at teardown."""
+        self.config = config
+        self.output = os.path.abspath(config.output)
+        self.spark = spark
+        self._own_spark = spark is None
+        self._claimer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="key-claim")
+        self.store: KeyStore | None = None
+        self.parallelism = 2
+
+    # --- life cycle ------------------------------------------------------------------
+
+    def setup(self) -> None:
+        sc = self.scenario
+        if not sc.is_batch:
+            log.warning("mode %r: one Spark job per message is slow; run this stage with mode: batch", sc.mode)
+        os.makedirs(self.output, exist_ok=True)
+        self.store = KeyStore(self.key_index_path())
+        app = f"{self.config.app_name}[{sc.stage}/{sc.instance}]"
+        if self.spark is None:
+            self.spark = start_session(
+                self.config.master,
+                app,
+                self.config.conf,
+                connect_timeout=self.config.connect_timeout,
+                log_level=self.config.spark_log_level,
+            )
+        try:
+            self.parallelism = max(1, int(self.spark.sparkContext.defaultParallelism))
+        except Exception:  # noqa: BLE001 - Spark Connect has no SparkContext
+            self.parallelism = 2
+        self.recover()
+        log.info(
+            "loading into %s (%s) with master %s; key index %s",
+            self.output,
+            self.config.format,
+            self.config.master,
+            self.store.path,
+        )
+
+    def teardown(self) -> None:
+        if self.store is not None:
+            log.info("stats for %s: %s", self.output, self.store.stats())
+            self.store.close()
+        self._claimer.shutdown()
+        if self.spark is not None and self._own_spark:
+            self.spark.stop()
+
+    def key_index_path(self) -> str:
+        state_dir = self.config.state_dir or self.scenario.state_dir or os.path.join(self.output, "_etlstage_state")
+        os.makedirs(state_dir, exist_ok=True)
+        digest = hashlib.sha256(self.output.encode()).hexdigest()[:12]
+        return os.path.join(state_dir, f"spark-load-{digest}.sqlite")
+
+    @property
+    def batch_prefix(self) -> str:
+        return f"i{self.scenario.instance}-"
+
+    # --- recovery --------------------------------------------------------------------
+
+    def recover(self) -> None:
+        """Finish what a crash left: publish recorded intents, drop unrecorded staging."""
+        assert self.store is not None
+        for batch, state in self.store.unfinished(self.scenario.instance):
+            if state == STAGED:
+                moved = pub.publish(self.output, batch)
+                self.store.mark_committed(batch)
+                log.warning("recovery: batch %s was staged; published (%d files moved now)", batch, moved)
+            else:
+                self.store.release(batch)
+                log.warning("recovery: batch %s was claimed but not staged; dropped (it will be sent again)", batch)
+            pub.remove(self.output, batch)
+        for batch in pub.leftovers(self.output, self.batch_prefix):
+            if self.store.state_of(batch) in (None, COMMITTED):
+                pub.remove(self.output, batch)
+                log.warning("recovery: removed staging leftovers of batch %s", batch)
+
+    # --- one batch -------------------------------------------------------------------
+
+    def load(self, messages: list[bytes]) -> None:
+        assert self.store is not None
+        clock = _Clock()
+        prepared = prepare(messages, self.config)
+        clock.lap("parse")
+        first: dict[str, int] = {}
+        for pos, key in enumerate(prepared.keys):
+            first.setdefault(key, pos)
+        in_batch_dupes = len(messages) - len(first)
+
+        batch = self.batch_prefix + uuid.uuid4().hex[:16]
+        candidates = list(first.values())  # increasing positions: first occurrence of each key
+        # The claim (SQLite) runs while the rows are staged, optimistically: almost always
+        # every key is new; if not, the staged input is rewritten without the duplicates.
+        claiming = self._claimer.submit(self.store.claim, batch, self.scenario.instance, first)
+        try:
+            try:
+                self._write_input(batch, prepared, candidates)
+            finally:
+                held = claiming.result()
+            clock.lap("claim+stage")
+            earlier = self._settle(batch, held)
+            positions = [pos for key, pos in first.items() if key not in earlier]
+            duplicates = in_batch_dupes + len(earlier)
+            if not positions:
+                self.store.finish_empty(batch, duplicates)
+                pub.remove(self.output, batch)
+                log.info("batch of %d: all duplicates, nothing to write", len(messages))
+                return
+            if len(positions) != len(candidates):
+                self._write_input(batch, prepared, positions)
+            counts = self._run_spark(batch, prepared, positions, clock)
+            self.store.mark_staged(batch, counts, duplicates)
+            clock.lap("record")
+        except BaseException:
+            if self.store.state_of(batch) in (CLAIMED, None):
+                self.store.release(batch)
+                pub.remove(self.output, batch)
+            raise
+        pub.crash_point("staged")
+        pub.publish(self.output, batch)
+        self.store.mark_committed(batch)
+        pub.remove(self.output, batch)
+        clock.lap("publish")
+        pub.crash_point("committed")
+        seconds = clock.total()
+        log.info(
+            "batch %s: %d messages, %d rows written %s, %d duplicates skipped, %.2fs (%.0f msg/s; %s)",
+            batch,
+            len(messages),
+            len(positions),
+            counts,
+            duplicates,
+            seconds,
+            len(messages) / max(seconds, 1e-9),
+            clock,
+        )
+
+    def _settle(self, batch: str, held: dict[str, tuple[str, str | None]]) -> set[str]:
+        """Keys committed by other batches (duplicates); waits while another instance holds some."""
+        assert self.store is not None
+        earlier = {k for k, (_, state) in held.items() if state == COMMITTED}
+        pending = {k for k in held if k not in earlier}
+        deadline = time.monotonic() + self.config.claim_timeout
+        while pending:
+            if time.monotonic() > deadline:
+                others = sorted({held[k][0] for k in pending})
+                raise ClaimTimeout(
+                    f"{len(pending)} keys stay held by unfinished batches {', '.join(others[:5])} of another "
+                    f"instance for {self.config.claim_timeout:g}s; restart that instance so it recovers, or "
+                    "route each key to one instance (partition_by the key)"
+                )
+            time.sleep(0.2)
+            held = self.store.reclaim(batch, pending)
+            earlier |= {k for k, (_, state) in held.items() if state == COMMITTED}
+            pending = {k for k in held if k not in earlier}
+        return earlier
+
+    def _write_input(self, batch: str, prepared: Prepared, positions: list[int]) -> None:
+        in_dir = os.path.join(pub.batch_dir(self.output, batch), "in")
+        os.makedirs(in_dir, exist_ok=True)
+        table = prepared.table if len(positions) == prepared.table.num_rows else prepared.take(positions)
+        # One row group per core: Spark splits the file into that many tasks.
+        rows_per_group = max(1, math.ceil(table.num_rows / self.parallelism))
+        path = os.path.join(in_dir, "batch.parquet")
+        pq.write_table(table, path, row_group_size=rows_per_group, compression="none")
+
+    def _run_spark(self, batch: str, prepared: Prepared, positions: list[int], clock: _Clock) -> dict[str, int]:
+        directory = pub.batch_dir(self.output, batch)
+        in_dir, out_dir = os.path.join(directory, "in"), os.path.join(directory, "out")
+        pub.crash_point("staged-input")
+        write_batch(self.spark, self.config, "file://" + in_dir, "file://" + out_dir, prepared.parsed)
+        clock.lap("spark")
+        pub.sync_staged(out_dir)
+        clock.lap("fsync")
+        counts = {"total": len(positions)}
+        if prepared.routes is not None:
+            counts.update(Counter(prepared.routes[p] for p in positions))
+        return counts
+
+
+class _Clock:
+    """Seconds per phase of a batch, for the log line."""
+
+    def __init__(self) -> None:
+        self.start = self.last = time.perf_counter()
+        self.laps: list[tuple[str, float]] = []
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.laps.append((name, now - self.last))
+        self.last = now
+
+    def total(self) -> float:
+        return time.perf_counter() - self.start
+
+    def __str__(self) -> str:
+        return " ".join(f"{name} {seconds:.2f}" for name, seconds in self.laps)

@@ -1,0 +1,65 @@
+"""The Spark job of one batch: read the staged Parquet, shape the columns, write the format.
+
+A staged table either holds the output columns already (the Arrow fast path) or the raw
+messages, parsed here with ``from_json`` against a schema built from the pointers (a
+``string`` leaf holding an object or array receives its JSON text: Spark copies the
+structure as text).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from etlstage_workers.spark.config import Column, LoaderConfig
+from etlstage_workers.spark.extract import RAW, TABLE
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column as SparkColumn
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+
+def spark_schema(columns: tuple[Column, ...]) -> StructType:
+    from pyspark.sql import types as T
+
+    leaf_types = {"string": T.StringType(), "long": T.LongType(), "double": T.DoubleType(), "boolean": T.BooleanType()}
+    tree: dict = {}
+    for c in columns:
+        node = tree
+        for token in c.tokens[:-1]:
+            node = node.setdefault(token, {})
+        node[c.tokens[-1]] = leaf_types[c.type]
+
+    def build(node: dict) -> StructType:
+        return T.StructType([T.StructField(k, build(v) if isinstance(v, dict) else v) for k, v in node.items()])
+
+    return build(tree)
+
+
+def _path(parsed: SparkColumn, tokens: tuple[str, ...]) -> SparkColumn:
+    col = parsed
+    for token in tokens:
+        col = col.getField(token)
+    return col
+
+
+def shape(df: DataFrame, config: LoaderConfig, parsed_already: bool) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    columns = config.output_columns
+    extra = ["raw", TABLE] if config.rdss else []  # RDSS rows always arrive parsed (rdss_rows.py)
+    if parsed_already:
+        return df.select(*[c.name for c in columns], *extra)
+    parsed = F.from_json(F.col(RAW), spark_schema(columns))
+    return df.select(*[_path(parsed, c.tokens).alias(c.name) for c in columns])
+
+
+def write_batch(spark: SparkSession, config: LoaderConfig, in_dir: str, out_dir: str, parsed_already: bool) -> None:
+    df = shape(spark.read.parquet(in_dir), config, parsed_already)
+    partitions = ([TABLE] if config.rdss else []) + list(config.partition_by)
+    writer = df.write.format(config.format).mode("overwrite")
+    if config.format == "csv":
+        writer = writer.option("header", "true")
+    if partitions:
+        writer = writer.partitionBy(*partitions)
+    writer.save(out_dir)
