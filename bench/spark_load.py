@@ -25,11 +25,11 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import orjson
 import pyarrow.parquet as pq
-
-from etlstage.protocol.scenario import Scenario
 from etlstage_workers.spark.config import LoaderConfig, parse_column
 from etlstage_workers.spark.extract import prepare
 from etlstage_workers.spark.loader import SparkLoader
+
+from etlstage.protocol.scenario import Scenario
 
 COLUMNS = [
     "messageId=/messageHeader/messageId",

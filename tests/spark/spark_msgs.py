@@ -64,7 +64,7 @@ class LoaderProc:
     """A real ``etlstage-spark-load`` subprocess, driven with protocol bytes (supervisor-driven batches)."""
 
     def __init__(self, args: list[str], env: dict[str, str], stderr_path: str) -> None:
-        self.stderr = open(stderr_path, "ab")  # noqa: SIM115 - closed in wait()/kill()
+        self.stderr = open(stderr_path, "ab")
         self.proc = subprocess.Popen(
             [PY, "-m", "etlstage_workers.spark", *args],
             stdin=subprocess.PIPE,

@@ -8,12 +8,12 @@ import os
 import sqlite3
 
 import pytest
+from etlstage_workers.spark.config import LoaderConfig, parse_column
+from etlstage_workers.spark.loader import SparkLoader
 from spark_msgs import WRAPPED_NOT_JSON, rdss
 
 from etlstage.protocol.scenario import Scenario
 from etlstage.worker import serve
-from etlstage_workers.spark.config import LoaderConfig, parse_column
-from etlstage_workers.spark.loader import SparkLoader
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -7,9 +7,6 @@ import socket
 import subprocess
 
 import pytest
-from spark_msgs import PY, WRAPPED_NOT_JSON, env_for, rdss
-
-from etlstage.errors import ConfigError
 from etlstage_workers.spark import rdss as routes
 from etlstage_workers.spark.config import LoaderConfig, parse_column
 from etlstage_workers.spark.extract import RAW, TABLE, BadMessage, content_key, prepare
@@ -17,6 +14,9 @@ from etlstage_workers.spark.keystore import COMMITTED, KeyStore
 from etlstage_workers.spark.pointer import MISSING, parse_pointer, resolve
 from etlstage_workers.spark.publish import publish, published_path
 from etlstage_workers.spark.session import SparkStartError, check_java, check_master_reachable
+from spark_msgs import PY, WRAPPED_NOT_JSON, env_for, rdss
+
+from etlstage.errors import ConfigError
 
 
 def test_column_specs_and_pointers() -> None:

@@ -7,8 +7,9 @@ import logging
 import os
 import sys
 
-from etlstage.errors import ConfigError
 from etlstage_workers.spark.config import COLUMN_TYPES, FORMATS, LoaderConfig, parse_column
+
+from etlstage.errors import ConfigError
 
 log = logging.getLogger("etlstage.spark")
 
@@ -110,11 +111,12 @@ def config_from_args(args: argparse.Namespace) -> LoaderConfig:
 
 
 def run(argv: list[str] | None = None) -> None:
-    from etlstage.logs import setup_logging
-    from etlstage.worker import main
     from etlstage_workers.spark.extract import BadMessage
     from etlstage_workers.spark.loader import ClaimTimeout, SparkLoader
     from etlstage_workers.spark.session import SparkStartError
+
+    from etlstage.logs import setup_logging
+    from etlstage.worker import main
 
     args = build_parser().parse_args(argv)
     os.environ["ETLSTAGE_LOG_FORMAT"] = args.log_format  # main() sets logging up again from these

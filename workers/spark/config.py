@@ -5,9 +5,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from etlstage.errors import ConfigError
 from etlstage_workers.spark import rdss
 from etlstage_workers.spark.pointer import parse_pointer
+
+from etlstage.errors import ConfigError
 
 FORMATS = ("parquet", "json", "orc", "csv")
 COLUMN_TYPES = ("string", "long", "double", "boolean")

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
-
 from etlstage_workers.spark.config import Column, LoaderConfig
 from etlstage_workers.spark.pointer import MISSING, parse_pointer, resolve
 
@@ -98,7 +97,7 @@ def _fast_parse(messages: list[bytes], leaves: dict[tuple[str, ...], pa.DataType
 
 def _keys_from(array: pa.ChunkedArray, messages: list[bytes]) -> list[str]:
     keys = array.to_pylist()
-    return [k if k is not None else content_key(m) for k, m in zip(keys, messages)]
+    return [k if k is not None else content_key(m) for k, m in zip(keys, messages, strict=True)]
 
 
 def _key_of(doc: object, tokens: tuple[str, ...] | None, message: bytes) -> str:

@@ -124,7 +124,8 @@ class KeyStore:
 
     def _add_stats(self, deltas: dict[str, int]) -> None:
         self.db.executemany(
-            "INSERT INTO stats(name, value) VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET value = value + excluded.value",
+            "INSERT INTO stats(name, value) VALUES (?, ?) "
+            "ON CONFLICT(name) DO UPDATE SET value = value + excluded.value",
             [(k, v) for k, v in deltas.items() if v],
         )
 

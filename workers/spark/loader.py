@@ -28,14 +28,14 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 import pyarrow.parquet as pq
-
-from etlstage.worker import Loader
 from etlstage_workers.spark import publish as pub
 from etlstage_workers.spark.config import LoaderConfig
 from etlstage_workers.spark.extract import Prepared, prepare
 from etlstage_workers.spark.keystore import CLAIMED, COMMITTED, STAGED, KeyStore
 from etlstage_workers.spark.session import start_session
 from etlstage_workers.spark.writer import write_batch
+
+from etlstage.worker import Loader
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -77,7 +77,7 @@ class SparkLoader(Loader):
             )
         try:
             self.parallelism = max(1, int(self.spark.sparkContext.defaultParallelism))
-        except Exception:  # noqa: BLE001 - Spark Connect has no SparkContext
+        except Exception:
             self.parallelism = 2
         self.recover()
         log.info(

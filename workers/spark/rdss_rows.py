@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 
 import pyarrow as pa
-
 from etlstage_workers.spark import rdss
 from etlstage_workers.spark.config import LoaderConfig
 from etlstage_workers.spark.extract import TABLE, Prepared, _key_of, content_key, raw_strings

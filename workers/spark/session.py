@@ -106,7 +106,7 @@ def start_session(
         builder = builder.config(key, value)
     try:
         spark = builder.getOrCreate()
-    except Exception as exc:  # noqa: BLE001 - py4j / JVM start-up errors come in many types
+    except Exception as exc:
         raise SparkStartError(f"Spark did not start with --master {master}: {_first_line(exc)}") from None
     spark.sparkContext.setLogLevel(log_level)
     if master.startswith("spark://"):
@@ -124,7 +124,7 @@ def _start_connect(master: str, app_name: str, conf: dict[str, str]) -> SparkSes
         return builder.getOrCreate()
     except ImportError as exc:
         raise SparkStartError(f"Spark Connect needs extra packages ({exc}): pip install 'pyspark[connect]'") from None
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         raise SparkStartError(f"Spark Connect server {master} refused the session: {_first_line(exc)}") from None
 
 
@@ -137,7 +137,7 @@ def _probe_executors(spark: SparkSession, master: str, timeout: float) -> None:
     timer.start()
     try:
         spark.range(2, numPartitions=1).count()
-    except Exception:  # noqa: BLE001
+    except Exception:
         raise SparkStartError(
             f"the master {master} accepted the application but no executor ran a task within {timeout:g}s: "
             "start a worker (spark-class org.apache.spark.deploy.worker.Worker <master>) or free cores/memory"
