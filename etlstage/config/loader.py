@@ -22,6 +22,7 @@ from etlstage.config.model import OffsetPolicy, PipelineConfig, RestartPolicy, S
 from etlstage.errors import ConfigError, EtlstageError
 from etlstage.protocol.markers import Markers
 from etlstage.protocol.scenario import MODES, Scenario
+from etlstage.runtime.services import ServiceConfig
 
 Path_ = tuple[str | int, ...]
 
@@ -273,7 +274,20 @@ def _resolve(data: dict[str, Any], at: Any, source: str, base_dir: str) -> Pipel
     if not state_dir.is_absolute():
         state_dir = Path(base_dir) / state_dir
     buffer_bytes = parse_size(data.get("buffer_bytes", 16 << 20), "buffer_bytes")
+    services = [
+        ServiceConfig(
+            name=sv["name"],
+            command=split_command(sv["command"]),
+            ready=sv.get("ready", "line"),
+            timeout=float(sv.get("timeout", 120)),
+            enabled=sv.get("enabled", True),
+            creates=sv.get("creates"),
+            env={k: str(v) for k, v in (sv.get("env") or {}).items()},
+        )
+        for sv in data.get("services") or []
+    ]
     return PipelineConfig(
+        services=services,
         stages=stages,
         state_dir=str(state_dir),
         markers=markers,

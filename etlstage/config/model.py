@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from etlstage.protocol.markers import Markers
 from etlstage.protocol.scenario import Scenario
+from etlstage.runtime.services import ServiceConfig
 
 
 @dataclass(frozen=True)
@@ -106,6 +107,7 @@ class PipelineConfig:
     name: str = "pipeline"
     max_inflight_windows: int = 4
     buffer_bytes: int = 16 << 20
+    services: list[ServiceConfig] = field(default_factory=list)
 
     def stage(self, name: str) -> StageConfig:
         for s in self.stages:

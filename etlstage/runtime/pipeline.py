@@ -25,6 +25,7 @@ from etlstage.protocol.scenario import Scenario
 from etlstage.runtime.driver import STOP, ExtractDriver, TransformDriver
 from etlstage.runtime.flow import Inbox, Job, Piece, Window
 from etlstage.runtime.offsets import make_policy
+from etlstage.runtime.services import Services
 from etlstage.runtime.stats import StageStats
 from etlstage.runtime.tasks import cancel, run_all
 from etlstage.runtime.transport import ProcessTransport, Transport
@@ -256,6 +257,14 @@ class Pipeline:
 
     async def run(self) -> None:
         """Run to the end (``once``) or until :meth:`stop`; raises PipelineError on failure."""
+        services = Services(self.config.services, self.config.base_dir)
+        try:
+            self.extra_env.update(await services.start(self.extra_env))
+            await self._run()
+        finally:
+            await services.stop()
+
+    async def _run(self) -> None:
         stale = self.store.forget_open_windows()
         if stale:
             log.info("%d window(s) left open by an earlier run will be extracted again", stale)

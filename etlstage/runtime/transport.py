@@ -260,6 +260,12 @@ class ProcessTransport(Transport):
         return self._transport.get_returncode()
 
     async def stop(self, grace: float = 10.0, term_grace: float = 5.0) -> int | None:
+        try:
+            return await self._stop(grace, term_grace)
+        finally:
+            self._transport.close()  # release the pipes while the event loop still runs
+
+    async def _stop(self, grace: float, term_grace: float) -> int | None:
         self.close_input()
         try:
             return await asyncio.wait_for(self.wait(), grace)
@@ -274,9 +280,7 @@ class ProcessTransport(Transport):
                 "%s (pid %s) ignored SIGTERM for %.0fs; killing its process tree", self.label, self.pid, term_grace
             )
         self.kill()
-        code = await self.wait()
-        self._transport.close()
-        return code
+        return await self.wait()
 
     def _tree(self) -> list[psutil.Process]:
         if self._ps is None:

@@ -161,6 +161,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--records", help="file with one record per line (JSONL works) to put into --stream")
     p.add_argument("--partition-key", help="JSON pointer to each record's partition key, e.g. /messageHeader/id")
     p.add_argument("--exit-on-stdin-eof", action="store_true", help="stop when stdin closes")
+    p.add_argument(
+        "--service",
+        action="store_true",
+        help="run as an etlstage service: print KEY=VALUE lines for the stages' environment "
+        "(endpoint, fake credentials, region) and READY once seeded; stop when stdin closes",
+    )
     ns = p.parse_args(argv)
     if ns.records and not ns.stream:
         p.error("--records needs --stream")
@@ -169,14 +175,19 @@ def main(argv: list[str] | None = None) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: done.set())
     emu = Emulator(ns.port, ns.region).start()
-    print(emu.endpoint_url, flush=True)
+    if not ns.service:
+        print(emu.endpoint_url, flush=True)
     if ns.stream:
         emu.create_stream(ns.stream, ns.shards)
         if ns.records:
             n = emu.put_records(ns.stream, read_lines(ns.records), ns.partition_key)
             print(f"put {n} records into {ns.stream}", file=sys.stderr, flush=True)
+    if ns.service:
+        for key, value in emu.env().items():
+            print(f"{key}={value}")
+        print("READY", flush=True)
 
-    if ns.exit_on_stdin_eof:
+    if ns.exit_on_stdin_eof or ns.service:
 
         def wait_for_eof() -> None:
             sys.stdin.read()

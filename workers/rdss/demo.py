@@ -16,6 +16,7 @@ under the messageId of its part 1; its other parts' ids are listed under ``absor
 from __future__ import annotations
 
 import json
+import os
 import random
 import uuid
 from collections.abc import Callable
@@ -393,6 +394,8 @@ def generate(n: int, seed: int) -> tuple[list[bytes], dict[str, Any]]:
 
 def write_demo(n: int, seed: int, out: str, expected_path: str) -> dict[str, Any]:
     records, expected = generate(n, seed)
+    for path in (out, expected_path):
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     with open(out, "wb") as f:
         f.writelines(r + b"\n" for r in records)
     with open(expected_path, "w", encoding="utf-8") as f:
