@@ -26,3 +26,15 @@ def test_documented_example(code, tmp_path, monkeypatch):
     (tmp_path / "h").mkdir()
     fn(**{p: kwargs[p] for p in params})
     assert os.getcwd() == str(ROOT)
+
+
+def test_getting_started_node_worker_passes_check_worker(tmp_path):
+    import subprocess
+    import sys
+
+    code = re.search(r"```js\n(.*?)```", (ROOT / "docs" / "getting-started.md").read_text(), re.S).group(1)
+    (tmp_path / "shout.js").write_text(code)
+    r = subprocess.run([sys.executable, "-m", "etlstage.cli", "check-worker", "--type", "T", "--mode", "single",
+                        "--", "node", str(tmp_path / "shout.js")], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout
+    assert "5 passed, 0 failed" in r.stdout

@@ -211,22 +211,18 @@ def test_kcl_multilang_stage_option_wraps_a_multilangdaemon_processor(pdir):
     assert len([x for x in records if x.startswith("RECORD")]) == 120, records[:5]
 
 
-def test_the_repositorys_stages_yaml_runs_to_the_end(tmp_path):
+def test_the_example_workers_first_pipeline_runs_to_the_end(tmp_path):
     import shutil
     import subprocess
     import sys
     from pathlib import Path
 
     root = Path(__file__).parent.parent
-    work = tmp_path / "repo"
-    shutil.copytree(root / "workers" / "examples", work / "workers" / "examples")
-    shutil.copy(root / "stages.yaml", work / "stages.yaml")
+    work = tmp_path / "examples"
+    shutil.copytree(root / "workers" / "examples", work)
     r = subprocess.run(
-        [sys.executable, "-m", "etlstage.cli", "run", "stages.yaml", "--once", "--no-progress"],
-        cwd=work,
-        capture_output=True,
-        text=True,
-        timeout=300,
+        [sys.executable, "-m", "etlstage.cli", "run", "first-pipeline.yaml", "--once", "--no-progress"],
+        cwd=work, capture_output=True, text=True, timeout=300,
     )
     assert r.returncode == 0, r.stderr
     lines = (work / "output" / "numbers.txt").read_text().splitlines()
