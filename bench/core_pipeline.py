@@ -50,7 +50,7 @@ def shell_baseline(work: Path, n: int, size: int, batch: int) -> float:
     return elapsed
 
 
-def supervised(work: Path, n: int, size: int, mode: str, batch: int) -> tuple[float, int]:
+def supervised(work: Path, n: int, size: int, mode: str, batch: int, cyclic: bool = False) -> tuple[float, int]:
     """Seconds, and the supervisor's peak RSS in bytes."""
     out = work / f"tally-{mode}.txt"
     shutil.rmtree(work / ".etlstage", ignore_errors=True)
@@ -58,7 +58,8 @@ def supervised(work: Path, n: int, size: int, mode: str, batch: int) -> tuple[fl
     (work / "stages.yaml").write_text(
         textwrap.dedent(f"""
         stages:
-          - {{name: gen, type: E, command: ["{PY}", "{W / "gen.py"}", "{n}", --size, "{size}"]}}
+          - {{name: gen, type: E, mode: {"cyclic" if cyclic else "plain"},
+             command: ["{PY}", "{W / "gen.py"}", "{n}", --size, "{size}", --per-cycle, "{max(1, n // 10)}"]}}
           - {{name: pass, type: T, mode: {mode}, {size_key}command: ["{PY}", "{W / "passthru.py"}"]}}
           - {{name: tally, type: L, mode: {mode}, {size_key}command: ["{PY}", "{W / "tally.py"}", "{out}"]}}
     """)
@@ -92,6 +93,52 @@ def supervised(work: Path, n: int, size: int, mode: str, batch: int) -> tuple[fl
     return elapsed, peak[0]
 
 
+def big_messages(work: Path, n: int, repeat: int) -> tuple[float, float]:
+    """64 KiB messages with the cheapest workers (cat as E, the C upper as T, tally as L),
+    so the supervisor's own throughput shows: (pipe seconds, supervisor seconds)."""
+    build = work / "c"
+    subprocess.run(["sh", str(HERE.parent / "workers/examples/build.sh"), str(build)], check=True, capture_output=True)
+    message = b"x" * 65535 + b"\n"
+    (work / "big.bin").write_bytes(message * n)
+    (work / "big-eob.bin").write_bytes((message * 16 + b"\x17") * (n // 16))
+    out = work / "tally-big.txt"
+    l_env = "ETLSTAGE_TYPE=L ETLSTAGE_MODE=batch ETLSTAGE_EOB=00 ETLSTAGE_EOP=01"
+    cmd = (
+        f"cat {work / 'big-eob.bin'} | ETLSTAGE_TYPE=T ETLSTAGE_MODE=batch {build / 'upper'} | "
+        f"{l_env} {PY} {W / 'tally.py'} {out} > /dev/null"
+    )
+
+    def pipe() -> float:
+        t0 = time.perf_counter()
+        subprocess.run(["sh", "-c", cmd], check=True)
+        return time.perf_counter() - t0
+
+    (work / "stages.yaml").write_text(
+        textwrap.dedent(f"""
+        buffer_bytes: 64MiB
+        stages:
+          - {{name: cat, type: E, command: [cat, "{work / "big.bin"}"]}}
+          - {{name: upper, type: T, mode: batch, batch_size: 16, command: ["{build / "upper"}"]}}
+          - {{name: tally, type: L, mode: batch, batch_size: 16, command: ["{PY}", "{W / "tally.py"}", "{out}"]}}
+    """)
+    )
+
+    def supervised_big() -> float:
+        shutil.rmtree(work / ".etlstage", ignore_errors=True)
+        t0 = time.perf_counter()
+        subprocess.run(
+            [PY, "-m", "etlstage.cli", "run", "stages.yaml", "--once", "--no-progress"],
+            cwd=work,
+            check=True,
+            capture_output=True,
+        )
+        elapsed = time.perf_counter() - t0
+        assert out.read_text().split()[0] == str(n), out.read_text()
+        return elapsed
+
+    return min(pipe() for _ in range(repeat)), min(supervised_big() for _ in range(repeat))
+
+
 def best(fn, repeat: int):  # type: ignore[no-untyped-def]
     runs = [fn() for _ in range(repeat)]
     return min(runs, key=lambda r: r[0] if isinstance(r, tuple) else r)
@@ -110,12 +157,13 @@ def main() -> None:
     rows.append(("shell pipe, no supervisor (baseline)", n, base, None))
     batch, rss_n = best(lambda: supervised(work, n, 100, "batch", 1000), a.repeat)
     rows.append(("etlstage run, batch 1000 (supervisor-driven)", n, batch, rss_n))
+    cyclic, _ = best(lambda: supervised(work, n, 100, "batch", 1000, cyclic=True), a.repeat)
+    rows.append(("etlstage run, batch 1000, cyclic E (10 windows)", n, cyclic, None))
     n_single = max(1, n // 5)
     single, _ = best(lambda: supervised(work, n_single, 100, "single", 1), a.repeat)
     rows.append(("etlstage run, single-message", n_single, single, None))
-    n_big = max(1, n // 100)
-    big_base = best(lambda: shell_baseline(work, n_big, 65536, 16), a.repeat)
-    big, _ = best(lambda: supervised(work, n_big, 65536, "batch", 16), a.repeat)
+    n_big = max(16, n // 100 // 16 * 16)
+    big_base, big = big_messages(work, n_big, a.repeat)
 
     print(f"core pipeline, 100-byte messages, best of {a.repeat}; machine: {os.cpu_count()} cores\n")
     print(f"{'run':<48} {'messages':>10} {'seconds':>8} {'msg/s':>12} {'vs baseline':>11}")
@@ -124,7 +172,7 @@ def main() -> None:
         print(f"{name:<48} {count:>10,} {secs:>8.2f} {count / secs:>12,.0f} {ratio:>11}")
     gb = n_big * 65536 / 1e9
     print(
-        f"\n64 KiB messages, batch 16: {n_big:,} messages ({gb:.2f} GB): shell pipe {gb / big_base:.2f} GB/s, "
+        f"\n64 KiB messages (cat -> C upper -> tally), batch 16: {n_big:,} messages ({gb:.2f} GB): shell pipe {gb / big_base:.2f} GB/s, "
         f"etlstage {gb / big:.2f} GB/s ({big / big_base:.2f}x the pipe's time)"
     )
     if not a.skip_rss:

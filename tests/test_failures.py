@@ -197,3 +197,28 @@ def test_dead_letters_replayed_after_the_fix_reach_the_loader(pdir, tmp_path):
     assert r.code == 0, r.stderr
     assert sorted(pdir.lines("out.txt"), key=int) == [str(i) for i in range(40)]
     assert "[replayed]" in pdir.etlstage("deadletter", "list").stdout
+
+
+def test_a_worker_over_max_rss_is_replaced_between_batches(pdir, tmp_path):
+    script = tmp_path / "grow.py"
+    script.write_text(
+        "import time\n"
+        "from etlstage.worker import run_transformer\n"
+        "hoard = []\n"
+        "def f(ms):\n"
+        "    hoard.append(b\"x\" * (8 << 20))  # 8 MB more per batch, touched\n"
+        "    time.sleep(0.05)\n"
+        "    return ms\n"
+        "run_transformer(f)\n"
+    )
+    pdir.write(f"""
+        stages:
+          - {{name: src, type: E, command: ["{{PY}}", "{{TW}}", count, "400"]}}
+          - {{name: t, type: T, mode: batch, batch_size: 10, max_rss: 60MiB, prefetch: 1,
+              command: ["{{PY}}", "{script}"]}}
+          - {{name: sink, type: L, command: ["{{PY}}", "{{TW}}", append, out.txt]}}
+    """)
+    r = pdir.run("--once")
+    assert r.code == 0, r.stderr
+    assert sorted(pdir.lines("out.txt"), key=int) == [str(i) for i in range(400)]
+    assert "over max_rss 63 MB: replacing it between batches" in r.stderr

@@ -129,7 +129,7 @@ class TransformDriver(_Driver):
         while True:
             session = await self.start(i)
             try:
-                await self._converse(session, self.inboxes[i], retry, restarts)
+                recycle = await self._converse(session, self.inboxes[i], retry, restarts)
             except WorkerError as exc:
                 await session.abort()
                 failed = list(session.inflight)
@@ -142,7 +142,9 @@ class TransformDriver(_Driver):
             code = await session.stop(self.stage.stop_timeout)
             if code not in (0, None):
                 log.warning("%s exited with status %s after its stdin closed (expected 0)", session.label, code)
-            return
+            if not recycle:
+                return
+            self.stats.recycled += 1
 
     def _after_failure(self, jobs: list[Job], exc: WorkerError) -> list[Job]:
         """Jobs to send again; the head job (the one being worked on) is charged a try."""
@@ -180,16 +182,42 @@ class TransformDriver(_Driver):
         self._release(head)
         return jobs[1:]
 
-    async def _converse(self, session: WorkerSession, inbox: Inbox, retry: list[Job], restarts: Restarts) -> None:
-        """Feed jobs and read replies until the inbox is closed, empty and all answered."""
+    async def _converse(self, session: WorkerSession, inbox: Inbox, retry: list[Job], restarts: Restarts) -> bool:
+        """Feed jobs and read replies until the inbox is closed, empty and all answered.
+
+        Returns True when the worker should be replaced between batches (``max_rss``).
+        """
         worker_driven = self.stage.mode == "batch" and self.stage.batch_driver == "worker"
         slots = asyncio.Semaphore(self.stage.jobs_in_flight)
         drained = asyncio.Event()  # set whenever nothing is in flight
         drained.set()
         bnc = asyncio.Event()
+        recycle = False
+        next_rss_check = 0.0
+
+        def too_big() -> bool:
+            nonlocal next_rss_check
+            if not self.stage.max_rss or time.monotonic() < next_rss_check:
+                return False
+            next_rss_check = time.monotonic() + 0.25
+            used = session.transport.resources()
+            if used is None or used[0] <= self.stage.max_rss:
+                return False
+            log.info(
+                "%s uses %.0f MB, over max_rss %.0f MB: replacing it between batches",
+                session.label,
+                used[0] / 1e6,
+                self.stage.max_rss / 1e6,
+            )
+            return True
 
         async def feed() -> None:
+            nonlocal recycle
             while True:
+                if too_big():
+                    recycle = True
+                    await drained.wait()
+                    return
                 await slots.acquire()
                 job = retry.pop(0) if retry else await self._assemble(inbox)
                 if job is None:
@@ -267,6 +295,7 @@ class TransformDriver(_Driver):
                         head.results.append(tok)
 
         await run_until(feed(), read())
+        return recycle
 
     # --- assembling and framing jobs ------------------------------------------------------
 

@@ -16,6 +16,7 @@ class StageStats:
     jobs: int = 0
     in_flight: int = 0
     restarts: int = 0
+    recycled: int = 0  # replaced between batches for max_rss
     deadletters: int = 0
     empty_cycles: int = 0
     exhausted: bool = False
