@@ -38,3 +38,25 @@ def test_getting_started_node_worker_passes_check_worker(tmp_path):
                         "--", "node", str(tmp_path / "shout.js")], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout
     assert "5 passed, 0 failed" in r.stdout
+
+
+def _yaml_examples():
+    import yaml
+
+    for doc in sorted((ROOT / "docs").rglob("*.md")):
+        for block in re.findall(r"```yaml\n(.*?)```", doc.read_text(), re.S):
+            try:
+                data = yaml.safe_load(block)
+            except yaml.YAMLError:
+                continue
+            stages = data.get("stages") if isinstance(data, dict) else None
+            if isinstance(stages, list) and len(stages) >= 2 and all(isinstance(s, dict) and "command" in s
+                                                                      for s in stages):
+                yield pytest.param(block, id=f"{doc.relative_to(ROOT)}:{block.splitlines()[0][:30]}")
+
+
+@pytest.mark.parametrize("block", list(_yaml_examples()))
+def test_complete_stages_yaml_examples_in_the_docs_are_valid(block):
+    from etlstage.config.loader import parse_config
+
+    parse_config(block, "example")
