@@ -62,3 +62,26 @@ def test_window_is_done_only_when_closed_and_nothing_is_left_at_any_level():
     assert w.settled_before(2) and not w.done
     w.release(2, 2)
     assert w.done
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_inbox_takes_in_random_sizes_give_back_every_message_in_order(seed):
+    rng = random.Random(seed)
+
+    async def scenario():
+        w = Window("src", 0, 3)
+        box = Inbox(1, b"\n", 1 << 30)
+        sent = []
+        for _ in range(50):
+            msgs = [b"m%d" % len(sent) + b"z" * rng.choice([0, 3, 200]) for _ in range(rng.randint(1, 300))]
+            sent += msgs
+            box.put_nowait(Piece(b"\n".join(msgs) + b"\n", len(msgs), w))
+        got = []
+        while box.messages:
+            for p in box.take(rng.randint(1, 500)):
+                parts = p.block.split(b"\n")[:-1]
+                assert len(parts) == p.count
+                got += parts
+        assert got == sent and box.bytes == 0
+
+    asyncio.run(scenario())

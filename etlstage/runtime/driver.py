@@ -231,7 +231,7 @@ class TransformDriver(_Driver):
                 if worker_driven:
                     await self._feed_worker_driven(session, inbox, job, bnc)
                 else:
-                    await session.write(self._frame(job))
+                    await self._write_job(session, job)
                 if job.alone:
                     await drained.wait()
 
@@ -338,12 +338,13 @@ class TransformDriver(_Driver):
         self.stats.messages_in += n
         return job
 
-    def _frame(self, job: Job) -> bytes:
-        block = job.block
+    async def _write_job(self, session: WorkerSession, job: Job) -> None:
+        """The job's messages, and EOB after a batch (two writes: no copy of the block)."""
+        for p in job.pieces:
+            await session.write(p.block)
         if job.batch:
             job.closed = True
-            return block + self.stage.markers.EOB
-        return block
+            await session.write(self.stage.markers.EOB)
 
     async def _feed_worker_driven(self, session: WorkerSession, inbox: Inbox, job: Job, bnc: asyncio.Event) -> None:
         """Write one message, then another on each BNC, or EOB when the batch should close.

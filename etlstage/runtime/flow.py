@@ -66,40 +66,54 @@ class Window:
 
 
 class Piece:
-    __slots__ = ("block", "count", "window")
+    """Messages of one window.  ``offset``: bytes of ``block`` already taken (inboxes only)."""
+
+    __slots__ = ("block", "count", "offset", "window")
 
     def __init__(self, block: bytes, count: int, window: Window) -> None:
         self.block = block
         self.count = count
         self.window = window
+        self.offset = 0
 
 
-def cut_block(block: bytes, n: int, eom: bytes, total: int | None = None) -> tuple[bytes, bytes]:
-    """The first ``n`` messages of a block, and the rest.
+def cut_position(block: bytes, n: int, eom: bytes, start: int = 0, total: int | None = None) -> int:
+    """Where the first ``n`` messages of ``block[start:]`` end.
 
-    With ``total`` (the block's message count) the cut is guessed from the mean message
-    size, checked with one ``bytes.count`` and corrected with a few ``find`` calls:
-    no per-message work when sizes are alike.
+    With ``total`` (the message count of ``block[start:]``) the cut is guessed from the
+    mean message size, checked with one ``bytes.count`` and corrected with a few
+    ``find`` calls: no per-message work when sizes are alike.
 
-    >>> cut_block(b"a\\nb\\nc\\n", 2, b"\\n")
-    (b'a\\nb\\n', b'c\\n')
-    >>> cut_block(b"a\\nbbbbbb\\nc\\nd\\n", 2, b"\\n", total=4)
-    (b'a\\nbbbbbb\\n', b'c\\nd\\n')
+    >>> cut_position(b"a\\nbbbbbb\\nc\\nd\\n", 2, b"\\n", total=4)
+    9
+    >>> cut_position(b"a\\nbbbbbb\\nc\\nd\\n", 1, b"\\n", start=2, total=3)
+    9
     """
     if total is None or total < 64:
-        rest = block.split(eom, n)[-1]
-        cut = len(block) - len(rest)
-        return block[:cut], block[cut:]
-    guess = len(block) * n // total
-    have = block.count(eom, 0, guess)
+        pos = start
+        for _ in range(n):
+            pos = block.index(eom, pos) + 1
+        return pos
+    guess = start + (len(block) - start) * n // total
+    have = block.count(eom, start, guess)
     pos = guess
     if have < n:  # move forward to the n-th EOM
         for _ in range(n - have):
             pos = block.index(eom, pos) + 1
     else:  # move back: drop EOMs until exactly n lie before pos
-        pos = block.rindex(eom, 0, guess) + 1 if have else 0
+        pos = block.rindex(eom, start, guess) + 1 if have else start
         for _ in range(have - n):
-            pos = block.rindex(eom, 0, pos - 1) + 1
+            pos = block.rindex(eom, start, pos - 1) + 1
+    return pos
+
+
+def cut_block(block: bytes, n: int, eom: bytes, total: int | None = None) -> tuple[bytes, bytes]:
+    """The first ``n`` messages of a block, and the rest.
+
+    >>> cut_block(b"a\\nb\\nc\\n", 2, b"\\n")
+    (b'a\\nb\\n', b'c\\n')
+    """
+    pos = cut_position(block, n, eom, 0, total)
     return block[:pos], block[pos:]
 
 
@@ -153,14 +167,18 @@ class Inbox:
             piece = items[0]
             if piece.count <= want:
                 items.popleft()
+                if piece.offset:
+                    piece = Piece(piece.block[piece.offset :], piece.count, piece.window)
                 out.append(piece)
                 want -= piece.count
                 self.bytes -= len(piece.block)
                 self.messages -= piece.count
             else:
-                head, rest = cut_block(piece.block, want, self._eom, piece.count)
+                # cut without copying the rest: the piece keeps its block and moves its offset
+                pos = cut_position(piece.block, want, self._eom, piece.offset, piece.count)
+                head = piece.block[piece.offset : pos]
                 out.append(Piece(head, want, piece.window))
-                piece.block = rest
+                piece.offset = pos
                 piece.count -= want
                 self.bytes -= len(head)
                 self.messages -= want
