@@ -60,10 +60,6 @@ def split_block(block: bytes, markers: Markers = DEFAULT_MARKERS) -> list[bytes]
     return parts
 
 
-def count_messages(block: bytes, markers: Markers = DEFAULT_MARKERS) -> int:
-    return block.count(markers.EOM)
-
-
 def check_block_for(block: bytes, markers: Markers, who: str) -> None:
     """Raise :class:`MarkerInMessage` if a message in ``block`` holds a non-EOM marker.
 

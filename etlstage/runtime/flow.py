@@ -189,13 +189,6 @@ class Inbox:
             self.changed.clear()
         return out
 
-    def drain_all(self) -> list[Piece]:
-        out = list(self._items)
-        self._items.clear()
-        self.bytes = self.messages = 0
-        self._space.set()
-        return out
-
 
 @dataclass(eq=False)
 class Job:

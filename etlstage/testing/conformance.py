@@ -93,45 +93,33 @@ def check_empty_messages(h: StageHarness, w: Any, o: Options) -> str | None:
     return _expect_groups(r, _batch_sizes(3, 1 if mode == "single" else o.batch_size), "empty messages, groups")
 
 
-def check_printable_markers(h: StageHarness, w: Any, o: Options) -> str | None:
-    mode = o.mode or "single"
-    r = _run(
-        h,
-        w,
-        o,
-        markers=PRINTABLE,
-        mode=mode,
-        batch_driver=o.batch_driver or "supervisor",
-        batch_size=o.batch_size,
-        inputs=SAMPLE,
-        prefetch=1,
-    )
-    return _expect_groups(
-        r,
-        _batch_sizes(len(SAMPLE), 1 if mode == "single" else o.batch_size),
-        "groups with markers | # ~ ^ from ETLSTAGE_*,",
-    )
+CONTROL = Markers(eom=0x1E, eop=0x03, eob=0x04, bnc=0x05)
 
 
-def check_control_markers(h: StageHarness, w: Any, o: Options) -> str | None:
-    markers = Markers(eom=0x1E, eop=0x03, eob=0x04, bnc=0x05)
-    mode = o.mode or "single"
-    r = _run(
-        h,
-        w,
-        o,
-        markers=markers,
-        mode=mode,
-        batch_driver=o.batch_driver or "supervisor",
-        batch_size=o.batch_size,
-        inputs=SAMPLE,
-        prefetch=1,
-    )
-    return _expect_groups(
-        r,
-        _batch_sizes(len(SAMPLE), 1 if mode == "single" else o.batch_size),
-        "groups with markers 1e 03 04 05 from ETLSTAGE_*,",
-    )
+def _with_markers(markers: Markers, label: str) -> Check:
+    """A check that runs the stage's own mode with other markers from ETLSTAGE_*."""
+
+    def check(h: StageHarness, w: Any, o: Options) -> str | None:
+        mode = o.mode or "single"
+        r = _run(
+            h,
+            w,
+            o,
+            markers=markers,
+            mode=mode,
+            batch_driver=o.batch_driver or "supervisor",
+            batch_size=o.batch_size,
+            inputs=SAMPLE,
+            prefetch=1,
+        )
+        sizes = _batch_sizes(len(SAMPLE), 1 if mode == "single" else o.batch_size)
+        return _expect_groups(r, sizes, f"groups with markers {label} from ETLSTAGE_*,")
+
+    return check
+
+
+check_printable_markers = _with_markers(PRINTABLE, "| # ~ ^")
+check_control_markers = _with_markers(CONTROL, "1e 03 04 05")
 
 
 def check_no_input(h: StageHarness, w: Any, o: Options) -> str | None:
