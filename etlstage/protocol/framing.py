@@ -60,6 +60,24 @@ def split_block(block: bytes, markers: Markers = DEFAULT_MARKERS) -> list[bytes]
     return parts
 
 
+def count_eom(block: bytes, eom: bytes) -> int:
+    """Messages in a block.  ``bytes.count`` walks every byte; when messages are big
+    (few EOMs in the first 4 KiB) hopping from EOM to EOM with ``find`` (memchr) is
+    several times faster.
+
+    >>> count_eom(b"a\\n" * 3, b"\\n"), count_eom((b"x" * 9999 + b"\\n") * 3, b"\\n")
+    (3, 3)
+    """
+    if len(block) < 8192 or block.count(eom, 0, 4096) >= 4:
+        return block.count(eom)
+    n = 0
+    pos = block.find(eom)
+    while pos >= 0:
+        n += 1
+        pos = block.find(eom, pos + 1)
+    return n
+
+
 def check_block_for(block: bytes, markers: Markers, who: str) -> None:
     """Raise :class:`MarkerInMessage` if a message in ``block`` holds a non-EOM marker.
 

@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 
 from etlstage.config.model import StageConfig
 from etlstage.errors import PipelineError, ProtocolViolation, WorkerError
-from etlstage.protocol.framing import BNC, EOP
+from etlstage.protocol.framing import BNC, EOP, count_eom
 from etlstage.protocol.scenario import Scenario
 from etlstage.runtime.flow import Inbox, Job, Piece, Window, cut_block
 from etlstage.runtime.session import WorkerSession
@@ -411,7 +411,7 @@ class TransformDriver(_Driver):
             self.on_job_done(job)
         if job.results:
             block = b"".join(job.results) if len(job.results) > 1 else job.results[0]
-            n = block.count(self.eom)
+            n = count_eom(block, self.eom)
             self.stats.messages_out += n
             await self.emit(Piece(block, n, job.oldest_window()))
         self._release(job)
@@ -538,7 +538,7 @@ class ExtractDriver(_Driver):
                 await self._forward(tok, window)
 
     async def _forward(self, block: bytes, window: Window) -> None:
-        n = block.count(self.eom)
+        n = count_eom(block, self.eom)
         window.messages += n
         self.stats.messages_out += n
         await self.emit(Piece(block, n, window))
