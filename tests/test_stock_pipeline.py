@@ -57,3 +57,56 @@ def test_stock_pipeline_loads_exactly_the_expected_tables(tmp_path):
     )
     assert again.returncode == 0, again.stderr[-5000:]
     assert tables(tmp_path / "output/rdss") == got
+
+
+def test_stock_pipeline_survives_kills_of_every_worker_and_the_supervisor(tmp_path):
+    """SIGKILL at seeded random moments — each stage's worker and the supervisor, >= 10
+    kills — restarting `etlstage run --once` whenever the supervisor died: the same
+    tables as an undisturbed run, exactly."""
+    import os
+    import random
+    import signal
+    import time
+
+    import psutil
+
+    shutil.copy(ROOT / "stages.yaml", tmp_path / "stages.yaml")
+    seed = int(os.environ.get("ETLSTAGE_CRASH_SEED", "8"))
+    rng = random.Random(seed)
+    cmd = [sys.executable, "-m", "etlstage.cli", "run", "stages.yaml", "--once", "--no-progress"]
+    targets = ["etlstage-kinesis", "etlstage-rdss", "etlstage-spark-load", "supervisor"]
+    kills: list[str] = []
+    deadline = time.time() + 900
+    with open(tmp_path / "log.txt", "ab") as log:
+        while len(kills) < 10 and time.time() < deadline:
+            proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=log, stderr=log)
+            while proc.poll() is None and len(kills) < 10:
+                time.sleep(rng.uniform(1.0, 4.0))
+                if proc.poll() is not None:
+                    break
+                target = rng.choice(targets)
+                if target == "supervisor":
+                    proc.send_signal(signal.SIGKILL)
+                    proc.wait()
+                else:
+                    victims = [
+                        p for p in psutil.Process(proc.pid).children() if any(target in part for part in p.cmdline())
+                    ]
+                    if not victims:
+                        continue
+                    rng.choice(victims).kill()
+                kills.append(target)
+            if proc.poll() is None:
+                proc.wait(timeout=600)
+            if proc.returncode == 0 and len(kills) < 10:
+                break  # the run finished before all kills: the tables must still be exact
+        final = subprocess.run(cmd, cwd=tmp_path, stdout=log, stderr=log, timeout=600)
+    assert final.returncode == 0, (tmp_path / "log.txt").read_text()[-4000:]
+    expected = json.loads((tmp_path / ".etlstage/demo/expected.json").read_text())
+    want: dict[str, list[tuple[str, str | None]]] = {"valid": [], "invalid": [], "error": []}
+    for message_id, fate in expected["messages"].items():
+        want[fate["table"]].append((message_id, fate["errorCode"]))
+    got = tables(tmp_path / "output/rdss")
+    for table in want:
+        assert got[table] == sorted(want[table]), f"seed {seed}, kills {kills}: table {table} differs"
+    assert len(kills) >= 10, f"seed {seed}: only {len(kills)} kills before the pipeline finished: {kills}"
