@@ -20,7 +20,7 @@ import os
 import socket
 import sys
 import time
-from typing import TextIO
+from typing import Any, TextIO
 
 FORMATS = ("text", "json", "syslog")
 FACILITIES = {f"local{i}": 16 + i for i in range(8)}
@@ -70,7 +70,7 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(doc, ensure_ascii=False)
 
 
-def _syslog_handler(address: str) -> logging.Handler:
+def _syslog_handler(address: str) -> logging.handlers.SysLogHandler:
     if address.startswith("udp://") or address.startswith("tcp://"):
         host, _, port = address[6:].rpartition(":")
         kind = socket.SOCK_DGRAM if address.startswith("udp") else socket.SOCK_STREAM
@@ -88,7 +88,7 @@ class _RawSyslogHandler(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         try:
             line = self.format(record).encode("utf-8", "replace")
-            inner = self._inner
+            inner: Any = self._inner  # its socket attributes are not in the type stubs
             if inner.unixsocket:
                 try:
                     inner.socket.send(line)

@@ -287,7 +287,7 @@ class TransformDriver(_Driver):
                             )
                         head.awaiting_bnc = False
                         bnc.set()
-                    else:
+                    elif isinstance(tok, bytes):
                         if self.stage.type != "T":
                             raise session.violation(
                                 _violation("an L-stage worker wrote a result; L-workers answer with EOP only", tok)

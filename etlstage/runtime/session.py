@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import time
+from typing import Any
 
 from etlstage.config.model import Timeouts
 from etlstage.errors import ProtocolViolation, WorkerError, WorkerGone, WorkerTimeout, escape_bytes
@@ -136,9 +137,10 @@ class WorkerSession:
             deadline, what = self._deadline()
             timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
             self._rearm.clear()
-            rearm = asyncio.ensure_future(self._rearm.wait())
+            rearm: asyncio.Future[Any] = asyncio.ensure_future(self._rearm.wait())
+            waiting: set[asyncio.Future[Any]] = {self._read, rearm}
             try:
-                done, _ = await asyncio.wait({self._read, rearm}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+                done, _ = await asyncio.wait(waiting, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
             finally:
                 rearm.cancel()
             if self._read in done:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Sequence
 from typing import Any
 
 
@@ -44,7 +44,7 @@ async def run_until(main: Coroutine[Any, Any, Any], helper: Coroutine[Any, Any, 
         await cancel([m, h])
 
 
-async def cancel(tasks: list[asyncio.Future[Any]]) -> None:
+async def cancel(tasks: Sequence[asyncio.Future[Any]]) -> None:
     for t in tasks:
         t.cancel()
     for t in tasks:

@@ -119,7 +119,9 @@ class _WorkerProtocol(asyncio.SubprocessProtocol):
             self.buffered += len(data)
             if self.buffered > self.max_buffered and not self._paused and self.transport is not None:
                 self._paused = True  # backpressure: the worker blocks on a full pipe
-                self.transport.get_pipe_transport(1).pause_reading()  # type: ignore[union-attr]
+                pipe = self.transport.get_pipe_transport(1)
+                if isinstance(pipe, asyncio.ReadTransport):
+                    pipe.pause_reading()
             self._wake()
         elif fd == 2:
             lines = (self._stderr_pending + data).split(b"\n")
@@ -162,8 +164,8 @@ class _WorkerProtocol(asyncio.SubprocessProtocol):
         if self._paused and self.buffered <= self.max_buffered // 2 and self.transport is not None:
             self._paused = False
             pipe = self.transport.get_pipe_transport(1)
-            if pipe is not None:
-                pipe.resume_reading()  # type: ignore[union-attr]
+            if isinstance(pipe, asyncio.ReadTransport):
+                pipe.resume_reading()
         return chunk
 
 
@@ -222,17 +224,18 @@ class ProcessTransport(Transport):
         for fd in (0, 1):
             with contextlib.suppress(AttributeError, ValueError, OSError):
                 pipe = transport.get_pipe_transport(fd)
-                _grow_pipe(pipe.get_extra_info("pipe").fileno())
+                if pipe is not None:
+                    _grow_pipe(pipe.get_extra_info("pipe").fileno())
         stdin = transport.get_pipe_transport(0)
-        if stdin is not None:
-            stdin.set_write_buffer_limits(high=4 * READ_CHUNK)  # type: ignore[union-attr]
+        if isinstance(stdin, asyncio.WriteTransport):
+            stdin.set_write_buffer_limits(high=4 * READ_CHUNK)
         return cls(transport, protocol, argv, label, tail)  # type: ignore[arg-type]
 
     async def write(self, data: bytes) -> None:
         stdin = self._transport.get_pipe_transport(0)
-        if stdin is None or stdin.is_closing():
+        if not isinstance(stdin, asyncio.WriteTransport) or stdin.is_closing():
             raise BrokenPipeError("the worker's stdin is closed")
-        stdin.write(data)  # type: ignore[union-attr]
+        stdin.write(data)
         if not self._protocol.can_write.is_set():
             await self._protocol.can_write.wait()
             if self._protocol.exited.done():
@@ -378,9 +381,9 @@ class InProcessTransport(Transport):
     async def _ensure_streams(self) -> None:
         if self._reader is None:
             loop = asyncio.get_running_loop()
-            self._reader = asyncio.StreamReader(limit=4 * READ_CHUNK)
+            reader = self._reader = asyncio.StreamReader(limit=4 * READ_CHUNK)
             await loop.connect_read_pipe(
-                lambda: asyncio.StreamReaderProtocol(self._reader), os.fdopen(self._out_r, "rb", buffering=0)
+                lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(self._out_r, "rb", buffering=0)
             )
             wt, wp = await loop.connect_write_pipe(
                 asyncio.streams.FlowControlMixin, os.fdopen(self._in_w, "wb", buffering=0)

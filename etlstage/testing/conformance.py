@@ -164,7 +164,7 @@ def check_extract_printable(h: StageHarness, w: Any, o: Options) -> str | None:
 
 def checks_for(o: Options) -> list[tuple[str, Check]]:
     if o.type == "E":
-        plan = []
+        plan: list[tuple[str, Check]] = []
         if o.mode in (None, "plain"):
             plan.append(("plain run: messages, then exit 0", check_extract_plain))
         if o.mode in (None, "cyclic"):

@@ -88,6 +88,7 @@ class StageHarness:
         m = markers if isinstance(markers, Markers) else Markers.from_mapping(markers or {}, DEFAULT_MARKERS)
         mode = mode or ("plain" if type == "E" else "single")
         in_process = not (isinstance(worker, (list, tuple)))
+        python_worker: Any = worker  # an SDK worker whenever in_process
         stage = StageConfig(
             name="harness",
             type=type,
@@ -115,7 +116,7 @@ class StageHarness:
             t: Transport
             if in_process:
                 t = InProcessTransport(
-                    lambda i, o: serve(worker, stdin=i, stdout=o, scenario=scenario, stderr=stderr), label
+                    lambda i, o: serve(python_worker, stdin=i, stdout=o, scenario=scenario, stderr=stderr), label
                 )
             else:
                 full_env = {**os.environ, **st.env, **scenario.to_env()}

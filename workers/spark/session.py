@@ -69,7 +69,7 @@ def check_master_reachable(master: str, timeout: float) -> None:
     if not master.startswith(("spark://", "sc://")):
         return
     default_port = 7077 if master.startswith("spark://") else 15002
-    targets = []
+    targets: list[tuple[str, int]] = []
     for hostport in urlsplit(master).netloc.split(","):  # spark://h1:7077,h2:7077 (standby masters)
         host, _, port = hostport.rpartition(":") if ":" in hostport else (hostport, "", "")
         try:
@@ -77,12 +77,12 @@ def check_master_reachable(master: str, timeout: float) -> None:
         except ValueError:
             raise SparkStartError(f"--master {master!r}: port {port!r} is not a number") from None
     errors = []
-    for host, port in targets:
+    for host, port_number in targets:
         try:
-            with socket.create_connection((host, port), timeout=timeout):
+            with socket.create_connection((host, port_number), timeout=timeout):
                 return
         except OSError as exc:
-            errors.append(f"{host}:{port}: {exc.strerror or exc}")
+            errors.append(f"{host}:{port_number}: {exc.strerror or exc}")
     raise SparkStartError(
         f"cannot reach the Spark master {master} within {timeout:g}s ({'; '.join(errors)}): "
         "start the master, or fix --master (e.g. local[*] to run Spark inside the loader)"
