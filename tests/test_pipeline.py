@@ -222,8 +222,57 @@ def test_the_example_workers_first_pipeline_runs_to_the_end(tmp_path):
     shutil.copytree(root / "workers" / "examples", work)
     r = subprocess.run(
         [sys.executable, "-m", "etlstage.cli", "run", "first-pipeline.yaml", "--once", "--no-progress"],
-        cwd=work, capture_output=True, text=True, timeout=300,
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert r.returncode == 0, r.stderr
     lines = (work / "output" / "numbers.txt").read_text().splitlines()
     assert sorted(int(x) for x in lines) == list(range(1, 100001))
+
+
+@pytest.mark.parametrize(
+    "extract, transform, load",
+    [
+        (["sh", "count.sh", "300", "40"], ["{c}/upper"], ["{c}/append", "out.txt"]),  # sh -> C -> C, cyclic
+        (["sh", "count.sh", "300"], ["sh", "upper.sh"], ["python", "append.py", "out.txt"]),  # sh -> awk -> SDK
+        (["python", "count.py", "300"], ["node", "upper.js"], ["{c}/append", "out.txt"]),  # SDK -> Node -> C
+    ],
+    ids=["sh-c-c", "sh-awk-python", "python-node-c"],
+)
+def test_example_workers_in_every_language_run_in_a_pipeline(tmp_path, c_build, extract, transform, load):
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import yaml
+
+    work = tmp_path / "examples"
+    shutil.copytree(Path(__file__).parent.parent / "workers" / "examples", work)
+
+    def argv(parts: list[str]) -> list[str]:
+        return [p.format(c=c_build) for p in parts]
+
+    cyclic = len(extract) == 4
+    t_mode = (
+        {"mode": "single"} if "upper.sh" in transform else {"mode": "batch", "batch_size": 7, "batch_driver": "worker"}
+    )
+    doc = {
+        "stages": [
+            {"name": "numbers", "type": "E", "mode": "cyclic" if cyclic else "plain", "command": argv(extract)},
+            {"name": "upper", "type": "T", "command": argv(transform), **t_mode},
+            {"name": "sink", "type": "L", "mode": "batch", "batch_size": 50, "command": argv(load)},
+        ]
+    }
+    (work / "p.yaml").write_text(yaml.safe_dump(doc))
+    r = subprocess.run(
+        [sys.executable, "-m", "etlstage.cli", "run", "p.yaml", "--once", "--no-progress"],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stderr
+    assert sorted(int(x) for x in (work / "out.txt").read_text().split()) == list(range(1, 301))
