@@ -1,7 +1,8 @@
 """One small error tree, grouped by phase (DESIGN.md §7).
 
 Every message names the bad value and what was expected.  "The worker went away"
-(:class:`WorkerGone`) is kept apart from "we closed it on purpose" (:class:`WorkerClosed`).
+(:class:`WorkerGone`: it exited or closed a pipe unasked) is kept apart from a worker we
+stopped on purpose, which raises nothing.
 """
 
 from __future__ import annotations
@@ -84,10 +85,6 @@ class WorkerGone(WorkerError):
 
 class WorkerTimeout(WorkerError):
     """The worker did not answer within its start-up, request or idle time limit."""
-
-
-class WorkerClosed(EtlstageError):
-    """We stopped the worker on purpose; pending operations on it end with this."""
 
 
 # --- pipeline ------------------------------------------------------------------------

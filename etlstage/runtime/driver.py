@@ -493,17 +493,13 @@ class ExtractDriver(_Driver):
                     window = None
                     restarts.succeeded()
                     if empty:
-                        self.stats.empty_cycles += 1
                         if self.once:  # its request acknowledged every earlier window
-                            self.stats.exhausted = True
                             await session.stop(self.stage.stop_timeout)
                             return
                         await asyncio.sleep(self.stage.poll_interval)
             except WorkerError as exc:
                 await session.abort()
                 self.stats.restarts += 1
-                if window is not None:
-                    window.attempts += 1
                 await restarts.wait(exc)
 
     async def _plain(self, session: WorkerSession, window: Window) -> None:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 class Window:
     """One cycle of a cyclic E-stage, or the whole run of a plain one."""
 
-    __slots__ = ("_on_change", "attempts", "closed", "live", "messages", "opened", "request", "seq", "source")
+    __slots__ = ("_on_change", "closed", "live", "messages", "opened", "request", "seq", "source")
 
     def __init__(
         self,
@@ -37,7 +37,6 @@ class Window:
         self.live = [0] * levels
         self.messages = 0  # extracted in this window
         self.opened = time.time()
-        self.attempts = 0
         self._on_change = on_change
 
     def __repr__(self) -> str:

@@ -46,7 +46,6 @@ class WorkerSession:
         self.completed = 0  # requests answered by this process
         self.started = time.monotonic()
         self.last_output = self.started
-        self.closing = False  # we closed its stdin on purpose
         self._read: asyncio.Future[bytes] | None = None
         self._rearm = asyncio.Event()
 
@@ -161,7 +160,6 @@ class WorkerSession:
             raise self.violation(exc) from None
 
     async def stop(self, grace: float = 10.0) -> int | None:
-        self.closing = True
         return await self.transport.stop(grace)
 
     def kill(self) -> None:

@@ -18,8 +18,6 @@ class StageStats:
     restarts: int = 0
     recycled: int = 0  # replaced between batches for max_rss
     deadletters: int = 0
-    empty_cycles: int = 0
-    exhausted: bool = False
     started: float = field(default_factory=time.monotonic)
     workers: dict[int, Any] = field(default_factory=dict)  # instance -> Transport
 
