@@ -166,6 +166,10 @@ def test_sigterm_stops_an_endless_pipeline_gracefully(pdir):
     deadline = time.time() + 30
     while time.time() < deadline and len(pdir.lines("out.txt")) < 500:
         time.sleep(0.1)
+    time.sleep(2.5)  # one heartbeat: `status` reads the running supervisor from the state store
+    status = pdir.etlstage("status")
+    assert f"running: pid {proc.pid}" in status.stdout, status.stdout
+    assert "MB cpu" in status.stdout and "windows in flight:" in status.stdout
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err

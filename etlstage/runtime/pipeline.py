@@ -316,20 +316,24 @@ class Pipeline:
             d.request_stop()
 
     def progress(self) -> dict[str, object]:
+        """What `etlstage status` shows of a running pipeline (written every 2 s)."""
+        stages: dict[str, object] = {}
+        for name, s in self.stats.items():
+            rss, cpu = s.resources()
+            stages[name] = {
+                "in": s.messages_in,
+                "out": s.messages_out,
+                "jobs": s.jobs,
+                "in_flight": s.in_flight,
+                "restarts": s.restarts,
+                "deadletters": s.deadletters,
+                "rss": rss,
+                "cpu": round(cpu, 1),
+            }
         return {
             "pid": os.getpid(),
             "elapsed": round(time.monotonic() - self.started, 3),
-            "stages": {
-                n: {
-                    "in": s.messages_in,
-                    "out": s.messages_out,
-                    "jobs": s.jobs,
-                    "in_flight": s.in_flight,
-                    "restarts": s.restarts,
-                    "deadletters": s.deadletters,
-                }
-                for n, s in self.stats.items()
-            },
+            "stages": stages,
             "windows_in_flight": sum(len(src.windows) for src in self.sources.values()),
         }
 
