@@ -276,3 +276,23 @@ def test_example_workers_in_every_language_run_in_a_pipeline(tmp_path, c_build, 
     )
     assert r.returncode == 0, r.stderr
     assert sorted(int(x) for x in (work / "out.txt").read_text().split()) == list(range(1, 301))
+
+
+def test_syslog_log_format_writes_rfc5424_lines_and_reaches_the_workers(pdir):
+    import re
+
+    pdir.write("""
+        stages:
+          - {name: src, type: E, command: ["{PY}", "-c", "import os, sys; print(os.environ['ETLSTAGE_LOG_FORMAT'])"]}
+          - {name: sink, type: L, command: ["{PY}", "{TW}", append, out.txt]}
+    """)
+    r = pdir.etlstage(
+        "run", "stages.yaml", "--once", "--no-progress", "--log-format", "syslog", "--syslog-facility", "local3"
+    )
+    assert r.code == 0, r.stderr
+    assert pdir.lines("out.txt") == ["syslog"]
+    line = re.compile(
+        r"^<15[0-9]>1 \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z \S+ etlstage-\d+\.\d+\.\d+ \d+ - - \[(INFO|WARNING)\] "
+    )
+    logged = [x for x in r.stderr.splitlines() if x.startswith("<")]
+    assert logged and all(line.match(x) for x in logged), logged[:3]
