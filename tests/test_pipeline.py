@@ -296,3 +296,19 @@ def test_syslog_log_format_writes_rfc5424_lines_and_reaches_the_workers(pdir):
     )
     logged = [x for x in r.stderr.splitlines() if x.startswith("<")]
     assert logged and all(line.match(x) for x in logged), logged[:3]
+
+
+def test_worker_reports_are_summed_over_this_runs_processes_in_the_summary(pdir):
+    pdir.write("""
+        stages:
+          - {name: src, type: E, command: ["{PY}", "{TW}", count, "100"]}
+          - {name: t, type: T, mode: batch, batch_size: 7, instances: 3, command: ["{PY}", "{TW}", counting]}
+          - {name: sink, type: L, command: ["{PY}", "{TW}", append, out.txt]}
+    """)
+    stage_dir = pdir.path / ".etlstage" / "stages" / "t"
+    stage_dir.mkdir(parents=True)
+    (stage_dir / "report-0-999999.json").write_text('{"seen": 1000}')  # an earlier run's process: ignored
+    r = pdir.run("--once")
+    assert r.code == 0, r.stderr
+    assert "t: seen 100, by size (short 0)" in r.stderr
+    assert len(list(stage_dir.glob("report-*.json"))) >= 2

@@ -28,6 +28,21 @@ def tables(out: Path) -> dict[str, list[tuple[str, str | None]]]:
     return got
 
 
+def _summary_counts(stderr: str, stage: str) -> dict:
+    """``rdss: messages 5,000, errors (GENERR001 54 ...), ...`` from the run summary."""
+    import re
+
+    line = next(x for x in stderr.splitlines() if x.startswith(f"{stage}: "))
+    out: dict = {}
+    for name, inner, number in re.findall(r"([a-z ]+?) (?:\(([^)]*)\)|([\d,]+))(?:, |$)", line[len(stage) + 2 :]):
+        if inner:
+            pairs = inner.split()
+            out[name] = {pairs[i]: int(pairs[i + 1].replace(",", "")) for i in range(0, len(pairs), 2)}
+        else:
+            out[name] = int(number.replace(",", ""))
+    return out
+
+
 def test_stock_pipeline_loads_exactly_the_expected_tables(tmp_path):
     shutil.copy(ROOT / "stages.yaml", tmp_path / "stages.yaml")
     run = subprocess.run(
@@ -47,6 +62,13 @@ def test_stock_pipeline_loads_exactly_the_expected_tables(tmp_path):
     for table in want:
         assert got[table] == sorted(want[table]), table  # exactly these ids, codes, no duplicates
     assert "extracted 5,000 messages" in run.stderr
+    # the summary accounts for every message at each stage
+    rdss = _summary_counts(run.stderr, "rdss")
+    assert rdss["messages"] == 5000
+    assert rdss["valid"] + sum(rdss["errors"].values()) + rdss["sequence parts"] + rdss["copies dropped"] == 5000
+    spark = _summary_counts(run.stderr, "spark")
+    assert spark["rows"]["valid"] == len(want["valid"]) and spark["rows"]["invalid"] == len(want["invalid"])
+    assert spark["messages"] == spark["rows"]["total"] + spark["duplicates skipped"]
     # a second run finds the stream consumed and the tables unchanged
     again = subprocess.run(
         [sys.executable, "-m", "etlstage.cli", "run", "stages.yaml", "--once", "--no-progress"],

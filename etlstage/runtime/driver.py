@@ -85,6 +85,9 @@ class _Driver:
         session = WorkerSession(transport, scenario, label, argv, self.stage.timeouts, self.stage.max_message_bytes)
         self.sessions[instance] = session
         self.stats.workers[instance] = transport
+        self.stats.state_dir = self.state_dir
+        if transport.pid is not None:
+            self.stats.pids.append(transport.pid)
         log.debug("started %s: pid %s", label, transport.pid)
         return session
 

@@ -65,9 +65,20 @@ async def report(pipeline: Pipeline, stream: TextIO | None = None, interval: flo
                 log.info("progress %s", " ".join(r.split()))
 
 
+def _counter(key: str, value: object) -> str:
+    if isinstance(value, dict):
+        inner = " ".join(f"{k} {v:,}" for k, v in sorted(value.items()))
+        return f"{key} ({inner})" if inner else f"{key} (none)"
+    return f"{key} {value:,}" if isinstance(value, int) else f"{key} {value}"
+
+
 def summary(pipeline: Pipeline) -> str:
     elapsed = time.monotonic() - pipeline.started
     rows = table(pipeline, live=False)
+    for s in pipeline.stats.values():
+        counters = s.reports()
+        if counters:
+            rows.append(f"{s.name}: " + ", ".join(_counter(k, v) for k, v in counters.items()))
     extract = sum(s.messages_out for s in pipeline.stats.values() if s.type == "E")
     dead = sum(s.deadletters for s in pipeline.stats.values())
     rows.append(

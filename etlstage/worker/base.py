@@ -56,6 +56,16 @@ class Worker:
     def teardown(self) -> None:
         """Once, when stdin closes: the supervisor has no more work.  Then exit 0."""
 
+    def report(self) -> dict[str, object] | None:
+        """Counters for the supervisor's end-of-run summary, e.g. ``{"valid": 12,
+        "invalid": {"GENERR004": 2}}``: numbers, or one level of named numbers.
+
+        Called after each batch, before its EOP is written; the SDK stores the result
+        as ``report-<instance>-<pid>.json`` in ``ETLSTAGE_STATE_DIR``.  Counters count
+        from the start of this process.  None (the default): nothing is written.
+        """
+        return None
+
 
 class Extractor(Worker):
     def extract(self, request: Request | None) -> Iterable[bytes]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import io
 import itertools
+import json
 import logging
 import os
 import sys
@@ -183,7 +184,20 @@ def _run_batch(w: Worker, batch: list[bytes], out: _Output, eop: bytes) -> None:
             w.load(batch)
         else:
             raise TypeError(f"a T- or L-stage needs a Transformer or Loader, got {type(w).__name__}")
+        write_report(w)
     out.signal(eop)
+
+
+def write_report(w: Worker) -> None:
+    """The worker's counters, written atomically before the batch is acknowledged."""
+    counters = w.report()
+    state_dir = getattr(getattr(w, "scenario", None), "state_dir", "")
+    if counters is None or not state_dir:
+        return
+    path = os.path.join(state_dir, f"report-{w.scenario.instance}-{os.getpid()}.json")
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        json.dump(counters, f)
+    os.replace(path + ".tmp", path)
 
 
 def main(

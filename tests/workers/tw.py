@@ -45,6 +45,19 @@ class Upper(Transformer):
         return [m.upper() for m in messages]
 
 
+class Counting(Transformer):
+    """counting: passes messages on and reports how many it saw (Worker.report)."""
+
+    seen = 0
+
+    def process(self, messages):
+        self.seen += len(messages)
+        return messages
+
+    def report(self):
+        return {"seen": self.seen, "by size": {"short": sum(1 for _ in range(0))}}
+
+
 class Fanout(Transformer):
     """0 results for multiples of 3, 2 for multiples of 3 plus 1, else 1."""
 
@@ -157,6 +170,8 @@ def build(argv: list[str]):
         return Upper()
     if kind == "pass":
         return lambda messages: messages
+    if kind == "counting":
+        return Counting()
     if kind == "fanout":
         return Fanout()
     if kind == "append":

@@ -100,6 +100,18 @@ class RdssTransformer(Transformer):
         )
         self.ldr.close()
 
+    def report(self) -> dict[str, object]:
+        """This process's counts, for the supervisor's end-of-run summary."""
+        c = self.counters
+        return {
+            "messages": c.received + c.batch_duplicates,
+            "valid": c.valid,
+            "errors": dict(c.by_code),
+            "sequence parts": c.parts,
+            "sequences reassembled": self.reassembler.completed,
+            "copies dropped": c.batch_duplicates,
+        }
+
     def process(self, messages: list[bytes]) -> list[bytes]:
         now = self.clock()
         unique: list[bytes] = []

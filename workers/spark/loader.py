@@ -25,7 +25,7 @@ import time
 import uuid
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow.parquet as pq
 from etlstage_workers.spark import publish as pub
@@ -50,6 +50,7 @@ class ClaimTimeout(RuntimeError):
 class SparkLoader(Loader):
     def __init__(self, config: LoaderConfig, spark: SparkSession | None = None) -> None:
         """``spark``: an existing session to use (embedding, tests); it is left running at teardown."""
+        self._report: dict[str, Any] = {"rows": {}, "duplicates skipped": 0, "messages": 0}
         self.config = config
         self.output = os.path.abspath(config.output)
         self.spark = spark
@@ -127,8 +128,17 @@ class SparkLoader(Loader):
 
     # --- one batch -------------------------------------------------------------------
 
+    def report(self) -> dict[str, object]:
+        """Rows written per table and duplicates skipped by this process, for the run summary."""
+        return {
+            "messages": self._report["messages"],
+            "rows": dict(self._report["rows"]),
+            "duplicates skipped": self._report["duplicates skipped"],
+        }
+
     def load(self, messages: list[bytes]) -> None:
         assert self.store is not None
+        self._report["messages"] += len(messages)
         clock = _Clock()
         prepared = prepare(messages, self.config)
         clock.lap("parse")
@@ -151,6 +161,7 @@ class SparkLoader(Loader):
             earlier = self._settle(batch, held)
             positions = [pos for key, pos in first.items() if key not in earlier]
             duplicates = in_batch_dupes + len(earlier)
+            self._report["duplicates skipped"] += duplicates
             if not positions:
                 self.store.finish_empty(batch, duplicates)
                 pub.remove(self.output, batch)
@@ -160,6 +171,8 @@ class SparkLoader(Loader):
                 self._write_input(batch, prepared, positions)
             counts = self._run_spark(batch, prepared, positions, clock)
             self.store.mark_staged(batch, counts, duplicates)
+            for table, n in counts.items():
+                self._report["rows"][table] = self._report["rows"].get(table, 0) + n
             clock.lap("record")
         except BaseException:
             if self.store.state_of(batch) in (CLAIMED, None):
