@@ -44,25 +44,41 @@ def table(pipeline: Pipeline, live: bool = True) -> list[str]:
     rows.append(
         f"windows in flight: {sum(len(src.windows) for src in pipeline.sources.values())}   elapsed: {elapsed:,.1f}s"
     )
+    if live:  # what the workers report (per-shard lag, outcomes), refreshed as they write it
+        rows.extend(counter_lines(pipeline))
     return rows
+
+
+def counter_lines(pipeline: Pipeline) -> list[str]:
+    lines = []
+    for s in pipeline.stats.values():
+        counters = s.reports()
+        if counters:
+            lines.append(f"{s.name}: " + ", ".join(_counter(k, v) for k, v in counters.items()))
+    return lines
 
 
 async def report(pipeline: Pipeline, stream: TextIO | None = None, interval: float = 10.0) -> None:
     stream = stream or sys.stderr
     tty = stream.isatty()
     drawn = 0
-    while True:
-        await asyncio.sleep(1.0 if tty else interval)
-        rows = table(pipeline)
-        if tty:
-            if drawn:
-                stream.write(f"\x1b[{drawn}F\x1b[J")
-            stream.write("\n".join(rows) + "\n")
+    try:
+        while True:
+            await asyncio.sleep(1.0 if tty else interval)
+            rows = table(pipeline)
+            if tty:
+                if drawn:
+                    stream.write(f"\x1b[{drawn}F\x1b[J")
+                stream.write("\n".join(rows) + "\n")
+                stream.flush()
+                drawn = len(rows)
+            else:
+                for r in rows[1:]:
+                    log.info("progress %s", " ".join(r.split()))
+    finally:
+        if drawn:  # the summary replaces the live table
+            stream.write(f"\x1b[{drawn}F\x1b[J")
             stream.flush()
-            drawn = len(rows)
-        else:
-            for r in rows[1:-1]:
-                log.info("progress %s", " ".join(r.split()))
 
 
 def _counter(key: str, value: object) -> str:
@@ -75,10 +91,7 @@ def _counter(key: str, value: object) -> str:
 def summary(pipeline: Pipeline) -> str:
     elapsed = time.monotonic() - pipeline.started
     rows = table(pipeline, live=False)
-    for s in pipeline.stats.values():
-        counters = s.reports()
-        if counters:
-            rows.append(f"{s.name}: " + ", ".join(_counter(k, v) for k, v in counters.items()))
+    rows.extend(counter_lines(pipeline))
     extract = sum(s.messages_out for s in pipeline.stats.values() if s.type == "E")
     dead = sum(s.deadletters for s in pipeline.stats.values())
     rows.append(

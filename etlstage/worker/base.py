@@ -60,7 +60,7 @@ class Worker:
         """Counters for the supervisor's end-of-run summary, e.g. ``{"valid": 12,
         "invalid": {"GENERR004": 2}}``: numbers, or one level of named numbers.
 
-        Called after each batch, before its EOP is written; the SDK stores the result
+        Called after each batch or cycle, before its EOP is written; the SDK stores the result
         as ``report-<instance>-<pid>.json`` in ``ETLSTAGE_STATE_DIR``.  Counters count
         from the start of this process.  None (the default): nothing is written.
         """

@@ -122,6 +122,7 @@ def _loop(w: Worker, sc: Scenario, stdin: BinaryIO, out: _Output) -> None:
     if sc.type == "E" and sc.mode == "plain":
         assert isinstance(w, Extractor), "an E-stage needs an Extractor"
         out.messages(w.extract(None))
+        write_report(w)
         out.flush()
         return
 
@@ -156,6 +157,7 @@ def _loop(w: Worker, sc: Scenario, stdin: BinaryIO, out: _Output) -> None:
                     if cycle > 0:
                         w.on_window_done(request)
                     out.messages(w.extract(request))
+                    write_report(w)
                     out.signal(m.EOP)
                     out.flush()
                     cycle += 1

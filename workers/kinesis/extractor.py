@@ -111,6 +111,11 @@ class KinesisExtractor(Extractor):
             self._pool.shutdown(wait=False, cancel_futures=True)
         self.store.close()
 
+    def report(self) -> dict[str, object]:
+        """Records read by this process and each shard's MillisBehindLatest, for the supervisor."""
+        lags = {c.shard_id: c.lag_ms for c in self._cursors.values() if c.lag_ms is not None}
+        return {"records": self.records_out, "lag ms": lags}
+
     def extract(self, request: Request | None) -> Iterator[bytes]:
         if request is None:
             return self._plain()
