@@ -1,0 +1,143 @@
+"""Stock pipeline benchmark: Kinesis (emulator) -> RDSS -> Spark, end to end, against each
+stage alone on the same input, for ~1 KB and ~4 KB valid RDSS messages.  Writes a table
+and a plot (docs/stock-pipeline.png).
+
+    python bench/stock_pipeline.py [--n1k 10000] [--n4k 5000]
+
+Every run is a whole `etlstage run --once`, start-up included (the emulator's ~2 s, the
+Spark session's ~10 s), the same way for the pipeline and for each stage alone:
+  kinesis alone: emulator -> etlstage-kinesis -> a C loader that discards;
+  rdss alone:    cat records -> etlstage-rdss -> a C loader that discards;
+  spark alone:   cat rdss results -> etlstage-spark-load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+HERE = Path(__file__).parent
+W = HERE / "workers"
+PY = sys.executable
+sys.path.insert(0, str(HERE.parent))
+
+from etlstage_workers.rdss.demo import _Maker
+
+
+def messages(n: int, large: bool, seed: int = 3) -> list[bytes]:
+    maker = _Maker(seed)
+    out = []
+    for _ in range(n):
+        if large:
+            doc = maker.message(("MetadataCreate", "Command"))
+            doc["messageBody"] = maker.research_object(3)
+        else:
+            doc = maker.message(("VocabularyPatch", "Command"))
+            doc["messageBody"]["vocabularyTerms"] = sorted({maker.words(3) for _ in range(16)})
+        out.append(json.dumps(doc, separators=(",", ":")).encode())
+    return out
+
+
+RDSS = "{name: rdss, type: T, mode: batch, batch_size: 500, command: [etlstage-rdss, run]}"
+SPARK = '{name: spark, type: L, mode: batch, batch_size: 5000, linger: 1, command: [etlstage-spark-load, --rdss, --output, out, --master, "local[2]"]}'
+DISCARD = '{{name: discard, type: L, mode: batch, batch_size: 500, command: ["{loader}"]}}'
+KINESIS = "{name: kinesis, type: E, mode: cyclic, command: [etlstage-kinesis, --stream, s, --region, us-east-1]}"
+SERVICE = (
+    """services:
+  - {name: emulator, command: ["%s", -m, etlstage_workers.kinesis.emulator, --service, --stream, s, --shards, "2",
+                                --records, records.jsonl]}
+"""
+    % PY
+)
+
+
+def run(work: Path, yaml_text: str) -> float:
+    shutil.rmtree(work / ".etlstage", ignore_errors=True)
+    shutil.rmtree(work / "out", ignore_errors=True)
+    (work / "stages.yaml").write_text(textwrap.dedent(yaml_text))
+    t0 = time.perf_counter()
+    r = subprocess.run(
+        [PY, "-m", "etlstage.cli", "run", "stages.yaml", "--once", "--no-progress"],
+        cwd=work,
+        capture_output=True,
+        text=True,
+    )
+    if r.returncode != 0:
+        raise SystemExit(f"run failed:\n{r.stderr[-3000:]}")
+    return time.perf_counter() - t0
+
+
+def measure(work: Path, n: int, large: bool) -> dict[str, float]:
+    records = messages(n, large)
+    (work / "records.jsonl").write_bytes(b"\n".join(records) + b"\n")
+    loader = work / "discard"
+    subprocess.run(["cc", "-O2", "-o", str(loader), str(W / "null_loader.c")], check=True)
+    discard = DISCARD.format(loader=loader)
+    times = {}
+    times["kinesis alone"] = run(work, SERVICE + f"stages:\n  - {KINESIS}\n  - {discard}\n")
+    times["rdss alone"] = run(
+        work, f"stages:\n  - {{name: cat, type: E, command: [cat, records.jsonl]}}\n  - {RDSS}\n  - {discard}\n"
+    )
+    # the results of rdss, as the spark stage receives them
+    (work / "results.jsonl").unlink(missing_ok=True)
+    run(
+        work,
+        f"stages:\n  - {{name: cat, type: E, command: [cat, records.jsonl]}}\n  - {RDSS}\n"
+        f'  - {{name: keep, type: L, mode: batch, batch_size: 500, command: ["{PY}", "{W / "keep.py"}", results.jsonl]}}\n',
+    )
+    times["spark alone"] = run(
+        work, f"stages:\n  - {{name: cat, type: E, command: [cat, results.jsonl]}}\n  - {SPARK}\n"
+    )
+    times["pipeline"] = run(work, SERVICE + f"stages:\n  - {KINESIS}\n  - {RDSS}\n  - {SPARK}\n")
+    return {k: n / v for k, v in times.items()}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n1k", type=int, default=10000)
+    ap.add_argument("--n4k", type=int, default=5000)
+    ap.add_argument("--plot", default=str(HERE.parent / "docs" / "stock-pipeline.png"))
+    a = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="etlstage-stock-bench-"))
+    results = {}
+    for label, n, large in (("~1 KB", a.n1k, False), ("~4 KB", a.n4k, True)):
+        size = sum(map(len, messages(50, large))) / 50
+        rates = measure(work, n, large)
+        results[f"{label} ({size / 1000:.1f} KB, {n:,} messages)"] = rates
+    print(f"{'input':<32} {'stage':<14} {'records/s':>10}")
+    for label, rates in results.items():
+        slowest = min(v for k, v in rates.items() if k != "pipeline")
+        for k, v in rates.items():
+            print(f"{label:<32} {k:<14} {v:>10,.0f}")
+        print(f"{label:<32} {'pipeline / slowest stage':<14} {rates['pipeline'] / slowest:>10.0%}")
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib not installed: no plot")
+        return
+    fig, axes = plt.subplots(1, len(results), figsize=(10, 4), sharey=False)
+    for ax, (label, rates) in zip(axes, results.items(), strict=True):
+        names = list(rates)
+        ax.bar(names, [rates[k] for k in names], color=["#7a9", "#79a", "#a97", "#c55"])
+        ax.set_title(label, fontsize=9)
+        ax.set_ylabel("records/s (whole run, start-up included)")
+        ax.tick_params(axis="x", labelrotation=20, labelsize=8)
+    fig.suptitle("etlstage stock pipeline: each stage alone vs the pipeline")
+    fig.tight_layout()
+    fig.savefig(a.plot, dpi=110)
+    print(f"plot: {a.plot}")
+    shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
