@@ -20,7 +20,7 @@ from etlstage.config.model import StageConfig
 from etlstage.errors import PipelineError, ProtocolViolation, WorkerError
 from etlstage.protocol.framing import BNC, EOP, count_eom
 from etlstage.protocol.scenario import Scenario
-from etlstage.runtime.flow import Inbox, Job, Piece, Window, cut_block
+from etlstage.runtime.flow import Inbox, Job, Piece, Window
 from etlstage.runtime.session import WorkerSession
 from etlstage.runtime.stats import StageStats
 from etlstage.runtime.tasks import run_all, run_until
@@ -546,4 +546,4 @@ class ExtractDriver(_Driver):
 STOP = object()
 
 
-__all__ = ["STOP", "ExtractDriver", "Restarts", "TransformDriver", "cut_block"]
+__all__ = ["STOP", "ExtractDriver", "Restarts", "TransformDriver"]

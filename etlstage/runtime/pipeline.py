@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from etlstage.config.model import PipelineConfig, StageConfig
-from etlstage.errors import EtlstageError, PipelineError, WorkerError
+from etlstage.errors import PipelineError
 from etlstage.protocol.framing import check_messages, reframe, split_block
 from etlstage.protocol.scenario import Scenario
-from etlstage.runtime.driver import STOP, ExtractDriver, TransformDriver
+from etlstage.runtime.driver import STOP, EmitFn, ExtractDriver, TransformDriver
 from etlstage.runtime.flow import Inbox, Job, Piece, Window
 from etlstage.runtime.offsets import make_policy
 from etlstage.runtime.services import Services
@@ -101,7 +101,7 @@ class Pipeline:
 
     # --- moving pieces between levels -----------------------------------------------------
 
-    def emitter(self, level: int, stage: StageConfig):  # type: ignore[no-untyped-def]
+    def emitter(self, level: int, stage: StageConfig) -> EmitFn:
         targets = self.levels[level + 1]
 
         async def emit(piece: Piece) -> None:
@@ -388,4 +388,4 @@ def install_signal_handlers(pipeline: Pipeline, hard_stop: asyncio.Future[None])
         loop.add_signal_handler(sig, on_signal, sig)
 
 
-__all__ = ["EtlstageError", "Pipeline", "WorkerError", "install_signal_handlers"]
+__all__ = ["Pipeline", "install_signal_handlers"]
