@@ -7,20 +7,21 @@ import random
 
 import pytest
 
-from etlstage.runtime.flow import Inbox, Piece, Window, cut_block
+from etlstage.runtime.flow import Inbox, Piece, Window, cut_position
 
 
 @pytest.mark.parametrize("seed", range(5))
-def test_cut_block_matches_a_plain_split_for_any_sizes(seed):
+def test_cut_position_matches_a_plain_split_for_any_sizes(seed):
     rng = random.Random(seed)
     for _ in range(500):
         k = rng.randint(1, 300)
         msgs = [b"y" * rng.choice([0, 1, 7, 100, 900]) for _ in range(k)]
         block = b"\n".join(msgs) + b"\n"
         n = rng.randint(1, k)
-        head, rest = cut_block(block, n, b"\n", k)
-        assert head == b"".join(m + b"\n" for m in msgs[:n])
-        assert head + rest == block
+        start = rng.randint(0, k - n)  # cut from any message boundary, as an inbox does
+        offset = sum(len(m) + 1 for m in msgs[:start])
+        pos = cut_position(block, n, b"\n", offset, k - start)
+        assert block[offset:pos] == b"".join(m + b"\n" for m in msgs[start : start + n])
 
 
 def test_inbox_takes_across_and_within_pieces_and_keeps_counts():

@@ -106,16 +106,6 @@ def cut_position(block: bytes, n: int, eom: bytes, start: int = 0, total: int | 
     return pos
 
 
-def cut_block(block: bytes, n: int, eom: bytes, total: int | None = None) -> tuple[bytes, bytes]:
-    """The first ``n`` messages of a block, and the rest.
-
-    >>> cut_block(b"a\\nb\\nc\\n", 2, b"\\n")
-    (b'a\\nb\\n', b'c\\n')
-    """
-    pos = cut_position(block, n, eom, 0, total)
-    return block[:pos], block[pos:]
-
-
 class Inbox:
     """Bounded FIFO of pieces in front of a stage.  ``put`` waits while it is full."""
 
