@@ -132,11 +132,19 @@ def _explain(e: jsonschema.ValidationError) -> str:
         hint = f"; known keys: {', '.join(known)}" if known else ""
         return f"unknown key(s) {', '.join(repr(x) for x in extra) or e.message}{hint}"
     if e.validator == "oneOf" and e.context:
-        best = jsonschema.exceptions.best_match(e.context)
+        # explain with the alternative meant for this kind of value (a list for a list...)
+        kind = {list: "array", str: "string", bool: "boolean", int: "integer", float: "number", dict: "object"}
+        same = [c for c in e.context if _schema_type(c.schema) == kind.get(type(e.instance))]
+        best = jsonschema.exceptions.best_match(same or e.context)
         return f"{e.instance!r} is not valid: {best.message}"
     if e.validator == "enum":
         return f"{e.instance!r} is not one of {', '.join(repr(x) for x in e.validator_value)}"
     return e.message
+
+
+def _schema_type(schema: object) -> str | None:
+    t = schema.get("type") if isinstance(schema, dict) else None
+    return t if isinstance(t, str) else None
 
 
 def _resolve(data: dict[str, Any], at: Any, source: str, base_dir: str) -> PipelineConfig:
