@@ -16,11 +16,23 @@ TW = str(HERE / "workers" / "tw.py")
 PY = sys.executable
 
 
+ETLSTAGE = [PY, "-m", "etlstage.cli"]
+RUN_ONCE = [*ETLSTAGE, "run", "stages.yaml", "--once", "--no-progress"]
+
+
 @dataclass
 class Run:
     code: int
     stdout: str
     stderr: str
+
+
+def etlstage(cwd: Path, *args: str, timeout: float = 120, env: dict[str, str] | None = None) -> Run:
+    """The real CLI in a subprocess, as a user runs it."""
+    proc = subprocess.run(
+        [*ETLSTAGE, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})}
+    )
+    return Run(proc.returncode, proc.stdout, proc.stderr)
 
 
 class PipelineDir:
@@ -33,16 +45,7 @@ class PipelineDir:
         return p
 
     def etlstage(self, *args: str, timeout: float = 120, env: dict[str, str] | None = None) -> Run:
-        full_env = {**os.environ, **(env or {})}
-        proc = subprocess.run(
-            [PY, "-m", "etlstage.cli", *args],
-            cwd=self.path,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            env=full_env,
-        )
-        return Run(proc.returncode, proc.stdout, proc.stderr)
+        return etlstage(self.path, *args, timeout=timeout, env=env)
 
     def run(self, *args: str, timeout: float = 120) -> Run:
         return self.etlstage("run", "stages.yaml", "--no-progress", *args, timeout=timeout)

@@ -12,11 +12,11 @@ import os
 import random
 import signal
 import subprocess
-import sys
 import time
 
 import psutil
 import pytest
+from conftest import RUN_ONCE
 
 N = 10_000
 KILLS = 20
@@ -52,7 +52,7 @@ def pipeline(offsets: str, loader: str) -> str:
 def crash_run(pdir, seed: int) -> tuple[int, collections.Counter[str]]:
     rng = random.Random(seed)
     kills = 0
-    cmd = [sys.executable, "-m", "etlstage.cli", "run", "stages.yaml", "--once", "--no-progress"]
+    cmd = RUN_ONCE
     deadline = time.time() + 240
     log = open(pdir.path / "supervisor.log", "ab")
     while time.time() < deadline:

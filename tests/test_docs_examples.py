@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+from conftest import etlstage
 
 from etlstage.testing import StageHarness
 
@@ -29,14 +30,11 @@ def test_documented_example(code, tmp_path, monkeypatch):
 
 
 def test_getting_started_node_worker_passes_check_worker(tmp_path):
-    import subprocess
-    import sys
 
     code = re.search(r"```js\n(.*?)```", (ROOT / "docs" / "getting-started.md").read_text(), re.S).group(1)
     (tmp_path / "shout.js").write_text(code)
-    r = subprocess.run([sys.executable, "-m", "etlstage.cli", "check-worker", "--type", "T", "--mode", "single",
-                        "--", "node", str(tmp_path / "shout.js")], capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stdout
+    r = etlstage(ROOT, "check-worker", "--type", "T", "--mode", "single", "--", "node", str(tmp_path / "shout.js"))
+    assert r.code == 0, r.stdout
     assert "5 passed, 0 failed" in r.stdout
 
 
@@ -50,8 +48,11 @@ def _yaml_examples():
             except yaml.YAMLError:
                 continue
             stages = data.get("stages") if isinstance(data, dict) else None
-            if isinstance(stages, list) and len(stages) >= 2 and all(isinstance(s, dict) and "command" in s
-                                                                      for s in stages):
+            if (
+                isinstance(stages, list)
+                and len(stages) >= 2
+                and all(isinstance(s, dict) and "command" in s for s in stages)
+            ):
                 yield pytest.param(block, id=f"{doc.relative_to(ROOT)}:{block.splitlines()[0][:30]}")
 
 

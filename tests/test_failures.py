@@ -5,11 +5,11 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 
 import psutil
 import pytest
+from conftest import ETLSTAGE
 
 FAST_RESTART = "restart: {max_restarts: 2, backoff: 0.05}"
 
@@ -130,7 +130,7 @@ def test_no_orphans_after_the_supervisor_is_killed(pdir):
           - {name: sink, type: L, command: ["{PY}", "{TW}", ignore-term]}
     """)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "etlstage.cli", "run", "stages.yaml", "--no-progress"],
+        [*ETLSTAGE, "run", "stages.yaml", "--no-progress"],
         cwd=pdir.path,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -158,7 +158,7 @@ def test_sigterm_stops_an_endless_pipeline_gracefully(pdir):
           - {name: sink, type: L, mode: batch, batch_size: 100, command: ["{PY}", "{TW}", append, out.txt]}
     """)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "etlstage.cli", "run", "stages.yaml", "--no-progress"],
+        [*ETLSTAGE, "run", "stages.yaml", "--no-progress"],
         cwd=pdir.path,
         stderr=subprocess.PIPE,
         text=True,
@@ -210,7 +210,7 @@ def test_a_worker_over_max_rss_is_replaced_between_batches(pdir, tmp_path):
         "from etlstage.worker import run_transformer\n"
         "hoard = []\n"
         "def f(ms):\n"
-        "    hoard.append(b\"x\" * (8 << 20))  # 8 MB more per batch, touched\n"
+        '    hoard.append(b"x" * (8 << 20))  # 8 MB more per batch, touched\n'
         "    time.sleep(0.05)\n"
         "    return ms\n"
         "run_transformer(f)\n"

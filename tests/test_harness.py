@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import Run, etlstage
 
 from etlstage.protocol import Markers
 from etlstage.testing import StageHarness, WorkerFailed
@@ -98,26 +98,20 @@ def test_conformance_suite_for_an_extractor(tmp_path):
     assert all(r.passed for r in results), report(results)
 
 
-def check_worker(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "etlstage.cli", "check-worker", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=ROOT,
-    )
+def check_worker(*args: str) -> Run:
+    return etlstage(ROOT, "check-worker", *args, timeout=300)
 
 
 @pytest.mark.parametrize("argv", [["node", "workers/examples/upper.js"], [sys.executable, "workers/examples/upper.py"]])
 def test_check_worker_cli_passes_example_workers(argv):
     r = check_worker("--type", "T", "--", *argv)
-    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.code == 0, r.stdout + r.stderr
     assert "7 passed, 0 failed" in r.stdout
 
 
 def test_check_worker_cli_passes_the_c_worker(c_build):
     r = check_worker("--type", "T", "--", str(Path(c_build) / "upper"))
-    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.code == 0, r.stdout + r.stderr
 
 
 def test_check_worker_says_exactly_what_is_wrong_with_a_late_bnc():
@@ -132,18 +126,18 @@ def test_check_worker_says_exactly_what_is_wrong_with_a_late_bnc():
         sys.executable,
         "tests/workers/broken_bnc.py",
     )
-    assert r.returncode == 1
+    assert r.code == 1
     assert "FAIL  batch, worker-driven (size 3)" in r.stdout
     assert "BNC after message 3 of a batch of 3 — that message filled the batch" in r.stdout
 
 
 def test_check_worker_catches_a_stray_print():
     r = check_worker("--type", "T", "--mode", "single", "--", "sh", "tests/workers/stray_print.sh")
-    assert r.returncode == 1
+    assert r.code == 1
     assert "the worker wrote bytes with no request outstanding" in r.stdout
     assert "hello from stray_print.sh" in r.stdout
 
 
 def test_check_worker_rejects_bad_options():
     r = check_worker("--type", "E", "--mode", "batch", "--", "true")
-    assert r.returncode == 2 and "not a mode of a E-stage" in r.stderr
+    assert r.code == 2 and "not a mode of a E-stage" in r.stderr

@@ -7,8 +7,9 @@ import json
 import random
 import signal
 import subprocess
-import sys
 import time
+
+from conftest import RUN_ONCE
 
 
 def test_every_kinesis_record_arrives_despite_supervisor_kills(pdir):
@@ -25,7 +26,7 @@ def test_every_kinesis_record_arrives_despite_supervisor_kills(pdir):
           - {name: sink, type: L, mode: batch, batch_size: 150, command: ["{PY}", "{TW}", idem, out.txt]}
     """)
     rng = random.Random(5)
-    cmd = [sys.executable, "-m", "etlstage.cli", "run", "stages.yaml", "--once", "--no-progress"]
+    cmd = RUN_ONCE
     kills = 0
     with open(pdir.path / "log.txt", "ab") as log:
         while kills < 5:

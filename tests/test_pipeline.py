@@ -6,6 +6,7 @@ import json
 import sqlite3
 
 import pytest
+from conftest import ETLSTAGE, etlstage
 
 
 def expected_fanout(n: int) -> list[str]:
@@ -122,11 +123,10 @@ def test_time_policy_requests_iso_ranges(pdir):
     # the worker echoes each request once; requests never stop (time keeps going), so stop it
     import signal as sig
     import subprocess
-    import sys
     import time
 
     proc = subprocess.Popen(
-        [sys.executable, "-m", "etlstage.cli", "run", "stages.yaml", "--no-progress"],
+        [*ETLSTAGE, "run", "stages.yaml", "--no-progress"],
         cwd=pdir.path,
         stderr=subprocess.PIPE,
         text=True,
@@ -213,21 +213,13 @@ def test_kcl_multilang_stage_option_wraps_a_multilangdaemon_processor(pdir):
 
 def test_the_example_workers_first_pipeline_runs_to_the_end(tmp_path):
     import shutil
-    import subprocess
-    import sys
     from pathlib import Path
 
     root = Path(__file__).parent.parent
     work = tmp_path / "examples"
     shutil.copytree(root / "workers" / "examples", work)
-    r = subprocess.run(
-        [sys.executable, "-m", "etlstage.cli", "run", "first-pipeline.yaml", "--once", "--no-progress"],
-        cwd=work,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert r.returncode == 0, r.stderr
+    r = etlstage(work, "run", "first-pipeline.yaml", "--once", "--no-progress", timeout=300)
+    assert r.code == 0, r.stderr
     lines = (work / "output" / "numbers.txt").read_text().splitlines()
     assert sorted(int(x) for x in lines) == list(range(1, 100001))
 
@@ -243,8 +235,6 @@ def test_the_example_workers_first_pipeline_runs_to_the_end(tmp_path):
 )
 def test_example_workers_in_every_language_run_in_a_pipeline(tmp_path, c_build, extract, transform, load):
     import shutil
-    import subprocess
-    import sys
     from pathlib import Path
 
     import yaml
@@ -267,14 +257,8 @@ def test_example_workers_in_every_language_run_in_a_pipeline(tmp_path, c_build, 
         ]
     }
     (work / "p.yaml").write_text(yaml.safe_dump(doc))
-    r = subprocess.run(
-        [sys.executable, "-m", "etlstage.cli", "run", "p.yaml", "--once", "--no-progress"],
-        cwd=work,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert r.returncode == 0, r.stderr
+    r = etlstage(work, "run", "p.yaml", "--once", "--no-progress", timeout=300)
+    assert r.code == 0, r.stderr
     assert sorted(int(x) for x in (work / "out.txt").read_text().split()) == list(range(1, 301))
 
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow.dataset as ds
+from conftest import RUN_ONCE, etlstage
 
 ROOT = Path(__file__).parent.parent
 
@@ -45,14 +45,8 @@ def _summary_counts(stderr: str, stage: str) -> dict:
 
 def test_stock_pipeline_loads_exactly_the_expected_tables(tmp_path):
     shutil.copy(ROOT / "stages.yaml", tmp_path / "stages.yaml")
-    run = subprocess.run(
-        [sys.executable, "-m", "etlstage.cli", "run", "stages.yaml", "--once", "--no-progress"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert run.returncode == 0, run.stderr[-5000:]
+    run = etlstage(tmp_path, *RUN_ONCE[3:], timeout=900)
+    assert run.code == 0, run.stderr[-5000:]
     expected = json.loads((tmp_path / ".etlstage/demo/expected.json").read_text())
     assert expected["counts"]["records"] >= 5000
     want: dict[str, list[tuple[str, str | None]]] = {"valid": [], "invalid": [], "error": []}
@@ -70,14 +64,8 @@ def test_stock_pipeline_loads_exactly_the_expected_tables(tmp_path):
     assert spark["rows"]["valid"] == len(want["valid"]) and spark["rows"]["invalid"] == len(want["invalid"])
     assert spark["messages"] == spark["rows"]["total"] + spark["duplicates skipped"]
     # a second run finds the stream consumed and the tables unchanged
-    again = subprocess.run(
-        [sys.executable, "-m", "etlstage.cli", "run", "stages.yaml", "--once", "--no-progress"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert again.returncode == 0, again.stderr[-5000:]
+    again = etlstage(tmp_path, *RUN_ONCE[3:], timeout=900)
+    assert again.code == 0, again.stderr[-5000:]
     assert tables(tmp_path / "output/rdss") == got
 
 
@@ -95,7 +83,7 @@ def test_stock_pipeline_survives_kills_of_every_worker_and_the_supervisor(tmp_pa
     shutil.copy(ROOT / "stages.yaml", tmp_path / "stages.yaml")
     seed = int(os.environ.get("ETLSTAGE_CRASH_SEED", "8"))
     rng = random.Random(seed)
-    cmd = [sys.executable, "-m", "etlstage.cli", "run", "stages.yaml", "--once", "--no-progress"]
+    cmd = RUN_ONCE
     targets = ["etlstage-kinesis", "etlstage-rdss", "etlstage-spark-load", "supervisor"]
     kills: list[str] = []
     deadline = time.time() + 900
