@@ -2,37 +2,17 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import textwrap
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from run_cli import Run, etlstage
 
 HERE = Path(__file__).parent
 TW = str(HERE / "workers" / "tw.py")
 PY = sys.executable
-
-
-ETLSTAGE = [PY, "-m", "etlstage.cli"]
-RUN_ONCE = [*ETLSTAGE, "run", "stages.yaml", "--once", "--no-progress"]
-
-
-@dataclass
-class Run:
-    code: int
-    stdout: str
-    stderr: str
-
-
-def etlstage(cwd: Path, *args: str, timeout: float = 120, env: dict[str, str] | None = None) -> Run:
-    """The real CLI in a subprocess, as a user runs it."""
-    proc = subprocess.run(
-        [*ETLSTAGE, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})}
-    )
-    return Run(proc.returncode, proc.stdout, proc.stderr)
 
 
 class PipelineDir:

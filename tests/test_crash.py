@@ -16,7 +16,7 @@ import time
 
 import psutil
 import pytest
-from conftest import RUN_ONCE
+from run_cli import RUN_ONCE
 
 N = 10_000
 KILLS = 20

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import etlstage
+from run_cli import etlstage
 
 from etlstage.testing import StageHarness
 

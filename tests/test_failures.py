@@ -9,7 +9,7 @@ import time
 
 import psutil
 import pytest
-from conftest import ETLSTAGE
+from run_cli import ETLSTAGE
 
 FAST_RESTART = "restart: {max_restarts: 2, backoff: 0.05}"
 

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import Run, etlstage
+from run_cli import Run, etlstage
 
 from etlstage.protocol import Markers
 from etlstage.testing import StageHarness, WorkerFailed

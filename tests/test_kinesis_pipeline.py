@@ -9,7 +9,7 @@ import signal
 import subprocess
 import time
 
-from conftest import RUN_ONCE
+from run_cli import RUN_ONCE
 
 
 def test_every_kinesis_record_arrives_despite_supervisor_kills(pdir):

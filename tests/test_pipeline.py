@@ -6,7 +6,7 @@ import json
 import sqlite3
 
 import pytest
-from conftest import ETLSTAGE, etlstage
+from run_cli import ETLSTAGE, etlstage
 
 
 def expected_fanout(n: int) -> list[str]:

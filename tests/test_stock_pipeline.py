@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pyarrow.dataset as ds
-from conftest import RUN_ONCE, etlstage
+from run_cli import RUN_ONCE, etlstage
 
 ROOT = Path(__file__).parent.parent
 
