@@ -6,13 +6,16 @@
 
 In ``single`` mode ``process`` gets a list of one message; in ``batch`` mode the whole
 batch.  A :class:`Loader` returns nothing; returning means "durably loaded": the SDK
-writes EOP only after ``load`` returns.
+writes EOP only after ``load`` returns — or, when ``load`` returns a
+:class:`~concurrent.futures.Future`, only after that future completes (the batch is
+finished in the background while the next one is read and prepared).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
+from concurrent.futures import Future
 from dataclasses import dataclass
 
 from etlstage.protocol.scenario import Scenario
@@ -85,8 +88,18 @@ class Transformer(Worker):
 
 
 class Loader(Worker):
-    def load(self, messages: list[bytes]) -> None:
-        """Load a batch durably; returning acknowledges it."""
+    #: Batches that may still be finishing in the background (their futures not done)
+    #: when ``load`` is called for the next one; the SDK waits for the oldest beyond that.
+    max_pending = 1
+
+    def load(self, messages: list[bytes]) -> Future[object] | None:
+        """Load a batch durably.
+
+        Return None once it is durable, or a Future that completes when it is: the SDK
+        then reads and passes on the next batch meanwhile, and acknowledges batches in
+        order as their futures complete.  A future that fails stops the worker (exit 1)
+        with the batch unacknowledged, so the supervisor sends it again.
+        """
         raise NotImplementedError
 
 
@@ -110,8 +123,9 @@ class _FunctionLoader(Loader):
     def __init__(self, fn: Callable[[list[bytes]], object]) -> None:
         self._fn = fn
 
-    def load(self, messages: list[bytes]) -> None:
-        self._fn(messages)
+    def load(self, messages: list[bytes]) -> Future[object] | None:
+        result = self._fn(messages)
+        return result if isinstance(result, Future) else None
 
 
 def as_worker(obj: Worker | Callable[..., object], kind: str) -> Worker:

@@ -17,11 +17,13 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Iterable
+from concurrent.futures import Future
 from typing import Any, BinaryIO
 
 from etlstage.errors import ProtocolViolation
 from etlstage.protocol.framing import EOB, RequestParser, check_messages
 from etlstage.protocol.scenario import Scenario
+from etlstage.worker.acks import PendingAcks
 from etlstage.worker.base import Extractor, Loader, Request, Transformer, Worker, as_worker
 
 CHUNK = 1 << 20
@@ -128,11 +130,24 @@ def _loop(w: Worker, sc: Scenario, stdin: BinaryIO, out: _Output) -> None:
 
     parser = RequestParser(m)
     read = _reader(stdin)
+    acks = PendingAcks(stdin, lambda: _acknowledge(w, out, m.EOP), out.flush)
+    try:
+        _serve_requests(w, sc, read, parser, out, acks)
+    finally:
+        acks.close()
+
+
+def _serve_requests(
+    w: Worker, sc: Scenario, read: Callable[[], bytes], parser: RequestParser, out: _Output, acks: PendingAcks
+) -> None:
+    m = sc.markers
     batch: list[bytes] = []
     cycle = 0
     while True:
+        acks.wait_for_input()
         chunk = read()
         if not chunk:
+            acks.settle(keep=0)
             if batch or parser.pending_bytes:
                 log.warning(
                     "stdin closed with an unfinished batch (%d messages, %d bytes): not processed; "
@@ -145,7 +160,7 @@ def _loop(w: Worker, sc: Scenario, stdin: BinaryIO, out: _Output) -> None:
             if token is EOB:
                 if sc.type == "E" or not sc.is_batch:
                     raise ProtocolViolation(f"EOB received by a {sc.type}-worker in {sc.mode} mode")
-                _run_batch(w, batch, out, m.EOP)
+                _run_batch(w, batch, out, m.EOP, acks)
                 out.flush()  # acknowledge now, not after the next batch (which may take long)
                 batch = []
                 continue
@@ -163,30 +178,43 @@ def _loop(w: Worker, sc: Scenario, stdin: BinaryIO, out: _Output) -> None:
                     cycle += 1
             elif not sc.is_batch:
                 for message in token:
-                    _run_batch(w, [message], out, m.EOP)
+                    _run_batch(w, [message], out, m.EOP, acks)
             elif sc.worker_driven:
                 for message in token:
                     batch.append(message)
                     if len(batch) >= sc.batch_size:
-                        _run_batch(w, batch, out, m.EOP)
+                        _run_batch(w, batch, out, m.EOP, acks)
                         out.flush()
                         batch = []
                     else:
+                        acks.settle(keep=0)  # replies go in request order: earlier EOPs first
                         out.signal(m.BNC)
             else:
                 batch.extend(token)
         out.flush()
 
 
-def _run_batch(w: Worker, batch: list[bytes], out: _Output, eop: bytes) -> None:
-    if batch:
-        if isinstance(w, Transformer):
-            out.messages(w.process(batch))
-        elif isinstance(w, Loader):
-            w.load(batch)
-        else:
-            raise TypeError(f"a T- or L-stage needs a Transformer or Loader, got {type(w).__name__}")
-        write_report(w)
+def _run_batch(w: Worker, batch: list[bytes], out: _Output, eop: bytes, acks: PendingAcks) -> None:
+    if not batch:
+        acks.settle(keep=0)
+        out.signal(eop)
+        return
+    if isinstance(w, Transformer):
+        out.messages(w.process(batch))
+    elif isinstance(w, Loader):
+        acks.settle(keep=w.max_pending)
+        pending = w.load(batch)
+        if isinstance(pending, Future):
+            acks.add(pending)  # acknowledged when it completes, in order
+            return
+        acks.settle(keep=0)
+    else:
+        raise TypeError(f"a T- or L-stage needs a Transformer or Loader, got {type(w).__name__}")
+    _acknowledge(w, out, eop)
+
+
+def _acknowledge(w: Worker, out: _Output, eop: bytes) -> None:
+    write_report(w)
     out.signal(eop)
 
 
