@@ -18,7 +18,7 @@ import threading
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 
 class PendingAcks:
@@ -26,7 +26,7 @@ class PendingAcks:
         """``acknowledge``: write one batch's report and EOP; ``flush``: send what was written."""
         self._acknowledge = acknowledge
         self._flush = flush
-        self._queue: deque[Future[object]] = deque()
+        self._queue: deque[Future[Any]] = deque()
         # Only an unbuffered stream can be waited on with select: a buffered one may hold
         # data the file descriptor no longer shows.  Others wait for each batch in turn.
         self._stdin_fd = stdin.fileno() if isinstance(stdin, io.RawIOBase) else None
@@ -36,7 +36,7 @@ class PendingAcks:
     def __len__(self) -> int:
         return len(self._queue)
 
-    def add(self, future: Future[object]) -> None:
+    def add(self, future: Future[Any]) -> None:
         if self._wake is None:
             r, w = os.pipe()
             os.set_blocking(r, False)
@@ -45,7 +45,7 @@ class PendingAcks:
         self._queue.append(future)
         future.add_done_callback(self._on_done)
 
-    def _on_done(self, _: Future[object]) -> None:
+    def _on_done(self, _: Future[Any]) -> None:
         with self._wake_lock:
             if self._wake is None:
                 return

@@ -17,6 +17,7 @@ import json
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from dataclasses import dataclass
+from typing import Any
 
 from etlstage.protocol.scenario import Scenario
 
@@ -92,7 +93,7 @@ class Loader(Worker):
     #: when ``load`` is called for the next one; the SDK waits for the oldest beyond that.
     max_pending = 1
 
-    def load(self, messages: list[bytes]) -> Future[object] | None:
+    def load(self, messages: list[bytes]) -> Future[Any] | None:
         """Load a batch durably.
 
         Return None once it is durable, or a Future that completes when it is: the SDK
@@ -123,7 +124,7 @@ class _FunctionLoader(Loader):
     def __init__(self, fn: Callable[[list[bytes]], object]) -> None:
         self._fn = fn
 
-    def load(self, messages: list[bytes]) -> Future[object] | None:
+    def load(self, messages: list[bytes]) -> Future[Any] | None:
         result = self._fn(messages)
         return result if isinstance(result, Future) else None
 

@@ -128,9 +128,10 @@ def test_two_instances_share_the_key_index(spark, tmp_path) -> None:
         )
         loader.setup()
         loaders.append(loader)
-    loaders[0].load(events(20))
-    loaders[1].load(events(20, start=10))
-    loaders[0].load(events(5, start=25))
+    for loader, batch in [(0, events(20)), (1, events(20, start=10)), (0, events(5, start=25))]:
+        pending = loaders[loader].load(batch)
+        if pending is not None:  # None: every key was a duplicate, nothing to write
+            pending.result()
     stats = loaders[1].store.stats()
     for loader in loaders:
         loader.teardown()
@@ -149,3 +150,80 @@ def test_worker_driven_batches(spark, tmp_path) -> None:
     serve(SparkLoader(config, spark=spark), stdin=stdin, stdout=stdout, scenario=scenario)
     assert stdout.getvalue() == b"\x11\x11\x00\x11\x11\x00\x11\x00"
     assert sorted(r.id for r in spark.read.parquet(str(tmp_path / "out")).collect()) == [f"e{i}" for i in range(7)]
+
+
+class TimedLoader(SparkLoader):
+    """Records when each batch reaches ``load`` and when its write finishes; may fail one write."""
+
+    def __init__(self, *args, fail_write: int | None = None, **kw) -> None:
+        super().__init__(*args, **kw)
+        self.events: list[tuple[str, int]] = []
+        self.fail_write = fail_write
+        self.writes = 0
+
+    def load(self, messages):
+        self.events.append(("load", int(json.loads(messages[0])["id"][1:])))
+        return super().load(messages)
+
+    def _run_spark(self, batch, prepared, positions, clock):
+        self.writes += 1
+        if self.writes == self.fail_write:
+            raise OSError("disk full (injected)")
+        counts = super()._run_spark(batch, prepared, positions, clock)
+        self.events.append(("written", int(prepared.keys[positions[0]][1:])))
+        return counts
+
+
+def serve_file(loader: SparkLoader, batches: list[list[bytes]], tmp_path, state_dir: str) -> bytes:
+    """Batches on an unbuffered file as stdin (as a pipe would be): the SDK reads ahead."""
+    path = tmp_path / "stdin"
+    path.write_bytes(b"".join(b"".join(m + b"\n" for m in batch) + b"\x17" for batch in batches))
+    stdout = io.BytesIO()
+    scenario = Scenario(type="L", mode="batch", batch_size=1000, stage="load", state_dir=state_dir)
+    with open(path, "rb", buffering=0) as stdin:
+        serve(loader, stdin=stdin, stdout=stdout, scenario=scenario)
+    return stdout.getvalue()
+
+
+def test_next_batch_is_prepared_while_spark_writes_and_overlapping_keys_load_once(spark, tmp_path) -> None:
+    """Batch N+1 claims keys batch N still holds: it waits for N's commit and skips them."""
+    config = LoaderConfig(output=str(tmp_path / "out"), columns=(parse_column("id=/id"),), key="/id").check()
+    loader = TimedLoader(config, spark=spark)
+    batches = [events(300), events(300, start=200), events(300, start=400)]
+    acks = serve_file(loader, batches, tmp_path, str(tmp_path / "state"))
+    assert acks == b"\x00\x00\x00"
+    assert loader.events.index(("load", 200)) < loader.events.index(("written", 0)), loader.events
+    ids = [r["id"] for r in spark.read.parquet(str(tmp_path / "out")).collect()]
+    assert len(ids) == len(set(ids)) == 700
+    assert loader.report() == {"messages": 900, "rows": {"total": 700}, "duplicates skipped": 200}
+
+
+def test_a_failed_background_write_leaves_its_batch_unacknowledged_and_its_keys_free(spark, tmp_path) -> None:
+    config = LoaderConfig(output=str(tmp_path / "out"), columns=(parse_column("id=/id"),), key="/id").check()
+    state = str(tmp_path / "state")
+    batches = [events(100), events(100, start=100), events(100, start=200)]
+    with pytest.raises(OSError, match="injected"):
+        serve_file(TimedLoader(config, spark=spark, fail_write=2), batches, tmp_path, state)
+    assert spark.read.parquet(str(tmp_path / "out")).count() == 100  # batch 1 only
+    (index,) = [n for n in os.listdir(state) if n.endswith(".sqlite")]
+    store = sqlite3.connect(os.path.join(state, index))
+    assert store.execute("SELECT state, COUNT(*) FROM batches GROUP BY state").fetchall() == [("committed", 1)]
+    assert store.execute("SELECT COUNT(*) FROM keys").fetchone() == (100,)  # batches 2 and 3 freed theirs
+    # The restarted worker gets every unacknowledged batch again (the supervisor resends them).
+    assert serve_file(SparkLoader(config, spark=spark), batches, tmp_path, state) == b"\x00\x00\x00"
+    ids = [r["id"] for r in spark.read.parquet(str(tmp_path / "out")).collect()]
+    assert len(ids) == len(set(ids)) == 300
+    assert not os.listdir(tmp_path / "out" / "_staging")
+
+
+def test_id_like_columns_are_written_without_a_dictionary(spark, tmp_path) -> None:
+    import pyarrow.parquet as pq
+
+    columns = tuple(parse_column(c) for c in ["id=/id", "kind=/kind"])
+    config = LoaderConfig(output=str(tmp_path / "out"), columns=columns, key="/id").check()
+    run_loader(spark, config, [events(5000)], str(tmp_path / "state"))
+    (name,) = [n for n in os.listdir(tmp_path / "out") if n.endswith(".parquet")]
+    meta = pq.ParquetFile(tmp_path / "out" / name).metadata.row_group(0)
+    encodings = {meta.column(i).path_in_schema: meta.column(i).encodings for i in range(meta.num_columns)}
+    assert not any("DICTIONARY" in e for e in encodings["id"]), encodings
+    assert any("DICTIONARY" in e for e in encodings["kind"]), encodings

@@ -127,6 +127,34 @@ def test_key_index_claims_duplicates_and_in_flight_batches(tmp_path) -> None:
     assert store.stats() == {"batches": 2, "duplicates": 5, "rows.total": 2, "rows.valid": 2}
 
 
+def test_a_format_1_key_index_is_converted_with_its_keys_and_batches(tmp_path) -> None:
+    import sqlite3
+
+    path = str(tmp_path / "old.sqlite")
+    db = sqlite3.connect(path)
+    db.executescript(
+        """
+        CREATE TABLE batches(batch TEXT PRIMARY KEY, instance INTEGER NOT NULL, state TEXT NOT NULL,
+            created REAL NOT NULL, counts TEXT NOT NULL DEFAULT '{}', duplicates INTEGER NOT NULL DEFAULT 0);
+        CREATE TABLE keys(key TEXT PRIMARY KEY, batch TEXT NOT NULL) WITHOUT ROWID;
+        CREATE TABLE stats(name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+        INSERT INTO batches VALUES ('i0-old', 0, 'committed', 1, '{"total": 2}', 0), ('i0-open', 0, 'staged', 2, '{}', 0);
+        INSERT INTO keys VALUES ('k1', 'i0-old'), ('k2', 'i0-old'), ('k3', 'i0-open'), ('orphan', 'i0-gone');
+        INSERT INTO stats VALUES ('batches', 1);
+        """
+    )
+    db.commit()
+    db.close()
+    store = KeyStore(path)
+    assert store.claim("i0-new", 0, ["k1", "k3", "orphan", "k4"]) == {
+        "k1": ("i0-old", COMMITTED),
+        "k3": ("i0-open", "staged"),
+    }  # "orphan" belonged to a released batch: the conversion dropped it, so it was free
+    assert store.unfinished(0) == [("i0-open", "staged"), ("i0-new", "claimed")]
+    assert store.stats() == {"batches": 1}
+    assert store.db.execute("PRAGMA user_version").fetchone()[0] == 2
+
+
 def test_publish_moves_staged_files_and_finishes_after_a_partial_run(tmp_path) -> None:
     out = tmp_path / "ds"
     staged = out / "_staging" / "i0-b" / "out" / "__table=valid" / "messageType=X"

@@ -8,7 +8,12 @@ One batch, in order (each step durable before the next):
 3. stage the remaining rows (pyarrow Parquet), let Spark write the output format into the
    batch's staging directory, fsync it, record the intent (state ``staged``);
 4. publish: rename the staged files into the dataset, fsync the directories;
-5. mark the batch committed; ``load()`` returns and the SDK writes EOP.
+5. mark the batch committed; the future ``load()`` returned completes and the SDK writes EOP.
+
+Steps 1–2 (and the staging of the input) run in ``load()``; the Spark write and what
+follows run on one writer thread, so batch N+1 is parsed and claimed while batch N is
+written.  Its keys cannot collide unseen with N's: N holds them as ``claimed``, and N+1
+waits for N to commit (then they are duplicates) or to fail (then they are free).
 
 A crash before 3 leaves a claim that start-up recovery drops (the batch was never
 acknowledged, so it comes again); a crash after 3 leaves an intent that recovery
@@ -21,10 +26,12 @@ import hashlib
 import logging
 import math
 import os
+import threading
 import time
 import uuid
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow.parquet as pq
@@ -33,7 +40,7 @@ from etlstage_workers.spark.config import LoaderConfig
 from etlstage_workers.spark.extract import Prepared, prepare
 from etlstage_workers.spark.keystore import CLAIMED, COMMITTED, STAGED, KeyStore
 from etlstage_workers.spark.session import start_session
-from etlstage_workers.spark.writer import write_batch
+from etlstage_workers.spark.writer import unique_columns, write_batch
 
 from etlstage.worker import Loader
 
@@ -56,6 +63,9 @@ class SparkLoader(Loader):
         self.spark = spark
         self._own_spark = spark is None
         self._claimer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="key-claim")
+        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="spark-write")
+        self._failed_write: BaseException | None = None
+        self._counts_lock = threading.Lock()  # the writer thread adds rows, the SDK reads the report
         self.store: KeyStore | None = None
         self.parallelism = 2
 
@@ -90,10 +100,16 @@ class SparkLoader(Loader):
         )
 
     def teardown(self) -> None:
+        # Normally every batch is acknowledged by now; after a failure, queued ones are
+        # dropped and their keys freed (another instance may be waiting for them).
+        self._writer.shutdown(wait=True, cancel_futures=True)
+        self._claimer.shutdown()
         if self.store is not None:
+            for batch, state in self.store.unfinished(self.scenario.instance):
+                if state == CLAIMED:
+                    self._drop_unstaged(batch)
             log.info("stats for %s: %s", self.output, self.store.stats())
             self.store.close()
-        self._claimer.shutdown()
         if self.spark is not None and self._own_spark:
             self.spark.stop()
 
@@ -130,15 +146,23 @@ class SparkLoader(Loader):
 
     def report(self) -> dict[str, object]:
         """Rows written per table and duplicates skipped by this process, for the run summary."""
-        return {
-            "messages": self._report["messages"],
-            "rows": dict(self._report["rows"]),
-            "duplicates skipped": self._report["duplicates skipped"],
-        }
+        with self._counts_lock:
+            return {
+                "messages": self._report["messages"],
+                "rows": dict(self._report["rows"]),
+                "duplicates skipped": self._report["duplicates skipped"],
+            }
 
-    def load(self, messages: list[bytes]) -> None:
+    def load(self, messages: list[bytes]) -> Future[None] | None:
+        """Parse, claim and stage the batch here; Spark writes it in the background.
+
+        The returned future completes when the batch is published and committed: the SDK
+        acknowledges it then, and meanwhile hands over the next batch, so its parse and
+        claim overlap this batch's Spark job.  Spark jobs run one at a time, in order.
+        """
         assert self.store is not None
-        self._report["messages"] += len(messages)
+        with self._counts_lock:
+            self._report["messages"] += len(messages)
         clock = _Clock()
         prepared = prepare(messages, self.config)
         clock.lap("parse")
@@ -161,42 +185,65 @@ class SparkLoader(Loader):
             earlier = self._settle(batch, held)
             positions = [pos for key, pos in first.items() if key not in earlier]
             duplicates = in_batch_dupes + len(earlier)
-            self._report["duplicates skipped"] += duplicates
+            with self._counts_lock:
+                self._report["duplicates skipped"] += duplicates
             if not positions:
                 self.store.finish_empty(batch, duplicates)
                 pub.remove(self.output, batch)
                 log.info("batch of %d: all duplicates, nothing to write", len(messages))
-                return
+                return None
             if len(positions) != len(candidates):
                 self._write_input(batch, prepared, positions)
-            counts = self._run_spark(batch, prepared, positions, clock)
-            self.store.mark_staged(batch, counts, duplicates)
+        except BaseException:
+            self._drop_unstaged(batch)
+            raise
+        job = _Job(batch, prepared, positions, duplicates, len(messages), clock)
+        return self._writer.submit(self._finish, job)
+
+    def _finish(self, job: _Job) -> None:
+        """Spark write, fsync, record, publish, commit: the batch is durable when this returns."""
+        try:
+            if self._failed_write is not None:
+                # Batches are published in the order they are acknowledged: none after a failure.
+                raise RuntimeError(f"batch {job.batch} not written: an earlier batch failed") from self._failed_write
+            self._write_and_publish(job)
+        except BaseException as exc:
+            self._failed_write = self._failed_write or exc
+            self._drop_unstaged(job.batch)  # unless its intent is recorded: recovery finishes that
+            raise
+
+    def _write_and_publish(self, job: _Job) -> None:
+        assert self.store is not None
+        job.clock.lap("queued")
+        counts = self._run_spark(job.batch, job.prepared, job.positions, job.clock)
+        self.store.mark_staged(job.batch, counts, job.duplicates)
+        with self._counts_lock:
             for table, n in counts.items():
                 self._report["rows"][table] = self._report["rows"].get(table, 0) + n
-            clock.lap("record")
-        except BaseException:
-            if self.store.state_of(batch) in (CLAIMED, None):
-                self.store.release(batch)
-                pub.remove(self.output, batch)
-            raise
+        job.clock.lap("record")
         pub.crash_point("staged")
-        pub.publish(self.output, batch)
-        self.store.mark_committed(batch)
-        pub.remove(self.output, batch)
-        clock.lap("publish")
+        pub.publish(self.output, job.batch)
+        self.store.mark_committed(job.batch)
+        pub.remove(self.output, job.batch)
+        job.clock.lap("publish")
         pub.crash_point("committed")
-        seconds = clock.total()
         log.info(
-            "batch %s: %d messages, %d rows written %s, %d duplicates skipped, %.2fs (%.0f msg/s; %s)",
-            batch,
-            len(messages),
-            len(positions),
+            "batch %s: %d messages, %d rows written %s, %d duplicates skipped, %.2fs (%s)",
+            job.batch,
+            job.messages,
+            len(job.positions),
             counts,
-            duplicates,
-            seconds,
-            len(messages) / max(seconds, 1e-9),
-            clock,
+            job.duplicates,
+            job.clock.total(),
+            job.clock,
         )
+
+    def _drop_unstaged(self, batch: str) -> None:
+        """A batch that failed before its intent was recorded: free its keys, remove its files."""
+        assert self.store is not None
+        if self.store.state_of(batch) in (CLAIMED, None):
+            self.store.release(batch)
+            pub.remove(self.output, batch)
 
     def _settle(self, batch: str, held: dict[str, tuple[str, str | None]]) -> set[str]:
         """Keys committed by other batches (duplicates); waits while another instance holds some."""
@@ -231,7 +278,8 @@ class SparkLoader(Loader):
         directory = pub.batch_dir(self.output, batch)
         in_dir, out_dir = os.path.join(directory, "in"), os.path.join(directory, "out")
         pub.crash_point("staged-input")
-        write_batch(self.spark, self.config, "file://" + in_dir, "file://" + out_dir, prepared.parsed)
+        plain = unique_columns(prepared.table) if prepared.parsed else []
+        write_batch(self.spark, self.config, "file://" + in_dir, "file://" + out_dir, prepared.parsed, plain)
         clock.lap("spark")
         pub.sync_staged(out_dir)
         clock.lap("fsync")
@@ -239,6 +287,18 @@ class SparkLoader(Loader):
         if prepared.routes is not None:
             counts.update(Counter(prepared.routes[p] for p in positions))
         return counts
+
+
+@dataclass
+class _Job:
+    """A staged batch waiting for its Spark write."""
+
+    batch: str
+    prepared: Prepared
+    positions: list[int]
+    duplicates: int
+    messages: int
+    clock: _Clock
 
 
 class _Clock:

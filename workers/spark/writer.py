@@ -8,8 +8,11 @@ structure as text).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from etlstage_workers.spark.config import Column, LoaderConfig
 from etlstage_workers.spark.extract import RAW, TABLE
 
@@ -54,12 +57,41 @@ def shape(df: DataFrame, config: LoaderConfig, parsed_already: bool) -> DataFram
     return df.select(*[_path(parsed, c.tokens).alias(c.name) for c in columns])
 
 
-def write_batch(spark: SparkSession, config: LoaderConfig, in_dir: str, out_dir: str, parsed_already: bool) -> None:
+def unique_columns(table: pa.Table, sample: int = 2000) -> list[str]:
+    """Text columns whose values are (nearly) all distinct — ids, titles, bodies.
+
+    Parquet's writer builds a dictionary for every column and drops it once it outgrows
+    a page; for such columns that work is wasted (about a third of Spark's write time in
+    bench/spark_load.py).  Judged on the first ``sample`` rows of the batch.
+    """
+    head = table.slice(0, sample)
+    unique = []
+    for name, column in zip(head.column_names, head.columns, strict=True):
+        if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
+            continue
+        present = len(column) - column.null_count
+        if present and pc.count_distinct(column).as_py() > 0.9 * present:
+            unique.append(name)
+    return unique
+
+
+def write_batch(
+    spark: SparkSession,
+    config: LoaderConfig,
+    in_dir: str,
+    out_dir: str,
+    parsed_already: bool,
+    no_dictionary: Sequence[str] = (),
+) -> None:
+    """``no_dictionary``: Parquet columns written without dictionary encoding (see :func:`unique_columns`)."""
     df = shape(spark.read.parquet(in_dir), config, parsed_already)
     partitions = ([TABLE] if config.rdss else []) + list(config.partition_by)
     writer = df.write.format(config.format).mode("overwrite")
     if config.format == "csv":
         writer = writer.option("header", "true")
+    if config.format == "parquet":
+        for name in no_dictionary:
+            writer = writer.option(f"parquet.enable.dictionary#{name}", "false")
     if partitions:
         writer = writer.partitionBy(*partitions)
     writer.save(out_dir)
