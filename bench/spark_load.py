@@ -12,6 +12,8 @@ path first, so the JVM's JIT is warm for each):
                           keys + SQLite index, staging, Spark write, fsync, publish, commit,
                           the next batch parsed while the previous one is written
   ... replay              the same input again: every key is a duplicate
+  raw: ...                the two baselines again with the messages stored as one binary
+                          column, not parsed (no columns, no key): what parsing costs
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import orjson
 import psutil
+import pyarrow as pa
 import pyarrow.parquet as pq
 from etlstage_workers.spark.config import LoaderConfig, parse_column
 from etlstage_workers.spark.extract import prepare
@@ -133,6 +136,7 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=100_000)
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--rdss", action="store_true", help="RDSS mode for the loader rows (body JSON text + raw)")
+    ap.add_argument("--loader-only", action="store_true", help="skip the baseline rows")
     ap.add_argument("--dir", default=None, help="work directory (default: a temporary one)")
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO if os.environ.get("BENCH_VERBOSE") else logging.WARNING, stream=sys.stderr)
@@ -171,12 +175,28 @@ def main() -> None:
         pq.write_table(table, path, row_group_size=len(part) // 2 + 1, compression="none")
         spark.read.parquet("file://" + path).write.mode("append").parquet("file://" + os.path.join(work, "staged"))
 
+    def raw_table(part: list[bytes]) -> pa.Table:
+        return pa.table({"message": pa.array(part, pa.binary())})
+
+    def direct_raw(part: list[bytes]) -> None:
+        pq.write_table(raw_table(part), os.path.join(work, "direct", f"{uuid.uuid4().hex}.parquet"))
+
+    def staged_raw(part: list[bytes]) -> None:
+        path = os.path.join(work, "staged-raw-in", f"{next(stage_count)}.parquet")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        pq.write_table(raw_table(part), path, row_group_size=len(part) // 2 + 1, compression="none")
+        spark.read.parquet("file://" + path).write.mode("append").parquet("file://" + os.path.join(work, "staged-raw"))
+
     rows = []
     for name, fn in [
         ("naive createDataFrame", naive),
         ("direct pyarrow (no Spark)", direct),
         ("staged Parquet + Spark", staged),
+        ("raw: direct pyarrow, messages unparsed", direct_raw),
+        ("raw: staged Parquet + Spark, unparsed", staged_raw),
     ]:
+        if args.loader_only:
+            break
         fn(warm)
         rows.append((name, *timed(lambda fn=fn: [fn(part) for part in parts])))
 

@@ -10,10 +10,10 @@ One batch, in order (each step durable before the next):
 4. publish: rename the staged files into the dataset, fsync the directories;
 5. mark the batch committed; the future ``load()`` returned completes and the SDK writes EOP.
 
-Steps 1–2 (and the staging of the input) run in ``load()``; the Spark write and what
-follows run on one writer thread, so batch N+1 is parsed and claimed while batch N is
-written.  Its keys cannot collide unseen with N's: N holds them as ``claimed``, and N+1
-waits for N to commit (then they are duplicates) or to fail (then they are free).
+Step 1 and the staging of the input run in ``load()``; the claim runs on a claim thread,
+the rest on one writer thread: batch N+2 is parsed while N+1 is claimed and N written.
+Keys cannot collide unseen across them: N holds its keys as ``claimed``, and N+1 waits
+for N to commit (then they are duplicates) or to fail (then they are free).
 
 A crash before 3 leaves a claim that start-up recovery drops (the batch was never
 acknowledged, so it comes again); a crash after 3 leaves an intent that recovery
@@ -22,6 +22,7 @@ finishes.  Either way each key is published exactly once.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import math
@@ -55,6 +56,8 @@ class ClaimTimeout(RuntimeError):
 
 
 class SparkLoader(Loader):
+    max_pending = 2  # batches being claimed and written while the next one is parsed
+
     def __init__(self, config: LoaderConfig, spark: SparkSession | None = None) -> None:
         """``spark``: an existing session to use (embedding, tests); it is left running at teardown."""
         self._report: dict[str, Any] = {"rows": {}, "duplicates skipped": 0, "messages": 0}
@@ -153,12 +156,13 @@ class SparkLoader(Loader):
                 "duplicates skipped": self._report["duplicates skipped"],
             }
 
-    def load(self, messages: list[bytes]) -> Future[None] | None:
-        """Parse, claim and stage the batch here; Spark writes it in the background.
+    def load(self, messages: list[bytes]) -> Future[None]:
+        """Parse and stage the batch here; its keys are claimed and Spark writes it in the background.
 
-        The returned future completes when the batch is published and committed: the SDK
-        acknowledges it then, and meanwhile hands over the next batch, so its parse and
-        claim overlap this batch's Spark job.  Spark jobs run one at a time, in order.
+        Three steps overlap across consecutive batches: batch N+2 is parsed here while
+        N+1's keys are claimed (SQLite, one thread) and N is written (Spark, one thread).
+        The returned future completes when the batch is published and committed; the SDK
+        acknowledges it then.  Claims and writes each run one batch at a time, in order.
         """
         assert self.store is not None
         with self._counts_lock:
@@ -169,39 +173,22 @@ class SparkLoader(Loader):
         first: dict[str, int] = {}
         for pos, key in enumerate(prepared.keys):
             first.setdefault(key, pos)
-        in_batch_dupes = len(messages) - len(first)
-
         batch = self.batch_prefix + uuid.uuid4().hex[:16]
-        candidates = list(first.values())  # increasing positions: first occurrence of each key
-        # The claim (SQLite) runs while the rows are staged, optimistically: almost always
-        # every key is new; if not, the staged input is rewritten without the duplicates.
-        claiming = self._claimer.submit(self.store.claim, batch, self.scenario.instance, first)
+        # The claim runs while the rows are staged, optimistically: almost always every key
+        # is new; if not, the writer stages the input again without the duplicates.
+        claim = self._claimer.submit(self.store.claim, batch, self.scenario.instance, first)
         try:
-            try:
-                self._write_input(batch, prepared, candidates)
-            finally:
-                held = claiming.result()
-            clock.lap("claim+stage")
-            earlier = self._settle(batch, held)
-            positions = [pos for key, pos in first.items() if key not in earlier]
-            duplicates = in_batch_dupes + len(earlier)
-            with self._counts_lock:
-                self._report["duplicates skipped"] += duplicates
-            if not positions:
-                self.store.finish_empty(batch, duplicates)
-                pub.remove(self.output, batch)
-                log.info("batch of %d: all duplicates, nothing to write", len(messages))
-                return None
-            if len(positions) != len(candidates):
-                self._write_input(batch, prepared, positions)
+            self._write_input(batch, prepared, list(first.values()))
         except BaseException:
+            with contextlib.suppress(BaseException):
+                claim.result()
             self._drop_unstaged(batch)
             raise
-        job = _Job(batch, prepared, positions, duplicates, len(messages), clock)
-        return self._writer.submit(self._finish, job)
+        clock.lap("stage")
+        return self._writer.submit(self._finish, _Job(batch, prepared, first, len(messages), claim, clock))
 
     def _finish(self, job: _Job) -> None:
-        """Spark write, fsync, record, publish, commit: the batch is durable when this returns."""
+        """Settle the claim, Spark write, fsync, record, publish, commit: durable when this returns."""
         try:
             if self._failed_write is not None:
                 # Batches are published in the order they are acknowledged: none after a failure.
@@ -209,14 +196,28 @@ class SparkLoader(Loader):
             self._write_and_publish(job)
         except BaseException as exc:
             self._failed_write = self._failed_write or exc
+            with contextlib.suppress(BaseException):
+                job.claim.result()  # a claim still running must not land after the release
             self._drop_unstaged(job.batch)  # unless its intent is recorded: recovery finishes that
             raise
 
     def _write_and_publish(self, job: _Job) -> None:
         assert self.store is not None
-        job.clock.lap("queued")
-        counts = self._run_spark(job.batch, job.prepared, job.positions, job.clock)
-        self.store.mark_staged(job.batch, counts, job.duplicates)
+        earlier = self._settle(job.batch, job.claim.result())
+        job.clock.lap("wait+claim")
+        positions = [pos for key, pos in job.first.items() if key not in earlier]
+        duplicates = job.messages - len(job.first) + len(earlier)
+        with self._counts_lock:
+            self._report["duplicates skipped"] += duplicates
+        if not positions:
+            self.store.finish_empty(job.batch, duplicates)
+            pub.remove(self.output, job.batch)
+            log.info("batch %s of %d: all duplicates, nothing to write", job.batch, job.messages)
+            return
+        if len(positions) != len(job.first):
+            self._write_input(job.batch, job.prepared, positions)
+        counts = self._run_spark(job.batch, job.prepared, positions, job.clock)
+        self.store.mark_staged(job.batch, counts, duplicates)
         with self._counts_lock:
             for table, n in counts.items():
                 self._report["rows"][table] = self._report["rows"].get(table, 0) + n
@@ -231,9 +232,9 @@ class SparkLoader(Loader):
             "batch %s: %d messages, %d rows written %s, %d duplicates skipped, %.2fs (%s)",
             job.batch,
             job.messages,
-            len(job.positions),
+            len(positions),
             counts,
-            job.duplicates,
+            duplicates,
             job.clock.total(),
             job.clock,
         )
@@ -291,13 +292,13 @@ class SparkLoader(Loader):
 
 @dataclass
 class _Job:
-    """A staged batch waiting for its Spark write."""
+    """A parsed, staged batch on its way to Spark."""
 
     batch: str
     prepared: Prepared
-    positions: list[int]
-    duplicates: int
+    first: dict[str, int]  # key -> position of its first occurrence in the batch
     messages: int
+    claim: Future[dict[str, tuple[str, str | None]]]  # keys other batches hold
     clock: _Clock
 
 
