@@ -6,6 +6,7 @@ order, never before a batch's future completes, and stops on a failed one.
 
 from __future__ import annotations
 
+import io
 import os
 import select
 import threading
@@ -172,3 +173,22 @@ def test_every_mode_through_the_supervisor_driver(tmp_path, mode, driver):
     inputs = [b"m%d" % i for i in range(500)]
     StageHarness(str(tmp_path)).run(load, type="L", mode=mode, batch_driver=driver, batch_size=7, inputs=inputs)
     assert loaded == inputs
+
+
+def test_a_stream_without_a_descriptor_waits_for_each_batch_in_turn():
+    class Raw(io.RawIOBase):  # unbuffered, but no file descriptor to wait on
+        def __init__(self, data: bytes) -> None:
+            self.data = data
+
+        def readable(self) -> bool:
+            return True
+
+        def readinto(self, buffer) -> int:
+            n = min(len(buffer), len(self.data))
+            buffer[:n], self.data = self.data[:n], self.data[n:]
+            return n
+
+    loader = GatedLoader(gated=set())
+    out = io.BytesIO()
+    serve(loader, stdin=Raw(b"a|~b|~"), stdout=out, scenario=batch_scenario())
+    assert out.getvalue() == b"##" and loader.loaded == [[b"a"], [b"b"]]

@@ -11,6 +11,7 @@ input that the supervisor will only send after it.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import select
@@ -29,7 +30,10 @@ class PendingAcks:
         self._queue: deque[Future[Any]] = deque()
         # Only an unbuffered stream can be waited on with select: a buffered one may hold
         # data the file descriptor no longer shows.  Others wait for each batch in turn.
-        self._stdin_fd = stdin.fileno() if isinstance(stdin, io.RawIOBase) else None
+        self._stdin_fd: int | None = None
+        if isinstance(stdin, io.RawIOBase):
+            with contextlib.suppress(OSError, ValueError):  # io.UnsupportedOperation: no descriptor
+                self._stdin_fd = stdin.fileno()
         self._wake: tuple[int, int] | None = None
         self._wake_lock = threading.Lock()  # a callback never writes to a closed (reused) descriptor
 
