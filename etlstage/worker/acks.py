@@ -37,9 +37,6 @@ class PendingAcks:
         self._wake: tuple[int, int] | None = None
         self._wake_lock = threading.Lock()  # a callback never writes to a closed (reused) descriptor
 
-    def __len__(self) -> int:
-        return len(self._queue)
-
     def add(self, future: Future[Any]) -> None:
         if self._wake is None:
             r, w = os.pipe()
