@@ -10,7 +10,7 @@ import pytest
 from etlstage_workers.spark import rdss as routes
 from etlstage_workers.spark.config import LoaderConfig, parse_column
 from etlstage_workers.spark.extract import RAW, TABLE, BadMessage, content_key, prepare
-from etlstage_workers.spark.keystore import COMMITTED, KeyStore
+from etlstage_workers.spark.keystore import COMMITTED, KeyIndexTooNew, KeyStore
 from etlstage_workers.spark.pointer import MISSING, parse_pointer, resolve
 from etlstage_workers.spark.publish import publish, published_path
 from etlstage_workers.spark.session import SparkStartError, check_java, check_master_reachable
@@ -153,6 +153,10 @@ def test_a_format_1_key_index_is_converted_with_its_keys_and_batches(tmp_path) -
     assert store.unfinished(0) == [("i0-open", "staged"), ("i0-new", "claimed")]
     assert store.stats() == {"batches": 1}
     assert store.db.execute("PRAGMA user_version").fetchone()[0] == 2
+    store.db.execute("PRAGMA user_version = 3")  # as a newer loader would leave it
+    store.close()
+    with pytest.raises(KeyIndexTooNew, match="format 3 is newer"):
+        KeyStore(path)
 
 
 def test_publish_moves_staged_files_and_finishes_after_a_partial_run(tmp_path) -> None:

@@ -18,6 +18,8 @@ import threading
 import time
 from collections.abc import Collection, Iterable
 
+from etlstage.errors import EtlstageError
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS batches(
     id INTEGER PRIMARY KEY, batch TEXT NOT NULL UNIQUE, instance INTEGER NOT NULL, state TEXT NOT NULL,
@@ -51,6 +53,12 @@ HELD_ELSEWHERE = (
 CLAIMED, STAGED, COMMITTED = "claimed", "staged", "committed"
 
 
+class KeyIndexTooNew(EtlstageError):
+    """The key index was written by a newer version: refuse rather than misread it."""
+
+    exit_code = 2
+
+
 class KeyStore:
     """The key index of one dataset; its methods may be called from several threads."""
 
@@ -69,19 +77,15 @@ class KeyStore:
     def _create_or_convert(self) -> None:
         version = self.db.execute("PRAGMA user_version").fetchone()[0]
         if version > FORMAT:
-            raise RuntimeError(
+            raise KeyIndexTooNew(
                 f"key index {self.path}: format {version} is newer than this etlstage-spark-load "
                 f"(format {FORMAT}); upgrade etlstage"
             )
         columns = [row[1] for row in self.db.execute("PRAGMA table_info(batches)")]
-        if columns and "id" not in columns:
-            for statement in FROM_FORMAT_1.split(";"):
-                if statement.strip():
-                    self.db.execute(statement)
-        else:
-            for statement in SCHEMA.split(";"):
-                if statement.strip():
-                    self.db.execute(statement)
+        script = FROM_FORMAT_1 if columns and "id" not in columns else SCHEMA
+        for statement in script.split(";"):  # in this transaction: executescript would commit it
+            if statement.strip():
+                self.db.execute(statement)
         self.db.execute(f"PRAGMA user_version = {FORMAT}")
 
     def close(self) -> None:
