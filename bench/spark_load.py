@@ -1,6 +1,7 @@
 """Spark loader throughput, side by side with the baselines, in one run.
 
     python bench/spark_load.py [--messages 1000000] [--batch 100000] [--master local[2]] [--rdss]
+                               [--conf KEY=VALUE ...]   (Spark settings for every row, for A/B runs)
 
 Rows (same ~1.15 KB JSON messages, same 7 columns, same batches; one warm-up batch per
 path first, so the JVM's JIT is warm for each):
@@ -130,6 +131,13 @@ def run_worker(loader: SparkLoader, stdin_path: str, batch: int) -> None:
         serve(loader, stdin=stdin, stdout=io.BytesIO(), scenario=scenario)
 
 
+def spark_setting(item: str) -> tuple[str, str]:
+    key, sep, value = item.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"{item!r}: expected key=value, e.g. spark.sql.shuffle.partitions=2")
+    return key, value
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--messages", type=int, default=1_000_000)
@@ -137,6 +145,7 @@ def main() -> None:
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--rdss", action="store_true", help="RDSS mode for the loader rows (body JSON text + raw)")
     ap.add_argument("--loader-only", action="store_true", help="skip the baseline rows")
+    ap.add_argument("--conf", action="append", default=[], type=spark_setting, metavar="KEY=VALUE", help="repeatable")
     ap.add_argument("--dir", default=None, help="work directory (default: a temporary one)")
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO if os.environ.get("BENCH_VERBOSE") else logging.WARNING, stream=sys.stderr)
@@ -155,7 +164,7 @@ def main() -> None:
             output=os.path.join(work, "loader"), columns=columns, key="/messageHeader/messageId", **common
         ).check()
     json_config = LoaderConfig(output="-", columns=columns).check()
-    spark = start_session(args.master, "bench", {}, connect_timeout=10, log_level="WARN")
+    spark = start_session(args.master, "bench", dict(args.conf), connect_timeout=10, log_level="WARN")
     stage_count = iter(range(1 << 30))
 
     def naive(part: list[bytes]) -> None:
