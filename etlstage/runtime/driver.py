@@ -72,11 +72,14 @@ class _Driver:
         self.spawn = spawn
         self.stats = stats
         self.sessions: dict[int, WorkerSession] = {}
+        self.halted = False  # the pipeline is stopping its workers: no more starts
 
     def label(self, instance: int) -> str:
         return self.stage.name if self.stage.instances == 1 else f"{self.stage.name}#{instance}"
 
     async def start(self, instance: int) -> WorkerSession:
+        if self.halted:
+            raise PipelineError(f"{self.label(instance)} is not started again: the pipeline is stopping its workers")
         scenario = self.stage.scenario(instance, self.state_dir)
         argv = scenario.expand(self.stage.argv())
         label = self.label(instance)
@@ -93,6 +96,11 @@ class _Driver:
     def kill_all(self) -> None:
         for s in self.sessions.values():
             s.kill()
+
+    async def stop_all(self) -> None:
+        """Every worker gets the stage's stop sequence, at the same time; none starts again."""
+        self.halted = True
+        await asyncio.gather(*(s.stop(self.stage.stop_timeout) for s in self.sessions.values()))
 
     async def abort_all(self) -> None:
         for s in list(self.sessions.values()):
@@ -155,7 +163,7 @@ class TransformDriver(_Driver):
                 self.stats.restarts += 1
                 await restarts.wait(exc, failed[0] if failed else None)
                 continue
-            code = await session.stop(self.stage.stop_timeout, self.stage.stop_timeout)
+            code = await session.stop(self.stage.stop_timeout)
             if code not in (0, None):
                 log.warning("%s exited with status %s after its stdin closed (expected 0)", session.label, code)
             if not recycle:

@@ -195,8 +195,9 @@ class WorkerSession:
                 return leftover
             leftover.extend(tokens)
 
-    async def stop(self, grace: float = 10.0, term_grace: float = 5.0) -> int | None:
-        return await self.transport.stop(grace, term_grace)
+    async def stop(self, grace: float = 10.0) -> int | None:
+        """Stdin closed, ``grace`` seconds, SIGTERM, ``grace`` seconds, SIGKILL of its tree."""
+        return await self.transport.stop(grace, grace)
 
     def kill(self) -> None:
         if self._read is not None:
