@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
-from conftest import PY, PipelineDir
+from run_cli import PY
+
+PipelineDir = Any  # the pdir fixture of tests/conftest.py
 
 HERE = Path(__file__).parent
 MISBEHAVE = str(HERE / "workers" / "misbehave.py")
