@@ -17,6 +17,7 @@ import click
 
 from etlstage import __version__
 from etlstage.config.loader import load_config, schema
+from etlstage.config.model import PipelineConfig
 from etlstage.errors import ConfigError, EtlstageError
 from etlstage.logs import FORMATS, log_env, setup_logging
 
@@ -70,11 +71,20 @@ def main() -> None:
 @click.argument("pipeline_file", type=click.Path(dir_okay=False), default="stages.yaml")
 @click.option("--once", is_flag=True, help="Stop when the extractors have nothing more and everything is loaded.")
 @click.option("--progress/--no-progress", default=True, help="Live progress on a terminal, periodic lines otherwise.")
+@click.option(
+    "--engine",
+    type=click.Choice(["supervisor", "spark"]),
+    default=None,
+    help="supervisor (processes of this machine) or spark (one Spark streaming query); default: engine.kind.",
+)
+@click.option("--master", default=None, help="With --engine spark: the Spark master URL (default: engine.master).")
 @_log_options
 def run(
     pipeline_file: str,
     once: bool,
     progress: bool,
+    engine: str | None,
+    master: str | None,
     log_format: str | None,
     log_level: str | None,
     syslog_address: str | None,
@@ -84,11 +94,16 @@ def run(
     setup_logging("etlstage", log_format, level=log_level, syslog_address=syslog_address, facility=syslog_facility)
     try:
         config = load_config(pipeline_file)
+        config = _engine(config, engine, master)
     except ConfigError as exc:
         _fail(exc)
+    env = log_env(log_format, log_level, syslog_address, syslog_facility)
+    if config.engine.kind == "spark":
+        from etlstage.spark.query import run_query
+
+        sys.exit(run_query(config, once=once, progress=progress, extra_env=env))
     from etlstage.runtime.runner import run_pipeline
 
-    env = log_env(log_format, log_level, syslog_address, syslog_facility)
     code = asyncio.run(run_pipeline(config, once=once, progress=progress, extra_env=env))
     sys.exit(code)
 
@@ -98,11 +113,18 @@ def run(
 def validate(pipeline_file: str) -> None:
     """Check PIPELINE_FILE against the schema; report every problem with its line."""
     try:
-        config = load_config(pipeline_file)
+        config = _engine(load_config(pipeline_file), None, None)
     except ConfigError as exc:
         _fail(exc)
     chain = " → ".join(f"{s.name} ({s.type}, {s.mode})" for s in config.stages)
     click.echo(f"{pipeline_file}: valid. {chain}")
+
+
+def _engine(config: PipelineConfig, engine: str | None, master: str | None) -> PipelineConfig:
+    """The engine block with --engine / --master applied, checked for the engine chosen."""
+    from etlstage.spark.config import apply_flags
+
+    return apply_flags(config, engine, master)
 
 
 @main.command("schema")

@@ -18,7 +18,15 @@ from typing import Any
 import jsonschema
 import yaml
 
-from etlstage.config.model import OffsetPolicy, PipelineConfig, RestartPolicy, StageConfig, Timeouts, split_command
+from etlstage.config.model import (
+    EngineConfig,
+    OffsetPolicy,
+    PipelineConfig,
+    RestartPolicy,
+    StageConfig,
+    Timeouts,
+    split_command,
+)
 from etlstage.errors import ConfigError, EtlstageError
 from etlstage.protocol.markers import Markers
 from etlstage.protocol.scenario import MODES, Scenario
@@ -305,4 +313,20 @@ def _resolve(data: dict[str, Any], at: Any, source: str, base_dir: str) -> Pipel
         max_inflight_windows=data.get("max_inflight_windows", 4),
         buffer_bytes=buffer_bytes,
         drain_timeout=float(data.get("drain_timeout", 30.0)),
+        engine=_engine(data.get("engine") or {}, base_dir, str(state_dir)),
+    )
+
+
+def _engine(raw: dict[str, Any], base_dir: str, state_dir: str) -> EngineConfig:
+    """The ``engine:`` block (already checked by the schema), paths resolved."""
+    checkpoint = Path(raw.get("checkpoint") or Path(state_dir) / "spark-checkpoint")
+    if not checkpoint.is_absolute():
+        checkpoint = Path(base_dir) / checkpoint
+    conf = {k: (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in (raw.get("conf") or {}).items()}
+    return EngineConfig(
+        kind=raw.get("kind", "supervisor"),
+        master=raw.get("master", "local[*]"),
+        conf=conf,
+        checkpoint=str(checkpoint),
+        trigger=float(raw.get("trigger", 0.0)),
     )

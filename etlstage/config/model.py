@@ -98,6 +98,17 @@ class StageConfig:
 
 
 @dataclass(frozen=True)
+class EngineConfig:
+    """Which engine runs the pipeline (``engine:`` in stages.yaml; flags override it)."""
+
+    kind: str = "supervisor"  # or "spark"
+    master: str = "local[*]"
+    conf: dict[str, str] = field(default_factory=dict)
+    checkpoint: str = ""  # resolved path; "" until resolved: <state_dir>/spark-checkpoint
+    trigger: float = 0.0  # seconds between micro-batch starts (processing time)
+
+
+@dataclass(frozen=True)
 class PipelineConfig:
     stages: list[StageConfig]
     state_dir: str
@@ -109,6 +120,7 @@ class PipelineConfig:
     buffer_bytes: int = 16 << 20
     drain_timeout: float = 30.0  # a graceful stop waits this long for in-flight work, then stops the workers
     services: list[ServiceConfig] = field(default_factory=list)
+    engine: EngineConfig = field(default_factory=EngineConfig)
 
     def stage(self, name: str) -> StageConfig:
         for s in self.stages:

@@ -47,6 +47,25 @@ def _die_with_parent() -> None:  # runs in the child between fork and exec
         pass
 
 
+def start_error(exc: OSError | ValueError, argv: list[str], cwd: str | None, label: str) -> WorkerError:
+    """Why a worker program could not be started, and the fix."""
+    if isinstance(exc, FileNotFoundError):
+        return WorkerError(
+            f"cannot start {label}: program {argv[0]!r} not found",
+            [
+                f"command: {argv!r}",
+                f"cwd: {cwd or os.getcwd()}",
+                "fix: install it, or give its full path in 'command'",
+            ],
+        )
+    if isinstance(exc, PermissionError):
+        return WorkerError(
+            f"cannot start {label}: {argv[0]!r} is not executable",
+            [f"command: {argv!r}", "fix: chmod +x it, or run it through its interpreter (e.g. ['sh', 'x.sh'])"],
+        )
+    return WorkerError(f"cannot start {label}: {exc}", [f"command: {argv!r}"])
+
+
 class Transport:
     """What a stage driver needs from a worker connection."""
 
@@ -205,22 +224,8 @@ class ProcessTransport(Transport):
                 start_new_session=True,
                 preexec_fn=_die_with_parent,
             )
-        except FileNotFoundError:
-            raise WorkerError(
-                f"cannot start {label}: program {argv[0]!r} not found",
-                [
-                    f"command: {argv!r}",
-                    f"cwd: {cwd or os.getcwd()}",
-                    "fix: install it, or give its full path in 'command'",
-                ],
-            ) from None
-        except PermissionError:
-            raise WorkerError(
-                f"cannot start {label}: {argv[0]!r} is not executable",
-                [f"command: {argv!r}", "fix: chmod +x it, or run it through its interpreter (e.g. ['sh', 'x.sh'])"],
-            ) from None
         except (OSError, ValueError) as exc:
-            raise WorkerError(f"cannot start {label}: {exc}", [f"command: {argv!r}"]) from None
+            raise start_error(exc, argv, cwd, label) from None
         for fd in (0, 1):
             with contextlib.suppress(AttributeError, ValueError, OSError):
                 pipe = transport.get_pipe_transport(fd)

@@ -1,0 +1,59 @@
+"""The engine a run uses: the ``engine:`` block of stages.yaml, overridden by flags.
+
+Pure configuration: importing this module does not import pyspark, so ``etlstage
+validate`` and the supervisor engine work without it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from etlstage.config.model import PipelineConfig, StageConfig
+from etlstage.errors import ConfigError
+
+
+def apply_flags(config: PipelineConfig, engine: str | None, master: str | None) -> PipelineConfig:
+    """``config`` with ``--engine`` / ``--master`` applied (flags win over the file)."""
+    e = config.engine
+    if engine is not None:
+        e = replace(e, kind=engine)
+    if master is not None:
+        if e.kind != "spark":
+            raise ConfigError(
+                [f"--master {master!r} is for the Spark engine: add --engine spark (or engine: {{kind: spark}})"]
+            )
+        e = replace(e, master=master)
+    config = replace(config, engine=e)
+    if e.kind == "spark":
+        check_for_spark(config)
+    return config
+
+
+def check_for_spark(config: PipelineConfig) -> None:
+    """What the Spark engine cannot run (yet), each problem named with its stage."""
+    problems: list[str] = []
+    loads = [s for s in config.stages if s.type == "L"]
+    first = loads[0]
+    for s in loads[1:]:
+        if (s.instances, s.partition_by) != (first.instances, first.partition_by):
+            problems.append(
+                f"stage {s.name!r}: under engine spark every L-stage shares the sink's partitions; "
+                f"give it instances {first.instances} and partition_by {first.partition_by!r} like {first.name!r}"
+            )
+    for s in config.stages:
+        if s.protocol != "marker":
+            problems.append(f"stage {s.name!r}: protocol {s.protocol!r} is not supported by engine spark (use marker)")
+        if s.type == "E" and s.instances != 1 and not _supervisor_offsets(s):
+            problems.append(
+                f"stage {s.name!r}: instances {s.instances}: under engine spark an E-stage runs on the driver "
+                "unless its offsets are supervisor-managed; use instances: 1"
+            )
+    if problems:
+        raise ConfigError(problems, config.source)
+
+
+def _supervisor_offsets(stage: StageConfig) -> bool:
+    return stage.mode == "cyclic" and stage.offsets == "supervisor"
+
+
+__all__ = ["apply_flags", "check_for_spark"]

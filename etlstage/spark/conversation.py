@@ -1,0 +1,482 @@
+"""One stage's conversation with its worker inside a Spark task, without an event loop.
+
+The bytes are the project's one protocol implementation: :class:`ReplyParser` tokenises
+the worker's output, :class:`ReplyRules` says which request each token answers.  This
+module adds what a task needs around them: jobs cut from the task's input (single
+requests, batches closed by EOB, worker-driven batches grown on each BNC), a bound on
+what is written ahead, time limits, answers held until the worker is known to be in
+step (it stayed quiet with nothing outstanding, as the supervisor confirms), restarts
+that send again what was not confirmed, and ``on_failure`` (fail, or dead letters in
+the state store under ``state_dir``).
+
+A micro-batch is a window: the task's input ending is the barrier that closes the last
+batch with EOB.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+
+from etlstage.config.model import StageConfig
+from etlstage.errors import PipelineError, ProtocolViolation, WorkerError
+from etlstage.protocol.framing import ReplyParser
+from etlstage.protocol.replies import Exchange, ReplyRules
+from etlstage.protocol.scenario import Scenario
+from etlstage.spark.blocks import message_ends, spans
+from etlstage.spark.process import WorkerProcess
+
+log = logging.getLogger("etlstage.spark.stage")
+
+HOLD_BYTES = 16 << 20  # answered input held unconfirmed before feeding pauses to confirm
+MIN_SETTLE, MAX_SETTLE = 0.005, 2.0
+
+
+@dataclass(eq=False)
+class Job(Exchange):
+    """A request (or batch) written to the worker, with its input kept for a resend."""
+
+    block: bytes = b""  # the messages, each followed by EOM
+    batch: bool = False
+    attempts: int = 0
+    alone: bool = False  # isolating a failed batch: written with nothing else in flight
+
+
+DeadLetterFn = Callable[[StageConfig, Job, str], None]
+
+
+class StageWorker:
+    """A T-, L- or executor-side E-stage's worker in this Python process, reused across tasks."""
+
+    def __init__(
+        self, stage: StageConfig, scenario: Scenario, env: dict[str, str], cwd: str | None, label: str
+    ) -> None:
+        self.stage = stage
+        self.scenario = scenario
+        self.env = env
+        self.cwd = cwd
+        self.label = label
+        self.eom = stage.markers.EOM
+        self.proc: WorkerProcess | None = None
+        self.starts = 0
+        self.restarts = 0
+        self.in_a_row = 0
+        self.deadletter: DeadLetterFn | None = None
+        self.service: collections.deque[float] = collections.deque(maxlen=16)
+        self._held: list[Job] = []
+
+    # --- process ------------------------------------------------------------------------------
+
+    def _ensure(self) -> WorkerProcess:
+        if self.proc is None or self.proc.eof or self.proc.proc.poll() is not None:
+            if self.proc is not None:
+                self.proc.kill()
+            argv = self.scenario.expand(self.stage.argv())
+            self.proc = WorkerProcess(argv, self.env, self.cwd, self.label)
+            self.starts += 1
+            self.parser = ReplyParser(
+                self.stage.markers,
+                bnc_allowed=self.scenario.worker_driven,
+                eop_allowed=self.scenario.has_requests,
+                max_message_bytes=self.stage.max_message_bytes,
+            )
+            self.rules: ReplyRules[Job] = ReplyRules(
+                results=self.scenario.has_results,
+                worker_driven=self.scenario.worker_driven,
+                batch_size=self.stage.batch_size,
+            )
+            self.pending: collections.deque[memoryview] = collections.deque()
+            self.answered = 0
+        return self.proc
+
+    def stop(self, grace: float | None = None) -> int | None:
+        if self.proc is None:
+            return None
+        proc, self.proc = self.proc, None
+        code = proc.stop(self.stage.stop_timeout if grace is None else grace)
+        if code not in (0, None):
+            log.warning("%s exited with status %s after its stdin closed (expected 0)", self.label, code)
+        return code
+
+    def kill(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc = None
+
+    # --- reading replies ----------------------------------------------------------------------
+
+    def _deadline(self) -> tuple[float | None, str]:
+        t = self.stage.timeouts
+        best: tuple[float | None, str] = (None, "")
+        if self.rules.outstanding:
+            first = self.answered == 0
+            limit = t.startup if first else t.request
+            if limit is not None:
+                best = (
+                    self.rules.outstanding[0].started + limit,
+                    f"{'start-up' if first else 'request'} timeout of {limit:g}s",
+                )
+            if t.idle is not None:
+                assert self.proc is not None
+                idle = self.proc.last_output + t.idle
+                if best[0] is None or idle < best[0]:
+                    best = (idle, f"idle timeout of {t.idle:g}s (no output)")
+        return best
+
+    def _step(self, until: float | None = None) -> tuple[list[Job], bool]:
+        """Move bytes once: (jobs answered in full, whether a BNC came).
+
+        ``until``: return empty-handed at that time (settling) instead of timing out.
+        """
+        proc = self.proc
+        assert proc is not None
+        deadline, what = (until, "") if until is not None else self._deadline()
+        chunks = proc.pump(self.pending, deadline, None if until is not None else what)
+        done: list[Job] = []
+        bnc = False
+        for chunk in chunks:
+            try:
+                tokens = self.parser.feed(chunk)
+            except ProtocolViolation as exc:
+                raise self._violation(exc) from None
+            reading = self.rules.feed(tokens)
+            now = time.monotonic()
+            for job in reading.completed:
+                self.service.append(now - job.started)
+                self.answered += 1
+            done.extend(reading.completed)
+            bnc = bnc or reading.bnc
+            if reading.violation is not None:
+                raise self._violation(reading.violation)
+        if proc.eof:
+            raise proc.gone(
+                "exited with requests unanswered"
+                if self.rules.outstanding
+                else "exited while waiting for work (its stdin was still open)"
+            )
+        return done, bnc
+
+    def _violation(self, exc: ProtocolViolation) -> WorkerError:
+        assert self.proc is not None
+        return WorkerError(f"protocol violation by {self.label}: {exc.problem}", self.proc.context(exc.snippet))
+
+    def _settle(self) -> None:
+        """Nothing outstanding: stay quiet for the settle time, or the answers were out of step."""
+        settle = min(max(MIN_SETTLE, 2 * max(self.service, default=0.0)), MAX_SETTLE)
+        until = time.monotonic() + settle
+        while time.monotonic() < until:
+            self._step(until)
+
+    def _write(self, job: Job, *parts: bytes) -> None:
+        self.rules.sent(job)
+        self.pending.extend(memoryview(p) for p in parts if p)
+
+    # --- T and L: jobs in, confirmed results out -----------------------------------------------
+
+    def transform(self, blocks: Iterable[bytes]) -> Iterator[bytes]:
+        """Each input block's messages through the worker; yields result blocks once confirmed.
+
+        L-stages yield nothing: their EOPs are the acknowledgement.
+        """
+        jobs = self._jobs(iter(blocks))
+        todo: collections.deque[Job] = collections.deque()
+        while True:
+            try:
+                yield from self._attempt(todo, jobs)
+                return
+            except WorkerError as exc:
+                self._recover(exc, todo)
+
+    def _jobs(self, blocks: Iterator[bytes]) -> Iterator[Job]:
+        st = self.stage
+        if st.mode == "single":
+            for block in blocks:
+                n = len(message_ends(block, st.markers.eom))
+                if n:
+                    yield Job(requests=n, messages=n, block=block)
+            return
+        if st.batch_driver == "worker":
+            for block in blocks:
+                ends = message_ends(block, st.markers.eom)
+                start = 0
+                for end in ends.tolist():
+                    yield Job(messages=1, block=block[start:end], batch=True)
+                    start = end
+            return
+        size = st.batch_size
+        carry, held = b"", 0  # messages of a batch not yet full
+        for block in blocks:
+            ends = message_ends(block, st.markers.eom)
+            start = 0
+            while held + len(ends) >= size:
+                cut = int(ends[size - held - 1])
+                yield Job(messages=size, block=carry + block[start:cut], batch=True, closed=True)
+                ends = ends[size - held :]
+                carry, held, start = b"", 0, cut
+            if len(ends):
+                carry += block[start:]
+                held += len(ends)
+        if held:
+            yield Job(messages=held, block=carry, batch=True, closed=True)  # the micro-batch's barrier
+
+    def _attempt(self, todo: collections.deque[Job], jobs: Iterator[Job]) -> Iterator[bytes]:
+        self._ensure()
+        worker_driven = self.scenario.worker_driven
+        depth = 1 if worker_driven else self.stage.jobs_in_flight
+        held: list[Job] = []
+        held_bytes = 0
+        self._held = held
+        exhausted = False
+        while True:
+            # feed: up to `depth` jobs in flight; an isolated job goes alone
+            while not exhausted and len(self.rules.outstanding) < depth and held_bytes < HOLD_BYTES:
+                job = todo.popleft() if todo else next(jobs, None)
+                if job is None:
+                    exhausted = True
+                    break
+                if job.alone and (self.rules.outstanding or held):
+                    todo.appendleft(job)
+                    break
+                if worker_driven:
+                    for answered in self._feed_worker_driven(job, todo, jobs):
+                        held.append(answered)
+                        held_bytes += len(answered.block)
+                elif job.batch:
+                    self._write(job, job.block, self.stage.markers.EOB)
+                else:
+                    self._write(job, job.block)
+                if job.alone:
+                    break
+            if not self.rules.outstanding and not self.pending:
+                if held:
+                    self._settle()
+                    self.in_a_row = 0
+                    yield from self._release(held)
+                    held_bytes = 0
+                if exhausted and not todo:
+                    return
+                continue
+            done, _ = self._step()
+            for job in done:
+                held.append(job)
+                held_bytes += len(job.block)
+
+    def _feed_worker_driven(self, job: Job, todo: collections.deque[Job], jobs: Iterator[Job]) -> list[Job]:
+        """Write one message, another on each BNC while input lasts, else EOB."""
+        size = self.stage.batch_size
+        again = job.messages > 1  # a resend: its messages go one per BNC as before
+        messages = (
+            [job.block[s:e] for s, e in spans(message_ends(job.block, self.stage.markers.eom))]
+            if again
+            else [job.block]
+        )
+        job.messages = 1
+        job.awaiting_bnc = size > 1
+        job.closed = not job.awaiting_bnc
+        self._write(job, messages[0])
+        rest = messages[1:]
+        while not job.closed:
+            done, bnc = self._step()
+            if done:
+                return done
+            if not bnc:
+                continue
+            if rest:
+                more: bytes | None = rest.pop(0)
+            elif again:
+                more = None
+            else:
+                nxt = todo.popleft() if todo else next(jobs, None)
+                more = nxt.block if nxt is not None else None
+            if more is None:
+                job.closed = True
+                self.pending.append(memoryview(self.stage.markers.EOB))
+                break
+            job.block += more
+            job.messages += 1
+            job.awaiting_bnc = job.messages < size
+            job.closed = not job.awaiting_bnc
+            self.pending.append(memoryview(more))
+        return []
+
+    def _release(self, held: list[Job]) -> Iterator[bytes]:
+        jobs = list(held)
+        held.clear()
+        for job in jobs:
+            if job.results:
+                yield b"".join(job.results)
+
+    def _recover(self, exc: WorkerError, todo: collections.deque[Job]) -> None:
+        """Kill the failed worker; what it held or owed goes out again (head charged a try)."""
+        rules = getattr(self, "rules", None)  # None: the first start failed
+        unanswered = list(rules.outstanding) if rules is not None and self.proc is not None else []
+        again = [*self._held, *unanswered]
+        self.kill()
+        self.restarts += 1
+        for job in again:
+            job.reset()
+        head = unanswered[0] if unanswered else None
+        policy = self.stage.restart
+        if head is None:
+            self.in_a_row += 1
+            if self.in_a_row > policy.max_restarts:
+                raise PipelineError(
+                    f"{self.label} failed {self.in_a_row} times in a row (max_restarts={policy.max_restarts}); "
+                    f"last error: {exc}"
+                ) from exc
+        else:
+            head.attempts += 1
+            if head.attempts > policy.max_restarts:
+                again = self._exhausted(head, again, exc)
+        tries = head.attempts if head is not None else self.in_a_row
+        delay = min(policy.backoff * 2 ** max(0, tries - 1), policy.backoff_max)
+        log.warning("%s failed (%s); restart in %.1fs", self.label, exc.detail, delay)
+        time.sleep(delay)
+        todo.extendleft(reversed(again))
+
+    def _exhausted(self, head: Job, again: list[Job], exc: WorkerError) -> list[Job]:
+        st = self.stage
+        if st.on_failure == "fail":
+            raise PipelineError(
+                f"stage {st.name!r}: a {'batch' if head.batch else 'request'} of {head.messages} message(s) "
+                f"failed {head.attempts} times; on_failure=fail stops the query (nothing committed past it).\n"
+                f"Last error: {exc}"
+            ) from exc
+        at = again.index(head)
+        if head.messages > 1:
+            log.warning(
+                "%s: a batch of %d failed %d times; trying its messages one by one",
+                self.label,
+                head.messages,
+                head.attempts,
+            )
+            singles = [
+                Job(
+                    messages=1,
+                    block=head.block[s:e],
+                    batch=head.batch,
+                    closed=head.batch,
+                    attempts=st.restart.max_restarts,
+                    alone=True,
+                )
+                for s, e in spans(message_ends(head.block, st.markers.eom))
+            ]
+            return [*again[:at], *singles, *again[at + 1 :]]
+        if self.deadletter is not None:
+            self.deadletter(st, head, str(exc))
+        return [*again[:at], *again[at + 1 :]]
+
+    # --- plain E on the driver: what it wrote, in pieces ------------------------------------------
+
+    def drain_plain(self, max_bytes: int, linger: float) -> tuple[bytes, bool]:
+        """Complete messages the plain worker wrote since the last call, and whether it ended.
+
+        Waits for the first bytes (bounded by the start-up / idle limits), then takes what
+        comes within ``linger`` up to about ``max_bytes``.  A plain worker is not
+        restarted: its whole run is one extraction, and a failure stops the query.
+        """
+        if self.proc is None:
+            if self.starts:
+                return b"", True
+            self._ensure()
+        proc = self.proc
+        assert proc is not None
+        t = self.stage.timeouts
+        out: list[bytes] = []
+        size = 0
+        first: float | None = None
+        deadline: float | None
+        what: str | None
+        while size < max_bytes:
+            if first is not None:
+                deadline, what = first + linger, None
+            else:
+                limit = t.startup if self.answered == 0 else t.idle
+                deadline = None if limit is None else proc.last_output + limit
+                what = (
+                    f"{'start-up' if self.answered == 0 else 'idle'} timeout of {limit:g}s (no output)"
+                    if limit
+                    else None
+                )
+            chunks = proc.pump(self.pending, deadline, what)
+            for chunk in chunks:
+                try:
+                    tokens = self.parser.feed(chunk)
+                except ProtocolViolation as exc:
+                    raise self._violation(exc) from None
+                for tok in tokens:
+                    assert isinstance(tok, bytes)  # a plain E's parser allows no EOP or BNC
+                    out.append(tok)
+                    size += len(tok)
+                    self.answered += 1
+            if out and first is None:
+                first = time.monotonic()
+            if proc.eof:
+                return b"".join(out), self._ended()
+            if first is not None and time.monotonic() >= first + linger:
+                break
+        return b"".join(out), False
+
+    def _ended(self) -> bool:
+        proc = self.proc
+        assert proc is not None
+        code = proc.proc.wait()
+        if self.parser.pending_bytes:
+            raise WorkerError(
+                f"protocol violation by {self.label}: its last {self.parser.pending_bytes} bytes were not ended by EOM",
+                proc.context(),
+            )
+        if code != 0:
+            raise proc.gone(f"exited with status {code} (a plain E-worker ends with 0)")
+        proc.kill()  # releases the pipes; the process has exited
+        self.proc = None
+        return True
+
+    # --- E on an executor: one request, its messages --------------------------------------------
+
+    def cycle(self, request: bytes) -> bytes:
+        """Send one cycle request; the messages it answered (held until EOP).
+
+        A failure restarts the worker and sends the request again, at most
+        ``max_restarts`` times in a row.
+        """
+        while True:
+            job = Job(messages=1, block=request + self.eom)
+            try:
+                self._ensure()
+                self._held = []
+                self._write(job, job.block)
+                while True:
+                    done, _ = self._step()
+                    if done:
+                        self.in_a_row = 0
+                        return b"".join(job.results)
+            except WorkerError as exc:
+                self.kill()
+                self.restarts += 1
+                self.in_a_row += 1
+                policy = self.stage.restart
+                if self.in_a_row > policy.max_restarts:
+                    raise PipelineError(
+                        f"{self.label} failed {self.in_a_row} times in a row (max_restarts={policy.max_restarts}); "
+                        f"last error: {exc}"
+                    ) from exc
+                delay = min(policy.backoff * 2 ** (self.in_a_row - 1), policy.backoff_max)
+                log.warning("%s failed (%s); restart in %.1fs", self.label, exc.detail, delay)
+                time.sleep(delay)
+
+
+def worker_env(stage: StageConfig, scenario: Scenario, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a worker: this process's, the run's extras, the stage's, the run instruction."""
+    env = dict(os.environ)
+    env.update(extra or {})
+    env.update(stage.env)
+    env.update(scenario.to_env())
+    return env
+
+
+__all__ = ["Job", "StageWorker", "worker_env"]

@@ -1,0 +1,96 @@
+"""What every Spark task of a run needs to know, pickled once: the pipeline and where things live.
+
+Tasks find their stage's worker through :meth:`Plan.worker`: one process per (run,
+stage, partition) in each Python process, reused across micro-batches.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import pickle
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from etlstage.config.model import PipelineConfig, StageConfig
+from etlstage.spark.conversation import Job, StageWorker, worker_env
+from etlstage.spark.process import REGISTRY
+
+log = logging.getLogger("etlstage.spark")
+
+
+@dataclass(frozen=True)
+class Plan:
+    config: PipelineConfig
+    once: bool = False
+    extra_env: dict[str, str] = field(default_factory=dict)
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+
+    def encode(self) -> str:
+        return base64.b64encode(pickle.dumps(self)).decode()
+
+    @staticmethod
+    def decode(text: str) -> Plan:
+        plan = pickle.loads(base64.b64decode(text))
+        assert isinstance(plan, Plan)
+        return plan
+
+    # --- places ------------------------------------------------------------------------------
+
+    @property
+    def checkpoint(self) -> Path:
+        return Path(self.config.engine.checkpoint)
+
+    def spool_dir(self, stage: StageConfig) -> Path:
+        """Driver-side extractors' output by batch, read by the tasks (a shared path on a cluster)."""
+        return self.checkpoint / "etlstage" / "spool" / stage.name
+
+    def counts_dir(self, stage: StageConfig) -> Path:
+        return self.checkpoint / "etlstage" / "counts" / stage.name
+
+    def stage_dir(self, stage: StageConfig, partition: int) -> str:
+        """The worker's ETLSTAGE_STATE_DIR: the supervisor's for one instance, one per partition for more."""
+        from etlstage.state.store import ensure_private_dir
+
+        base = Path(self.config.state_dir) / "stages" / stage.name
+        path = base if stage.instances == 1 else base / f"partition-{partition}"
+        return str(ensure_private_dir(path))
+
+    # --- workers -------------------------------------------------------------------------------
+
+    def worker(self, stage: StageConfig, partition: int) -> StageWorker:
+        """This Python process's worker for (stage, partition), started on first use."""
+        REGISTRY.keep_only(self.run_id)
+        key = (self.run_id, stage.name, partition)
+        found = REGISTRY.get(key)
+        if isinstance(found, StageWorker):
+            return found
+        label = stage.name if stage.instances == 1 else f"{stage.name}#{partition}"
+        scenario = stage.scenario(partition, self.stage_dir(stage, partition))
+        cwd = stage.cwd or self.config.base_dir
+        w = StageWorker(stage, scenario, worker_env(stage, scenario, self.extra_env), cwd, label)
+        w.deadletter = self.deadletter
+        REGISTRY.put(key, w)
+        return w
+
+    def deadletter(self, stage: StageConfig, job: Job, error: str) -> None:
+        from etlstage.state.store import StateStore
+
+        store = StateStore(self.config.state_dir)
+        try:
+            ident = store.add_deadletter(stage.name, job.attempts, error, job.block, job.messages, stage.markers.eom)
+        finally:
+            store.close()
+        log.error(
+            "stage %r: %d message(s) failed %d times; written to the dead-letter store as #%d "
+            "(etlstage deadletter show %d)",
+            stage.name,
+            job.messages,
+            job.attempts,
+            ident,
+            ident,
+        )
+
+
+__all__ = ["Plan"]

@@ -1,0 +1,265 @@
+"""Worker processes inside Spark's Python processes: spawn, blocking-free pipes, registry.
+
+A Spark task is plain synchronous Python, so a worker here is driven without an event
+loop: :class:`WorkerProcess` moves bytes with ``select`` over non-blocking pipes (a
+worker that writes while it reads never dead-locks against us), drains stderr in a
+thread from the moment it starts, and dies with the Python process that started it
+(``PR_SET_PDEATHSIG``), so no orphan survives an executor.
+
+:data:`REGISTRY` keeps the processes of one Python process across tasks, keyed by
+(stage, partition): a worker lives across micro-batches, not one per batch.  When
+Spark stops the Python process (SIGHUP from its daemon, SIGTERM), every registered
+worker gets its stdin closed and a short grace to exit, like a graceful stop.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import logging
+import os
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+
+import psutil
+
+from etlstage.errors import WorkerGone, WorkerTimeout
+from etlstage.runtime.session import _describe_status
+from etlstage.runtime.transport import READ_CHUNK, STDERR_TAIL, _die_with_parent, _grow_pipe, start_error
+
+log = logging.getLogger("etlstage.spark.worker")
+
+
+class WorkerProcess:
+    """One worker program, driven synchronously by a task."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], cwd: str | None, label: str) -> None:
+        self.argv = argv
+        self.label = label
+        self.tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL)
+        try:
+            self.proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=env,
+                cwd=cwd,
+                start_new_session=True,  # Spark's SIGHUP to its workers' group is ours to relay
+                preexec_fn=_die_with_parent,
+            )
+        except (OSError, ValueError) as exc:
+            raise start_error(exc, argv, cwd, f"{label} on {socket.gethostname()}") from None
+        self.pid = self.proc.pid
+        assert self.proc.stdin and self.proc.stdout and self.proc.stderr
+        self._in = self.proc.stdin.fileno()
+        self._out = self.proc.stdout.fileno()
+        for fd in (self._in, self._out):
+            os.set_blocking(fd, False)
+            _grow_pipe(fd)
+        self._sel = selectors.DefaultSelector()
+        self._sel.register(self._out, selectors.EVENT_READ)
+        self._writing = False
+        self.eof = False
+        self.stdin_closed = False
+        self.last_output = time.monotonic()
+        self._stderr = threading.Thread(target=self._drain_stderr, name=f"stderr {label}", daemon=True)
+        self._stderr.start()
+
+    # --- output of the worker ---------------------------------------------------------------
+
+    def _drain_stderr(self) -> None:
+        assert self.proc.stderr is not None
+        for raw in iter(self.proc.stderr.readline, b""):
+            text = raw.decode("utf-8", "replace").rstrip("\r\n")
+            self.tail.append(text)
+            print(f"[{self.label}] {text}", file=sys.stderr, flush=True)
+
+    def context(self, snippet: bytes = b"") -> list[str]:
+        """Stage, host, pid, exit status, bytes and stderr tail: a report that stands alone."""
+        from etlstage.errors import escape_bytes
+
+        lines = [
+            f"stage: {self.label} on executor host {socket.gethostname()}",
+            f"command: {self.argv!r}",
+            f"pid: {self.pid}",
+            f"exit status: {_describe_status(self.proc.poll())}",
+        ]
+        if snippet:
+            lines.append(f"bytes: {escape_bytes(snippet)}")
+        time.sleep(0.05)  # let the stderr thread catch the worker's last words
+        lines.extend(["stderr (last lines):", *(f"  | {t}" for t in list(self.tail)[-10:])] if self.tail else [])
+        return lines
+
+    def gone(self, what: str) -> WorkerGone:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(2.0)
+        return WorkerGone(f"{self.label} {what}", self.context())
+
+    # --- moving bytes ------------------------------------------------------------------------
+
+    def pump(self, pending: collections.deque[memoryview], deadline: float | None, what: str | None) -> list[bytes]:
+        """Write as much of ``pending`` as the worker takes; return what it wrote meanwhile.
+
+        Returns as soon as output arrived or some input was written.  At ``deadline``
+        it raises :class:`WorkerTimeout` naming the limit ``what`` (or, with ``what``
+        None, returns nothing); a broken pipe raises :class:`WorkerGone`.
+        """
+        want_write = bool(pending)
+        if want_write != self._writing:
+            if want_write:
+                self._sel.register(self._in, selectors.EVENT_WRITE)
+            else:
+                self._sel.unregister(self._in)
+            self._writing = want_write
+        timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+        events = self._sel.select(timeout)
+        if not events:
+            if what is not None and deadline is not None and time.monotonic() >= deadline:
+                raise WorkerTimeout(f"{self.label} did not answer within its {what}", self.context())
+            return []
+        chunks: list[bytes] = []
+        for key, mask in events:
+            if key.fd == self._in and mask & selectors.EVENT_WRITE:
+                self._write_some(pending)
+            elif key.fd == self._out:
+                chunk = self._read_some()
+                if chunk:
+                    chunks.append(chunk)
+        return chunks
+
+    def _write_some(self, pending: collections.deque[memoryview]) -> None:
+        while pending:
+            head = pending[0]
+            try:
+                n = os.write(self._in, head)
+            except BlockingIOError:
+                return
+            except (BrokenPipeError, OSError) as exc:
+                raise self.gone(f"stopped reading its stdin ({type(exc).__name__}) — it exited or closed it") from None
+            if n == len(head):
+                pending.popleft()
+            else:
+                pending[0] = head[n:]
+                return
+
+    def _read_some(self) -> bytes:
+        try:
+            chunk = os.read(self._out, READ_CHUNK)
+        except BlockingIOError:
+            return b""
+        if not chunk:
+            self.eof = True
+            self._sel.unregister(self._out)
+            return b""
+        self.last_output = time.monotonic()
+        return chunk
+
+    def read_until_eof(self, deadline: float | None) -> bytes:
+        """Everything the worker still writes before it closes its stdout (or the deadline)."""
+        out = []
+        while not self.eof:
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+            out.extend(self.pump(collections.deque(), deadline, None))
+        return b"".join(out)
+
+    # --- ending --------------------------------------------------------------------------------
+
+    def close_input(self) -> None:
+        if not self.stdin_closed:
+            self.stdin_closed = True
+            if self._writing:
+                self._sel.unregister(self._in)
+                self._writing = False
+            with contextlib.suppress(OSError):
+                assert self.proc.stdin is not None
+                self.proc.stdin.close()
+
+    def stop(self, grace: float) -> int | None:
+        """Close stdin, wait; SIGTERM, wait; SIGKILL the tree.  The exit status."""
+        self.close_input()
+        for sig, wait in ((None, grace), (signal.SIGTERM, 5.0)):
+            if sig is not None:
+                log.warning(
+                    "%s (pid %s) did not exit %.0fs after stdin closed; sending SIGTERM", self.label, self.pid, grace
+                )
+                self._signal_tree(sig)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                return self.proc.wait(wait)
+        self.kill()
+        return self.proc.returncode
+
+    def _signal_tree(self, sig: int) -> None:
+        with contextlib.suppress(psutil.Error):
+            root = psutil.Process(self.pid)
+            for p in [root, *root.children(recursive=True)]:
+                with contextlib.suppress(psutil.Error):
+                    p.send_signal(sig)
+
+    def kill(self) -> None:
+        self._signal_tree(signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            self.proc.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(5.0)
+        for f in (self.proc.stdin, self.proc.stdout):
+            with contextlib.suppress(OSError):
+                if f is not None:
+                    f.close()
+        self._sel.close()
+
+
+class Registry:
+    """The worker processes of this Python process, by (run, stage, partition), across tasks."""
+
+    def __init__(self) -> None:
+        self.entries: dict[tuple[str, str, int], object] = {}
+
+    def get(self, key: tuple[str, str, int]) -> object | None:
+        self._install_handlers()
+        return self.entries.get(key)
+
+    def put(self, key: tuple[str, str, int], value: object) -> None:
+        self._install_handlers()
+        self.entries[key] = value
+
+    def keep_only(self, run_id: str) -> None:
+        """A task of a new run: the workers of earlier runs in this process are stopped."""
+        old = [k for k in self.entries if k[0] != run_id]
+        for key in old:
+            self._stop(self.entries.pop(key), 10.0)
+
+    def stop_all(self, grace: float = 10.0) -> None:
+        entries, self.entries = self.entries, {}
+        for value in entries.values():
+            self._stop(value, grace)
+
+    @staticmethod
+    def _stop(value: object, grace: float) -> None:
+        stop: Callable[[float], object] | None = getattr(value, "stop", None)
+        if stop is not None:
+            with contextlib.suppress(Exception):
+                stop(grace)
+
+    def _install_handlers(self) -> None:
+        # pyspark resets SIGHUP/SIGTERM at each task in a reused worker: set them again.
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for sig in (signal.SIGHUP, signal.SIGTERM):
+            signal.signal(sig, self._on_signal)
+
+    def _on_signal(self, signum: int, frame: object) -> None:
+        self.stop_all(grace=5.0)
+        os._exit(0)
+
+
+REGISTRY = Registry()
+
+__all__ = ["REGISTRY", "Registry", "WorkerProcess"]

@@ -1,0 +1,246 @@
+"""The pipeline as one Spark Structured Streaming query: build it, run it, report it.
+
+E-stages are sources (:mod:`etlstage.spark.source`), unioned; each T-stage is a
+``mapInArrow`` over the binary ``value`` column (:mod:`etlstage.spark.transform`) on
+``instances`` partitions; the L-stages are the sink (:mod:`etlstage.spark.sink`).
+Spark's checkpoint holds the offsets and commits: a micro-batch is a window.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+import warnings
+from typing import TYPE_CHECKING, Any
+
+from etlstage.config.model import PipelineConfig, StageConfig
+from etlstage.errors import EtlstageError
+from etlstage.protocol.markers import Markers
+from etlstage.spark.report import Counts
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+    from etlstage.spark.plan import Plan
+
+log = logging.getLogger("etlstage.spark")
+
+ENGINE_CONF = {
+    "spark.sql.adaptive.enabled": "false",  # not used by streaming queries; Spark warns when it is on
+}
+
+
+def build(spark: SparkSession, plan: Plan) -> Any:
+    """The query's DataStreamWriter, ready to start."""
+    from pyspark.sql import functions as F
+
+    from etlstage.spark.transform import KEYED_SCHEMA, key_task, reframe_task, transform_task
+
+    config = plan.config
+    encoded = plan.encode()
+    extractors = [s for s in config.stages if s.type == "E"]
+    transforms = [s for s in config.stages if s.type == "T"]
+    loads = [s for s in config.stages if s.type == "L"]
+    consumer = transforms[0] if transforms else loads[0]
+    spool_partitions = consumer.instances if not consumer.partition_by else 1
+
+    def observed(df: DataFrame, stage: StageConfig) -> DataFrame:
+        return df.observe(Counts.metric(stage), F.count(F.lit(1)).alias("rows"))
+
+    frames: list[tuple[DataFrame, int]] = []
+    markers = extractors[0].markers
+    for e in extractors:
+        df = (
+            spark.readStream.format("etlstage-extract")
+            .option("plan", encoded)
+            .option("stage", e.name)
+            .option("partitions", str(spool_partitions))
+            .load()
+        )
+        parts = e.instances if e.mode == "cyclic" and e.offsets == "supervisor" else spool_partitions
+        df = observed(df, e)
+        if e.markers != markers:
+            df = df.mapInArrow(reframe_task(e.markers, markers, f"stage {e.name!r}"), "value binary")
+        frames.append((df, parts))
+    df, parts = frames[0]
+    for other, n in frames[1:]:
+        df, parts = df.unionAll(other), parts + n
+
+    def place(df: DataFrame, parts: int, stage: StageConfig, source: Markers) -> tuple[DataFrame, int]:
+        n = stage.instances
+        if stage.partition_by and n > 1:
+            keyed = df.mapInArrow(key_task(stage, source), KEYED_SCHEMA)
+            return keyed.repartitionById(n, "pid").select("value"), n
+        if parts == n:
+            return df, n
+        return (df.coalesce(n) if parts > n else df.repartition(n)), n
+
+    for t in transforms:
+        df, parts = place(df, parts, t, markers)
+        df = observed(df.mapInArrow(transform_task(plan, t.name, markers), "value binary"), t)
+        markers = t.markers
+    df, parts = place(df, parts, loads[0], markers)
+    engine = config.engine
+    writer = (
+        df.writeStream.format("etlstage-load")
+        .option("plan", encoded)
+        .option("markers", f"{markers.eom},{markers.eop},{markers.eob},{markers.bnc}")
+        .option("checkpointLocation", engine.checkpoint)
+        .queryName(_query_name(config))
+    )
+    if plan.once:
+        writer = writer.trigger(availableNow=True)
+    elif engine.trigger > 0:
+        writer = writer.trigger(processingTime=f"{engine.trigger:g} seconds")
+    return writer
+
+
+def _query_name(config: PipelineConfig) -> str:
+    return "etlstage_" + "".join(c if c.isalnum() else "_" for c in config.name)
+
+
+def run_query(
+    config: PipelineConfig, *, once: bool = False, progress: bool = True, extra_env: dict[str, str] | None = None
+) -> int:
+    """0 when done (or stopped), 1 when the query failed, 2 when Spark cannot start."""
+    from etlstage.spark.session import SparkStartError, require_pyspark
+
+    try:
+        require_pyspark()
+    except SparkStartError as exc:
+        log.error("%s", exc)
+        return exc.exit_code
+    from etlstage.spark.plan import Plan
+    from etlstage.spark.session import start_session
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # executors run this Python (and etlstage)
+    quiet_spark()
+    engine = config.engine
+    plain_only = all(s.mode == "plain" for s in config.stages if s.type == "E")
+    plan = Plan(config, once=once or plain_only, extra_env=dict(extra_env or {}))
+    try:
+        spark = start_session(
+            engine.master,
+            f"etlstage {config.name}",
+            {**ENGINE_CONF, **engine.conf},
+            connect_timeout=10,
+            log_level="WARN",
+        )
+    except SparkStartError as exc:
+        log.error("%s", exc)
+        return exc.exit_code
+    try:
+        return run_in(spark, plan, progress=progress)
+    finally:
+        spark.stop()
+
+
+def quiet_spark() -> None:
+    """Spark's own chatter stays out of the pipeline's log (its log level is WARN)."""
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    # pyspark warns on every Python process that it was not tried with pandas 3; we use Arrow only.
+    hush = "ignore:PySpark does not yet fully support pandas"
+    warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
+    current = os.environ.get("PYTHONWARNINGS")
+    if hush not in (current or ""):
+        os.environ["PYTHONWARNINGS"] = f"{current},{hush}" if current else hush
+
+
+def run_in(spark: SparkSession, plan: Plan, *, progress: bool = True) -> int:
+    """Run ``plan``'s query in an existing session until it ends; print the summary."""
+    from etlstage.spark.sink import LoadSink
+    from etlstage.spark.source import ExtractSource
+
+    config = plan.config
+    spark.dataSource.register(ExtractSource)
+    spark.dataSource.register(LoadSink)
+    counts = Counts(config)
+    spark.streams.addListener(counts.listener())
+    names = " → ".join(s.name for s in config.stages)
+    log.info(
+        "pipeline %s on Spark %s: %s (checkpoint %s)%s",
+        config.name,
+        config.engine.master,
+        names,
+        config.engine.checkpoint,
+        " --once" if plan.once else "",
+    )
+    code = 0
+    query: StreamingQuery | None = None
+    stop = threading.Event()
+    restore = _on_signals(stop)
+    try:
+        query = build(spark, plan).start()
+        reporter = counts.reporter(progress)
+        while not query.awaitTermination(1):
+            reporter()
+            if stop.is_set():
+                log.warning("stopping: the micro-batch in flight is not committed; it is replayed next run")
+                query.stop()
+                break
+        error = query.exception()
+        if error is not None:
+            log.error("pipeline failed: %s", explain(error))
+            code = 1
+    except EtlstageError as exc:
+        log.error("pipeline failed: %s", exc)
+        code = exc.exit_code
+    except Exception as exc:  # Spark's own errors (analysis, start-up) surface here
+        log.error("pipeline failed: %s", explain(exc))
+        code = 1
+    finally:
+        restore()
+        counts.finish(query)
+        spark.streams.removeListener(counts.listener())
+    print(counts.summary(), file=sys.stderr)
+    return code
+
+
+def explain(exc: BaseException) -> str:
+    """The etlstage error inside a Spark exception (a worker's report), else its first lines."""
+    text = str(exc)
+    for marker in (
+        "etlstage.errors.PipelineError: ",
+        "etlstage.errors.WorkerError: ",
+        "etlstage.errors.WorkerGone: ",
+        "etlstage.errors.WorkerTimeout: ",
+        "etlstage.errors.MarkerInMessage: ",
+        "etlstage.errors.ProtocolViolation: ",
+    ):
+        at = text.find(marker)
+        if at >= 0:
+            body = text[at + len(marker) :]
+            lines = []
+            for line in body.splitlines():
+                if line.startswith(("\tat ", "at org.", "Traceback", "JVM stacktrace")) or "org.apache.spark" in line:
+                    break
+                lines.append(line)
+            return "\n".join(lines).rstrip()
+    return "\n".join(text.strip().splitlines()[:6])
+
+
+def _on_signals(stop: threading.Event) -> Any:
+    """SIGINT/SIGTERM stop the query after a graceful request; the previous handlers come back after."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+    def handler(signum: int, frame: object) -> None:
+        log.warning("received %s: stopping the query", signal.Signals(signum).name)
+        stop.set()
+
+    for sig in previous:
+        signal.signal(sig, handler)
+
+    def restore() -> None:
+        for sig, h in previous.items():
+            signal.signal(sig, h)
+
+    return restore
+
+
+__all__ = ["build", "explain", "run_in", "run_query"]

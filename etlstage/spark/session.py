@@ -1,0 +1,162 @@
+"""Starting Spark: checks that name the cause and the fix, then one SparkSession.
+
+Used by the Spark engine and the stock Spark loader.  A worker calls
+:func:`start_session` from ``setup()``: by then the SDK has pointed file descriptor 1
+at stderr, so the JVM that Spark launches inherits a harmless stdout.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import socket
+import subprocess
+import threading
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+from etlstage.errors import EtlstageError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger("etlstage.spark")
+
+DEFAULT_CONF = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+}
+
+
+class SparkStartError(EtlstageError):
+    """Spark cannot start: the message names the cause and the fix."""
+
+    exit_code = 2
+
+
+def check_java() -> str:
+    """The java executable Spark will use, after running it once."""
+    home = os.environ.get("JAVA_HOME")
+    if home:
+        java = os.path.join(home, "bin", "java")
+        if not os.access(java, os.X_OK):
+            raise SparkStartError(
+                f"JAVA_HOME={home!r} has no executable bin/java: point JAVA_HOME at a JDK/JRE 17+ "
+                "(e.g. /usr/lib/jvm/java-17-openjdk-amd64) or unset it to use java from PATH"
+            )
+    else:
+        found = shutil.which("java")
+        if not found:
+            raise SparkStartError(
+                "Spark needs Java (17 or newer) but `java` is not on PATH and JAVA_HOME is not set: "
+                "install a JRE (e.g. `apt-get install openjdk-17-jre-headless`) or set JAVA_HOME"
+            )
+        java = found
+    try:
+        done = subprocess.run([java, "-version"], capture_output=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise SparkStartError(f"cannot run {java} -version ({exc}): fix the Java installation") from None
+    if done.returncode != 0:
+        raise SparkStartError(f"{java} -version failed: {done.stderr.decode(errors='replace').strip()[:300]}")
+    version = done.stderr.decode(errors="replace").splitlines()[:1]
+    return f"{java} ({version[0] if version else 'unknown version'})"
+
+
+def check_master_reachable(master: str, timeout: float) -> None:
+    """For ``spark://`` and ``sc://`` masters: a TCP connection within ``timeout`` seconds."""
+    if not master.startswith(("spark://", "sc://")):
+        return
+    default_port = 7077 if master.startswith("spark://") else 15002
+    targets: list[tuple[str, int]] = []
+    for hostport in urlsplit(master).netloc.split(","):  # spark://h1:7077,h2:7077 (standby masters)
+        host, _, port = hostport.rpartition(":") if ":" in hostport else (hostport, "", "")
+        try:
+            targets.append((host or hostport, int(port) if port else default_port))
+        except ValueError:
+            raise SparkStartError(f"--master {master!r}: port {port!r} is not a number") from None
+    errors = []
+    for host, port_number in targets:
+        try:
+            with socket.create_connection((host, port_number), timeout=timeout):
+                return
+        except OSError as exc:
+            errors.append(f"{host}:{port_number}: {exc.strerror or exc}")
+    raise SparkStartError(
+        f"cannot reach the Spark master {master} within {timeout:g}s ({'; '.join(errors)}): "
+        "start the master, or fix --master (e.g. local[*] to run Spark inside the loader)"
+    )
+
+
+def require_pyspark() -> None:
+    """pyspark (with pandas and pyarrow, which mapInArrow needs) importable, or a clear error."""
+    for module in ("pyspark", "pyarrow", "pandas"):
+        try:
+            __import__(module)
+        except ImportError as exc:
+            raise SparkStartError(
+                f"{module} is not installed ({exc}): the Spark engine needs pip install 'etlstage[spark]'"
+            ) from None
+
+
+def start_session(
+    master: str, app_name: str, conf: dict[str, str], *, connect_timeout: float, log_level: str
+) -> SparkSession:
+    """One SparkSession for the life of this process."""
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError as exc:
+        raise SparkStartError(f"pyspark is not installed ({exc}): pip install 'etlstage[spark]'") from None
+    check_master_reachable(master, connect_timeout)
+    if master.startswith("sc://"):
+        return _start_connect(master, app_name, conf)
+    log.info("Spark: using %s", check_java())
+    builder = SparkSession.builder.master(master).appName(app_name)
+    for key, value in {**DEFAULT_CONF, **conf}.items():
+        builder = builder.config(key, value)
+    try:
+        spark = builder.getOrCreate()
+    except Exception as exc:
+        raise SparkStartError(f"Spark did not start with --master {master}: {_first_line(exc)}") from None
+    spark.sparkContext.setLogLevel(log_level)
+    if master.startswith("spark://"):
+        _probe_executors(spark, master, connect_timeout * 6)
+    return spark
+
+
+def _start_connect(master: str, app_name: str, conf: dict[str, str]) -> SparkSession:
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.remote(master).appName(app_name)
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    try:
+        return builder.getOrCreate()
+    except ImportError as exc:
+        raise SparkStartError(f"Spark Connect needs extra packages ({exc}): pip install 'pyspark[connect]'") from None
+    except Exception as exc:
+        raise SparkStartError(f"Spark Connect server {master} refused the session: {_first_line(exc)}") from None
+
+
+def _probe_executors(spark: SparkSession, master: str, timeout: float) -> None:
+    """A tiny job: a cluster with no free worker would otherwise hang on the first batch."""
+    sc = spark.sparkContext
+    group = "etlstage-probe"
+    timer = threading.Timer(timeout, sc.cancelJobGroup, args=(group,))
+    sc.setJobGroup(group, "start-up probe", interruptOnCancel=True)
+    timer.start()
+    try:
+        spark.range(2, numPartitions=1).count()
+    except Exception:
+        raise SparkStartError(
+            f"the master {master} accepted the application but no executor ran a task within {timeout:g}s: "
+            "start a worker (spark-class org.apache.spark.deploy.worker.Worker <master>) or free cores/memory"
+        ) from None
+    finally:
+        timer.cancel()
+        sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:400] if text else type(exc).__name__

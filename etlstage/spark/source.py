@@ -1,0 +1,241 @@
+"""E-stages as Python streaming data sources: one window = one micro-batch.
+
+*Driver-side* (plain E, cyclic E with worker-managed offsets): the worker runs in the
+source's planning process on the driver.  ``latestOffset`` asks it for the next window
+— a cycle request, or what a plain worker wrote since — and spools the messages under
+the checkpoint, fsync'd, before Spark logs the batch's offsets; the tasks read the
+spool, and a batch replayed after a driver crash reads the same bytes.  Spark plans
+batch N+1 only after batch N's commit is logged, so a cycle request is never sent
+before the previous window was committed: a worker that receives a request may commit
+its previous cycle, exactly as under the supervisor.
+
+*Executor-side* (cyclic E with supervisor-managed offsets): ``latestOffset`` asks the
+stage's offset policy for the next window; each of the ``instances`` input partitions
+runs the E worker in its task with ``{"start": S, "end": E}``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadLimit, SupportsTriggerAvailableNow
+
+from etlstage.config.model import StageConfig
+from etlstage.errors import PipelineError, WorkerError
+from etlstage.spark.blocks import message_ends, to_batches
+from etlstage.spark.conversation import StageWorker
+from etlstage.spark.plan import Plan
+
+log = logging.getLogger("etlstage.spark.source")
+
+PLAIN_BATCH_BYTES = 64 << 20  # a plain worker's output is cut into micro-batches of about this size
+PLAIN_LINGER = 0.5  # ...or what it wrote within this long after the first bytes
+
+
+class ExtractSource(DataSource):
+    """``spark.readStream.format("etlstage-extract").option("plan", …).option("stage", name)``."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "etlstage-extract"
+
+    def schema(self) -> str:
+        return "value binary"
+
+    def streamReader(self, schema: object) -> DataSourceStreamReader:
+        plan = Plan.decode(self.options["plan"])
+        stage = plan.config.stage(self.options["stage"])
+        partitions = int(self.options.get("partitions", "1"))
+        if stage.mode == "cyclic" and stage.offsets == "supervisor":
+            return PolicyReader(plan, stage)
+        return DriverReader(plan, stage, partitions)
+
+
+class SpoolPartition(InputPartition):
+    def __init__(self, files: list[str], eom: int) -> None:
+        super().__init__(files)
+        self.files = files
+        self.eom = eom
+
+
+class WindowPartition(InputPartition):
+    def __init__(self, instance: int, request: dict[str, object]) -> None:
+        super().__init__(instance)
+        self.instance = instance
+        self.request = request
+
+
+class DriverReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Plain E and cyclic E with worker-managed offsets; offsets are ``{"seq": windows}``."""
+
+    def __init__(self, plan: Plan, stage: StageConfig, partitions: int) -> None:
+        self.plan = plan
+        self.stage = stage
+        self.partitions_per_batch = max(1, partitions)
+        self.spool = plan.spool_dir(stage)
+        self.worker: StageWorker | None = None
+        self.finished = False  # plain: the worker exited; cyclic --once: an empty cycle came
+        self.answered: tuple[int, int] | None = None  # (start seq, end seq) already extracted
+        self.next_poll = 0.0
+
+    def initialOffset(self) -> dict:
+        return {"seq": 0}
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        """--once: windows until the extractor has nothing more (see :meth:`latestOffset`)."""
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        seq = int(start["seq"])
+        if self.answered is not None and self.answered[0] == seq:
+            return {"seq": self.answered[1]}  # asked again for the same batch: same answer
+        if self.finished or time.monotonic() < self.next_poll:
+            return start
+        worker = self._worker()
+        if self.stage.mode == "plain":
+            block, self.finished = worker.drain_plain(PLAIN_BATCH_BYTES, PLAIN_LINGER)
+        else:
+            block = worker.cycle(b"")
+            if not block:  # an empty cycle: --once is over; otherwise ask again after poll_interval
+                self.finished = self.plan.once
+                self.next_poll = time.monotonic() + self.stage.poll_interval
+        if not block:
+            return start
+        self._spool(seq, block)
+        self.answered = (seq, seq + 1)
+        return {"seq": seq + 1}
+
+    def _worker(self) -> StageWorker:
+        if self.worker is None:
+            self.worker = self.plan.worker(self.stage, 0)
+        return self.worker
+
+    def _spool(self, seq: int, block: bytes) -> None:
+        """The window's messages, cut into the batch's partitions, durable before its offsets."""
+        self.spool.mkdir(parents=True, exist_ok=True)
+        ends = message_ends(block, self.stage.markers.eom)
+        n = self.partitions_per_batch
+        cuts = [0] + [int(ends[(len(ends) * k) // n - 1]) if (len(ends) * k) // n else 0 for k in range(1, n)]
+        cuts.append(len(block))
+        for p in range(n):
+            path = self.spool / f"{seq}-{p}.bin"
+            tmp = path.with_suffix(".tmp")
+            with open(tmp, "wb") as f:
+                f.write(block[cuts[p] : max(cuts[p], cuts[p + 1])])
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        _fsync_dir(self.spool)
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        first, stop = int(start["seq"]), int(end["seq"])
+        if first == stop:
+            return []
+        return [
+            SpoolPartition([str(self.spool / f"{s}-{p}.bin") for s in range(first, stop)], self.stage.markers.eom)
+            for p in range(self.partitions_per_batch)
+        ]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, SpoolPartition)
+        for name in partition.files:
+            try:
+                block = Path(name).read_bytes()
+            except FileNotFoundError:
+                raise PipelineError(
+                    f"spooled window {name} is missing: the checkpoint directory must be a path every "
+                    "executor sees (engine.checkpoint), and must not be cleaned while the query runs"
+                ) from None
+            yield from to_batches(block, partition.eom)
+
+    def commit(self, end: dict) -> None:
+        """Batches before ``end`` are committed: their spool is no longer needed."""
+        stop = int(end["seq"])
+        for path in self.spool.glob("*.bin") if self.spool.exists() else ():
+            if int(path.name.split("-", 1)[0]) < stop:
+                path.unlink(missing_ok=True)
+
+    def stop(self) -> None:
+        if self.worker is not None:
+            self.worker.stop()
+            self.worker = None
+
+
+class PolicyReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Cyclic E with supervisor-managed offsets: offsets are ``{"next": start of the next window}``."""
+
+    def __init__(self, plan: Plan, stage: StageConfig) -> None:
+        from etlstage.runtime.offsets import make_policy
+
+        self.plan = plan
+        self.stage = stage
+        op = stage.offset_policy
+        assert op is not None
+        self.policy = make_policy(op.kind, op.start, op.step, op.lag, f"stage {stage.name!r}: offset_policy")
+        self.counts = plan.counts_dir(stage)
+
+    def initialOffset(self) -> dict:
+        return {"next": self.policy.first()}
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        """--once: windows until one comes back empty from every instance."""
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        if self.plan.once and self._last_was_empty(start["next"]):
+            return start
+        span = self.policy.window(start["next"])
+        if span is None:
+            return start
+        return {"next": span[1]}
+
+    def _last_was_empty(self, end: object) -> bool:
+        """--once ends after a window every instance answered with nothing (as the supervisor does)."""
+        found = [self.counts / f"{_safe(end)}-{i}" for i in range(self.stage.instances)]
+        if not all(p.exists() for p in found):
+            return False
+        return sum(int(p.read_text() or 0) for p in found) == 0
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        if start == end:
+            return []
+        request = {"start": start["next"], "end": end["next"]}
+        return [WindowPartition(i, request) for i in range(self.stage.instances)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, WindowPartition)
+        worker = self.plan.worker(self.stage, partition.instance)
+        request = json.dumps(partition.request, separators=(",", ":")).encode()
+        try:
+            block = worker.cycle(request)
+        except WorkerError as exc:
+            raise PipelineError(str(exc)) from exc
+        self.counts.mkdir(parents=True, exist_ok=True)
+        n = len(message_ends(block, self.stage.markers.eom))
+        (self.counts / f"{_safe(partition.request['end'])}-{partition.instance}").write_text(str(n))
+        yield from to_batches(block, self.stage.markers.eom)
+
+    def commit(self, end: dict) -> None:
+        for path in self.counts.glob("*") if self.counts.exists() else ():
+            if not path.name.startswith(_safe(end["next"]) + "-"):
+                path.unlink(missing_ok=True)
+
+
+def _safe(value: object) -> str:
+    return str(value).replace("/", "_").replace(":", "_")
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+__all__ = ["ExtractSource"]

@@ -1,0 +1,92 @@
+"""T-stages as ``mapInArrow`` tasks, and the partitioning in front of every T and L stage.
+
+Each task drives its partition's worker (one process per stage and partition in the
+executor's Python process, kept across micro-batches) over the marker protocol.
+``partition_by`` hashes each message's JSON-pointer value exactly as the supervisor
+does (CRC-32 of the canonical JSON, modulo ``instances``), so a key stays on one
+partition in every batch and under either engine.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable, Iterator
+
+import numpy as np
+import pyarrow as pa
+
+from etlstage.config.model import StageConfig
+from etlstage.protocol.framing import reframe
+from etlstage.protocol.markers import Markers
+from etlstage.spark.blocks import SCHEMA, message_ends, spans, to_batches, to_block
+from etlstage.spark.plan import Plan
+
+ArrowFn = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
+
+
+def partition_id() -> int:
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    return ctx.partitionId() if ctx is not None else 0
+
+
+def input_blocks(batches: Iterator[pa.RecordBatch], source: Markers, stage: StageConfig) -> Iterator[bytes]:
+    """The task's input as blocks framed for ``stage`` (checked for its markers when they differ)."""
+    who = f"stage {stage.name!r}"
+    for batch in batches:
+        block = to_block(batch.column(0))
+        if block:
+            yield block if source == stage.markers else reframe(block, source, stage.markers, who)
+
+
+def transform_task(plan: Plan, stage_name: str, source: Markers) -> ArrowFn:
+    """The function ``mapInArrow`` runs for a T-stage."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        stage = plan.config.stage(stage_name)
+        worker = plan.worker(stage, partition_id())
+        for block in worker.transform(input_blocks(batches, source, stage)):
+            yield from to_batches(block, stage.markers.eom)
+
+    return run
+
+
+def reframe_task(source: Markers, target: Markers, who: str) -> ArrowFn:
+    """Rows framed with ``source`` markers, re-framed for ``target`` (a union of extractors)."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            block = to_block(batch.column(0))
+            if block:
+                yield from to_batches(reframe(block, source, target, who), target.eom)
+
+    return run
+
+
+KEYED_SCHEMA = "value binary, pid int"
+
+
+def key_task(stage: StageConfig, source: Markers) -> ArrowFn:
+    """Rows with the partition (``pid``) their ``partition_by`` key belongs to."""
+    from etlstage.runtime.pipeline import _pointer_key
+
+    pointer = stage.partition_by or ""
+    eom_len = 1
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            block = to_block(batch.column(0))
+            if not block:
+                continue
+            ids = [
+                zlib.crc32(_pointer_key(block[s : e - eom_len], pointer)) % stage.instances
+                for s, e in spans(message_ends(block, source.eom))
+            ]
+            pids = pa.array(np.asarray(ids, dtype=np.int32))
+            yield pa.RecordBatch.from_arrays([batch.column(0), pids], names=["value", "pid"])
+
+    return run
+
+
+__all__ = ["KEYED_SCHEMA", "SCHEMA", "input_blocks", "key_task", "partition_id", "reframe_task", "transform_task"]
