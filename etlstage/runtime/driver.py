@@ -484,7 +484,8 @@ class ExtractDriver(_Driver):
         """Graceful stop: a plain E-worker is asked to end (stdin closed, then SIGTERM)."""
         self.stopping = True
         if self.stage.mode == "plain":
-            self._stopping = [asyncio.ensure_future(s.stop(self.stage.stop_timeout)) for s in self.sessions.values()]
+            # held here so that the loop keeps them until they end (it keeps only weak references)
+            self._stop_tasks = [asyncio.ensure_future(s.stop(self.stage.stop_timeout)) for s in self.sessions.values()]
 
     async def run(self) -> None:
         await run_all(*(self._instance(i) for i in range(self.stage.instances)))

@@ -147,11 +147,8 @@ class Inbox:
             await self._space.wait()
         self.put_nowait(piece)
 
-    def put_nowait(self, piece: Piece, front: bool = False) -> None:
-        if front:
-            self._items.appendleft(piece)
-        else:
-            self._items.append(piece)
+    def put_nowait(self, piece: Piece) -> None:
+        self._items.append(piece)
         self.bytes += len(piece.block)
         self.messages += piece.count
         self.changed.set()
