@@ -85,7 +85,7 @@ class StageWorker:
                 max_message_bytes=self.stage.max_message_bytes,
             )
             self.rules: ReplyRules[Job] = ReplyRules(
-                results=self.scenario.has_results,
+                results=self.scenario.type != "L",  # E cycles and T requests answer with messages
                 worker_driven=self.scenario.worker_driven,
                 batch_size=self.stage.batch_size,
             )

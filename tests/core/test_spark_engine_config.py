@@ -1,0 +1,107 @@
+"""The engine block and the --engine / --master flags: validated, overridden, clear errors (exit 2)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from etlstage.config.loader import parse_config
+from etlstage.errors import ConfigError
+from etlstage.spark.config import apply_flags
+from tests.conftest import PY, TW, PipelineDir
+
+BASE = f"""
+stages:
+  - {{name: e, type: E, command: [{PY}, {TW}, count, "3"]}}
+  - {{name: l, type: L, command: [{PY}, {TW}, append, out.txt]}}
+"""
+
+
+def config(extra: str = "", base_dir: str = "/p"):
+    return parse_config(BASE + extra, "stages.yaml", base_dir=base_dir)
+
+
+def test_defaults_are_the_supervisor_and_a_checkpoint_under_state_dir() -> None:
+    e = config().engine
+    assert (e.kind, e.master, e.conf, e.trigger) == ("supervisor", "local[*]", {}, 0.0)
+    assert e.checkpoint == "/p/.etlstage/spark-checkpoint"
+
+
+def test_the_block_is_read_and_paths_resolved() -> None:
+    e = config(
+        "engine: {kind: spark, master: 'local[2]', conf: {spark.executor.memory: 2g, spark.x: 3, spark.y: true},"
+        " checkpoint: ck, trigger: 2.5}\n"
+    ).engine
+    assert (e.kind, e.master, e.trigger, e.checkpoint) == ("spark", "local[2]", 2.5, "/p/ck")
+    assert e.conf == {"spark.executor.memory": "2g", "spark.x": "3", "spark.y": "true"}
+
+
+@pytest.mark.parametrize(
+    "block, expected",
+    [
+        ("engine: {kind: flink}", "engine.kind: 'flink' is not one of 'supervisor', 'spark'"),
+        ("engine: {kind: spark, masters: x}", "unknown key(s) 'masters'"),
+        ("engine: {trigger: -1}", "engine.trigger: -1 is less than the minimum of 0"),
+        ("engine: {conf: {spark.x: [1]}}", "engine.conf.spark.x"),
+    ],
+)
+def test_bad_blocks_name_the_place(block: str, expected: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        config(block + "\n")
+    assert expected in str(info.value)
+
+
+def test_flags_override_the_file() -> None:
+    c = apply_flags(config("engine: {kind: supervisor, master: 'local[1]'}\n"), "spark", "local[3]")
+    assert (c.engine.kind, c.engine.master) == ("spark", "local[3]")
+    assert apply_flags(config("engine: {kind: spark}\n"), "supervisor", None).engine.kind == "supervisor"
+
+
+def test_master_without_the_spark_engine_is_refused() -> None:
+    with pytest.raises(ConfigError, match="--master 'local\\[2\\]' is for the Spark engine"):
+        apply_flags(config(), None, "local[2]")
+
+
+def test_what_spark_cannot_run_is_named() -> None:
+    text = BASE.replace(
+        "  - {name: l,",
+        "  - {name: l2, type: L, instances: 2, command: [x]}\n  - {name: l,",
+    )
+    with pytest.raises(ConfigError) as info:
+        apply_flags(parse_config(text), "spark", None)
+    assert "stage 'l': under engine spark every L-stage shares the sink's partitions" in str(info.value)
+
+
+def test_validate_checks_the_block(pdir: PipelineDir) -> None:
+    pdir.write(BASE + "engine: {kind: spark, checkpoint: ''}\n")
+    r = pdir.etlstage("validate")
+    assert r.code == 2
+    assert "stages.yaml:5: engine.checkpoint" in r.stderr
+    pdir.write(BASE + "engine: {kind: spark, master: 'local[2]'}\n")
+    r = pdir.etlstage("validate")
+    assert r.code == 0, r.stderr
+
+
+def test_run_master_without_engine_spark_exits_2(pdir: PipelineDir) -> None:
+    pdir.write(BASE)
+    r = pdir.etlstage("run", "--master", "local[2]", "--once", "--no-progress")
+    assert r.code == 2
+    assert "is for the Spark engine: add --engine spark" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_missing_pyspark_is_a_clear_error(pdir: PipelineDir, tmp_path: Path) -> None:
+    """A pyspark that cannot be imported (shadowed here by a package that raises ImportError)."""
+    shadow = tmp_path / "shadow" / "pyspark"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ImportError('No module named pyspark (shadowed by the test)')\n")
+    pdir.write(BASE)
+    env = {"PYTHONPATH": os.pathsep.join([str(shadow.parent), *sys.path])}
+    r = pdir.etlstage("run", "--engine", "spark", "--once", "--no-progress", env=env)
+    assert r.code == 2, r.stderr
+    assert "pyspark is not installed" in r.stderr and "pip install 'etlstage[spark]'" in r.stderr
+    assert "Traceback" not in r.stderr
+    assert not (pdir.path / "out.txt").exists()

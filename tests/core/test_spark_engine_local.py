@@ -1,0 +1,212 @@
+"""The whole pipeline as one Spark streaming query on local[2]: exact sink contents, real workers.
+
+One SparkSession for the module; each test runs its pipeline in it with its own
+checkpoint and state under tmp_path (the CLI runs it the same way, in its own JVM).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import zlib
+from pathlib import Path
+
+import pytest
+
+from etlstage.config.loader import parse_config
+from etlstage.spark.config import apply_flags
+from etlstage.state.store import StateStore
+from tests.conftest import PY, TW
+from tests.support.paths import FIXTURES
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
+PIDLOG = str(FIXTURES / "pidlog.py")
+
+
+@pytest.fixture(scope="module")
+def spark():
+    from etlstage.spark.query import ENGINE_CONF, quiet_spark
+    from etlstage.spark.session import start_session
+
+    quiet_spark()
+    session = start_session("local[2]", "etlstage-engine-tests", ENGINE_CONF, connect_timeout=10, log_level="WARN")
+    yield session
+    session.stop()
+
+
+def run(spark, tmp: Path, stages: str, once: bool = True) -> int:
+    from etlstage.spark.plan import Plan
+    from etlstage.spark.query import run_in
+
+    text = stages.replace("{PY}", PY).replace("{TW}", TW).replace("{PIDLOG}", PIDLOG)
+    (tmp / "stages.yaml").write_text(text)
+    config = apply_flags(parse_config(text, str(tmp / "stages.yaml"), base_dir=str(tmp)), "spark", None)
+    return run_in(spark, Plan(config, once=once), progress=False)
+
+
+def lines(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def fanout(i: int) -> list[str]:
+    k = i % 3
+    return [] if k == 0 else [f"{i}a", f"{i}b"] if k == 1 else [str(i)]
+
+
+def test_plain_extract_fanout_transform_and_load(spark, tmp_path: Path) -> None:
+    code = run(
+        spark,
+        tmp_path,
+        """
+stages:
+  - {name: ext, type: E, command: [{PY}, {TW}, count, "200"]}
+  - {name: fan, type: T, command: [{PY}, {TW}, fanout]}
+  - {name: load, type: L, command: [{PY}, {TW}, append, out.txt]}
+""",
+    )
+    assert code == 0
+    assert sorted(lines(tmp_path / "out.txt")) == sorted(x for i in range(200) for x in fanout(i))
+
+
+def test_cyclic_worker_offsets_two_transforms_batch_modes_and_worker_starts(spark, tmp_path: Path) -> None:
+    """≥ 10 micro-batches (one per cycle); each worker process lives across them."""
+    code = run(
+        spark,
+        tmp_path,
+        """
+stages:
+  - {name: ext, type: E, mode: cyclic, command: [{PY}, {TW}, count, "95", "8"]}
+  - {name: up, type: T, mode: batch, batch_size: 3, command: [{PY}, {PIDLOG}, up.pids, {PY}, {TW}, upper]}
+  - {name: wd, type: T, mode: batch, batch_size: 4, batch_driver: worker,
+     command: [{PY}, {PIDLOG}, wd.pids, {PY}, {TW}, fanout]}
+  - {name: load, type: L, mode: batch, batch_size: 5,
+     command: [{PY}, {PIDLOG}, load.pids, {PY}, {TW}, batches, batches.jsonl]}
+""",
+    )
+    assert code == 0
+    batches = [json.loads(x) for x in lines(tmp_path / "batches.jsonl")]
+    assert sorted(m for b in batches for m in b) == sorted(x for i in range(95) for x in fanout(i))
+    assert all(1 <= len(b) <= 5 for b in batches)
+    offsets = (tmp_path / ".etlstage" / "stages" / "ext" / "offset-0").read_text()
+    assert offsets == "95"  # every cycle was committed: its next request came after Spark's commit
+    commits = list((tmp_path / ".etlstage" / "spark-checkpoint" / "commits").glob("[0-9]*"))
+    assert len(commits) == 12  # 95 messages, 8 per cycle
+    for name in ("up", "wd", "load"):
+        starts = [line.split() for line in lines(tmp_path / f"{name}.pids")]
+        parents = [parent for _, parent in starts]
+        # at most one start per (stage, partition, Spark Python worker), far fewer than micro-batches
+        assert len(parents) == len(set(parents)), (name, starts)
+        assert 1 <= len(starts) <= len(commits) // 2, (name, starts)
+
+
+def test_partition_by_keeps_each_key_on_one_partition(spark, tmp_path: Path) -> None:
+    keys = [f"k{i % 7}" for i in range(60)]
+    data = tmp_path / "in.jsonl"
+    data.write_text("".join(json.dumps({"id": i, "key": k}) + "\n" for i, k in enumerate(keys)))
+    code = run(
+        spark,
+        tmp_path,
+        f"""
+stages:
+  - {{name: ext, type: E, command: [cat, {data}]}}
+  - {{name: tag, type: T, instances: 3, partition_by: /key, command: [sh, -c, 'exec {{PY}} {{TW}} pass']}}
+  - {{name: load, type: L, instances: 3, partition_by: /key,
+     command: [sh, -c, 'exec {{PY}} {{TW}} append "$ETLSTAGE_STATE_DIR/got.txt"']}}
+""",
+    )
+    assert code == 0
+    got = {}
+    for p in range(3):
+        for line in lines(tmp_path / ".etlstage" / "stages" / "load" / f"partition-{p}" / "got.txt"):
+            got[json.loads(line)["id"]] = p
+    assert sorted(got) == list(range(60))
+    for i, k in enumerate(keys):  # the supervisor's hash: CRC-32 of the key's JSON, modulo instances
+        assert got[i] == zlib.crc32(json.dumps(k).encode()) % 3
+
+
+def test_custom_markers_between_stages(spark, tmp_path: Path) -> None:
+    code = run(
+        spark,
+        tmp_path,
+        """
+stages:
+  - {name: ext, type: E, command: [{PY}, {TW}, count, "30"]}
+  - {name: up, type: T, markers: {eom: "|", eop: "#", eob: "~", bnc: "^"}, mode: batch, batch_size: 4,
+     command: [{PY}, {TW}, fanout]}
+  - {name: load, type: L, command: [{PY}, {TW}, append, out.txt]}
+""",
+    )
+    assert code == 0
+    assert sorted(lines(tmp_path / "out.txt")) == sorted(x for i in range(30) for x in fanout(i))
+
+
+def test_dead_letters_go_to_the_state_store(spark, tmp_path: Path) -> None:
+    code = run(
+        spark,
+        tmp_path,
+        """
+stages:
+  - {name: ext, type: E, command: [{PY}, {TW}, count, "20"]}
+  - {name: bad, type: T, mode: batch, batch_size: 5, on_failure: deadletter,
+     restart: {max_restarts: 1, backoff: 0.05}, command: [{PY}, {TW}, poison, "7"]}
+  - {name: load, type: L, command: [{PY}, {TW}, idem, out.txt]}
+""",
+    )
+    assert code == 0
+    assert sorted(lines(tmp_path / "out.txt"), key=int) == [str(i) for i in range(20) if i != 7]
+    store = StateStore(tmp_path / ".etlstage")
+    dead = store.deadletters()
+    assert [(d.stage, d.split()) for d in dead] == [("bad", [b"7"])]
+    assert "poison message b'7'" in dead[0].error
+
+
+def test_on_failure_fail_stops_the_query_with_nothing_committed(spark, tmp_path: Path, capsys) -> None:
+    code = run(
+        spark,
+        tmp_path,
+        """
+stages:
+  - {name: ext, type: E, command: [{PY}, {TW}, count, "10"]}
+  - {name: bad, type: T, restart: {max_restarts: 1, backoff: 0.05}, command: [{PY}, {TW}, poison, "3"]}
+  - {name: load, type: L, command: [{PY}, {TW}, append, out.txt]}
+""",
+    )
+    assert code == 1
+    assert not list((tmp_path / ".etlstage" / "spark-checkpoint" / "commits").glob("[0-9]*"))
+    assert not lines(tmp_path / "out.txt")
+
+
+def test_supervisor_managed_offsets_on_executors(spark, tmp_path: Path) -> None:
+    code = run(
+        spark,
+        tmp_path,
+        """
+stages:
+  - {name: ext, type: E, mode: cyclic, offsets: supervisor, offset_policy: {type: counter, start: 0, step: 7},
+     command: [{PY}, {TW}, count, "40"]}
+  - {name: load, type: L, command: [{PY}, {TW}, append, out.txt]}
+""",
+    )
+    assert code == 0
+    assert sorted(lines(tmp_path / "out.txt"), key=int) == [str(i) for i in range(40)]
+
+
+def test_a_protocol_violation_names_stage_host_pid_and_bytes(spark, tmp_path: Path, caplog) -> None:
+    code = run(
+        spark,
+        tmp_path,
+        """
+stages:
+  - {name: ext, type: E, command: [{PY}, {TW}, count, "3"]}
+  - {name: junk, type: T, restart: {max_restarts: 0}, command: [{PY}, {TW}, garbage]}
+  - {name: load, type: L, command: [{PY}, {TW}, append, out.txt]}
+""",
+    )
+    assert code == 1
+    text = caplog.text
+    assert "protocol violation by junk" in text and "EOB" in text
+    assert "on executor host" in text and "pid: " in text and "garbage" in text
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q"]))
