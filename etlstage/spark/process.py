@@ -4,7 +4,7 @@ A Spark task is plain synchronous Python, so a worker here is driven without an 
 loop: :class:`WorkerProcess` moves bytes with ``select`` over non-blocking pipes (a
 worker that writes while it reads never dead-locks against us), drains stderr in a
 thread from the moment it starts, and dies with the Python process that started it
-(``PR_SET_PDEATHSIG``), so no orphan survives an executor.
+(see :mod:`etlstage.spark.watchdog`), so no orphan survives an executor.
 
 :data:`REGISTRY` keeps the processes of one Python process across tasks, keyed by
 (stage, partition): a worker lives across micro-batches, not one per batch.  When
@@ -31,7 +31,7 @@ import psutil
 
 from etlstage.errors import WorkerGone, WorkerTimeout
 from etlstage.runtime.session import _describe_status
-from etlstage.runtime.transport import READ_CHUNK, STDERR_TAIL, _die_with_parent, _grow_pipe, start_error
+from etlstage.runtime.transport import READ_CHUNK, STDERR_TAIL, _grow_pipe, start_error
 
 log = logging.getLogger("etlstage.spark.worker")
 
@@ -52,11 +52,11 @@ class WorkerProcess:
                 env=env,
                 cwd=cwd,
                 start_new_session=True,  # Spark's SIGHUP to its workers' group is ours to relay
-                preexec_fn=_die_with_parent,
             )
         except (OSError, ValueError) as exc:
             raise start_error(exc, argv, cwd, f"{label} on {socket.gethostname()}") from None
         self.pid = self.proc.pid
+        _watch(self.pid)
         assert self.proc.stdin and self.proc.stdout and self.proc.stderr
         self._in = self.proc.stdin.fileno()
         self._out = self.proc.stdout.fileno()
@@ -214,6 +214,29 @@ class WorkerProcess:
                 if f is not None:
                     f.close()
         self._sel.close()
+
+
+_watchdog: dict[int, subprocess.Popen[bytes]] = {}  # by the pid of the Python process it watches
+WATCHDOG_GRACE = 10.0
+
+
+def _watch(pid: int) -> None:
+    """Tell this Python process's watchdog about a new worker (starting the watchdog once)."""
+    me = os.getpid()
+    dog = _watchdog.get(me)
+    if dog is None or dog.poll() is not None:
+        dog = subprocess.Popen(
+            [sys.executable, "-m", "etlstage.spark.watchdog", str(WATCHDOG_GRACE)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            start_new_session=True,
+            close_fds=True,
+        )
+        _watchdog[me] = dog
+    assert dog.stdin is not None
+    with contextlib.suppress(psutil.Error, OSError):
+        dog.stdin.write(f"{pid} {psutil.Process(pid).create_time()}\n".encode())
+        dog.stdin.flush()
 
 
 class Registry:

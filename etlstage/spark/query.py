@@ -79,16 +79,19 @@ def build(spark: SparkSession, plan: Plan) -> Any:
             return df, n
         return (df.coalesce(n) if parts > n else df.repartition(n)), n
 
-    for t in transforms:
+    fused = fusable(transforms, loads[0], parts)
+    for t in transforms[: len(transforms) - len(fused)]:
         df, parts = place(df, parts, t, markers)
         df = observed(df.mapInArrow(transform_task(plan, t.name, markers), "value binary"), t)
         markers = t.markers
-    df, parts = place(df, parts, loads[0], markers)
+    if not fused:
+        df, parts = place(df, parts, loads[0], markers)
     engine = config.engine
     writer = (
         df.writeStream.format("etlstage-load")
         .option("plan", encoded)
         .option("markers", f"{markers.eom},{markers.eop},{markers.eob},{markers.bnc}")
+        .option("chain", ",".join(t.name for t in fused))
         .option("checkpointLocation", engine.checkpoint)
         .queryName(_query_name(config))
     )
@@ -97,6 +100,26 @@ def build(spark: SparkSession, plan: Plan) -> Any:
     elif engine.trigger > 0:
         writer = writer.trigger(processingTime=f"{engine.trigger:g} seconds")
     return writer
+
+
+def fusable(transforms: list[StageConfig], load: StageConfig, parts: int) -> list[StageConfig]:
+    """The T-stages at the end of the chain that keep their input's partitions (as the L-stage
+    does): they run inside the sink's tasks, with no trip through the JVM between them."""
+    n = load.instances
+    keeps = not (load.partition_by and n > 1)
+    fused: list[StageConfig] = []
+    for t in reversed(transforms):
+        if not keeps or t.instances != n or (t.partition_by and n > 1):
+            break
+        fused.insert(0, t)
+    if not keeps:
+        return []
+    upstream = transforms[: len(transforms) - len(fused)]
+    if not upstream and parts != n:
+        return []  # the sources' partitions differ: the chain needs a repartition first
+    if upstream and upstream[-1].instances != n:
+        return fused[1:] if fused else []
+    return fused
 
 
 def _query_name(config: PipelineConfig) -> str:

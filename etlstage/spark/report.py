@@ -8,10 +8,13 @@ table and summary are the supervisor engine's own (:mod:`etlstage.runtime.progre
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from etlstage.config.model import PipelineConfig, StageConfig
@@ -74,8 +77,15 @@ class Counts:
     def progress(self, p: Any) -> None:
         """One micro-batch's progress: add its observed counts."""
         self.batches += 1
+        log.debug("micro-batch %s: %s rows, durations (ms) %s", p.batchId, p.numInputRows, p.durationMs)
         for name, row in (p.observedMetrics or {}).items():
             self._observed[name] = self._observed.get(name, 0) + int(row["rows"] or 0)
+        fused = Path(self.config.engine.checkpoint) / "etlstage" / "batch-counts" / f"{p.batchId}.json"
+        with contextlib.suppress(OSError, ValueError):
+            for stage, n in json.loads(fused.read_text()).items():  # T-stages run in the sink's tasks
+                key = self.metric(self.config.stage(stage))
+                self._observed[key] = self._observed.get(key, 0) + int(n)
+            fused.unlink()
         self._update()
 
     def _update(self) -> None:
@@ -97,8 +107,6 @@ class Counts:
             self.stats[self.config.stages[-1].name].deadletters = dead  # shown in the summary's total
 
     def _deadletters(self) -> int:
-        from pathlib import Path
-
         from etlstage.state.store import StateStore
 
         if not (Path(self.config.state_dir) / StateStore.FILE).exists():
@@ -149,7 +157,8 @@ class Counts:
     def summary(self) -> str:
         from etlstage.runtime.progress import summary
 
-        return summary(self.view()) + f"\nmicro-batches committed in this run: {self.batches}"
+        ran = time.monotonic() - self.started
+        return summary(self.view()) + f"\nmicro-batches committed in this run: {self.batches}; query ran {ran:.2f}s"
 
 
 __all__ = ["Counts"]

@@ -5,26 +5,35 @@ of the partition with EOP (every L-stage, in turn, for several); Spark logs the
 micro-batch's commit only after every task returned, so a batch is committed exactly
 when every message of it was acknowledged.  A batch replayed after a crash reaches the
 worker again: at-least-once, as under the supervisor; idempotent sinks absorb replays.
+
+T-stages that keep the partitioning of their input (same ``instances``, no
+``partition_by``) run *in* the writer's task, worker after worker, instead of as
+separate ``mapInArrow`` steps: their messages never cross into the JVM and back.  Their
+counts come back in the commit messages and are written under the checkpoint by batch
+id for the progress display.
 """
 
 from __future__ import annotations
 
+import json
 import logging
-from collections.abc import Iterator
-from dataclasses import dataclass
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamArrowWriter, WriterCommitMessage
 
 from etlstage.protocol.markers import Markers
+from etlstage.spark.blocks import to_block
 from etlstage.spark.plan import Plan
-from etlstage.spark.transform import input_blocks, partition_id
+from etlstage.spark.transform import framed_for, partition_id
 
 log = logging.getLogger("etlstage.spark.sink")
 
 
 class LoadSink(DataSource):
-    """``df.writeStream.format("etlstage-load").option("plan", …).option("markers", …)``."""
+    """``df.writeStream.format("etlstage-load").option("plan", …).option("markers", …).option("chain", …)``."""
 
     @classmethod
     def name(cls) -> str:
@@ -36,40 +45,60 @@ class LoadSink(DataSource):
     def streamWriter(self, schema: object, overwrite: bool) -> LoadWriter:
         plan = Plan.decode(self.options["plan"])
         eom, eop, eob, bnc = (int(x) for x in self.options["markers"].split(","))
-        return LoadWriter(plan, Markers(eom, eop, eob, bnc))
+        chain = [n for n in self.options.get("chain", "").split(",") if n]
+        return LoadWriter(plan, Markers(eom, eop, eob, bnc), chain)
 
 
 @dataclass
 class Loaded(WriterCommitMessage):
     partition: int
-    messages: int
+    messages: int  # reached the L-stages
+    outputs: dict[str, int] = field(default_factory=dict)  # results of the T-stages run in this task
 
 
 class LoadWriter(DataSourceStreamArrowWriter):
-    def __init__(self, plan: Plan, source: Markers) -> None:
+    def __init__(self, plan: Plan, source: Markers, chain: list[str]) -> None:
         self.plan = plan
         self.source = source
+        self.chain = chain
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> Loaded:
         partition = partition_id()
-        loads = [s for s in self.plan.config.stages if s.type == "L"]
+        config = self.plan.config
+        markers = self.source
+        blocks: Iterable[bytes] = (to_block(batch.column(0)) for batch in iterator)
+        counters: list[tuple[str, _Counter]] = []
+        for name in self.chain:
+            stage = config.stage(name)
+            worker = self.plan.worker(stage, partition)
+            counter = _Counter(worker.transform(framed_for(blocks, markers, stage)), stage.markers.eom)
+            counters.append((name, counter))
+            blocks, markers = counter, stage.markers
+        loads = [s for s in config.stages if s.type == "L"]
         workers = [self.plan.worker(s, partition) for s in loads]
-        messages = 0
+        loaded = _Counter(blocks, markers.eom)
         if len(workers) == 1:
-            stage = loads[0]
-            counted = _Counter(input_blocks(iterator, self.source, stage), stage.markers.eom)
-            for _ in workers[0].transform(counted):
+            for _ in workers[0].transform(framed_for(loaded, markers, loads[0])):
                 pass
-            messages = counted.total
         else:  # every L-stage receives every message: block by block, each in turn
-            for batch in iterator:
-                messages += batch.num_rows
+            for block in loaded:
                 for stage, worker in zip(loads, workers, strict=True):
-                    for _ in worker.transform(input_blocks(iter([batch]), self.source, stage)):
+                    for _ in worker.transform(framed_for([block], markers, stage)):
                         pass
-        return Loaded(partition, messages)
+        return Loaded(partition, loaded.total, {name: c.total for name, c in counters})
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        totals: dict[str, int] = {}
+        for m in messages:
+            if isinstance(m, Loaded):
+                for name, n in m.outputs.items():
+                    totals[name] = totals.get(name, 0) + n
+        if totals:
+            path = self.plan.checkpoint / "etlstage" / "batch-counts" / f"{batchId}.json"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(totals))
+            os.replace(tmp, path)
         log.debug("micro-batch %d acknowledged by %d task(s)", batchId, len(messages))
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
@@ -79,7 +108,7 @@ class LoadWriter(DataSourceStreamArrowWriter):
 class _Counter:
     """Blocks passed through, their messages counted."""
 
-    def __init__(self, blocks: Iterator[bytes], eom: int) -> None:
+    def __init__(self, blocks: Iterable[bytes], eom: int) -> None:
         self.blocks = blocks
         self.eom = bytes([eom])
         self.total = 0

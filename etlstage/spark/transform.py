@@ -10,7 +10,7 @@ partition in every batch and under either engine.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -33,9 +33,13 @@ def partition_id() -> int:
 
 def input_blocks(batches: Iterator[pa.RecordBatch], source: Markers, stage: StageConfig) -> Iterator[bytes]:
     """The task's input as blocks framed for ``stage`` (checked for its markers when they differ)."""
+    return framed_for((to_block(batch.column(0)) for batch in batches), source, stage)
+
+
+def framed_for(blocks: Iterable[bytes], source: Markers, stage: StageConfig) -> Iterator[bytes]:
+    """Blocks framed with ``source`` markers, re-framed and checked for ``stage`` when they differ."""
     who = f"stage {stage.name!r}"
-    for batch in batches:
-        block = to_block(batch.column(0))
+    for block in blocks:
         if block:
             yield block if source == stage.markers else reframe(block, source, stage.markers, who)
 
@@ -89,4 +93,13 @@ def key_task(stage: StageConfig, source: Markers) -> ArrowFn:
     return run
 
 
-__all__ = ["KEYED_SCHEMA", "SCHEMA", "input_blocks", "key_task", "partition_id", "reframe_task", "transform_task"]
+__all__ = [
+    "KEYED_SCHEMA",
+    "SCHEMA",
+    "framed_for",
+    "input_blocks",
+    "key_task",
+    "partition_id",
+    "reframe_task",
+    "transform_task",
+]

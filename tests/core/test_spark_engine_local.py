@@ -69,14 +69,18 @@ stages:
 
 
 def test_cyclic_worker_offsets_two_transforms_batch_modes_and_worker_starts(spark, tmp_path: Path) -> None:
-    """≥ 10 micro-batches (one per cycle); each worker process lives across them."""
+    """≥ 10 micro-batches (one per cycle); each worker process lives across them.
+
+    ``up`` (2 partitions) runs as its own mapInArrow step; ``wd`` and the loader keep one
+    partition and run inside the sink's tasks."""
     code = run(
         spark,
         tmp_path,
         """
 stages:
   - {name: ext, type: E, mode: cyclic, command: [{PY}, {TW}, count, "95", "8"]}
-  - {name: up, type: T, mode: batch, batch_size: 3, command: [{PY}, {PIDLOG}, up.pids, {PY}, {TW}, upper]}
+  - {name: up, type: T, mode: batch, batch_size: 3, instances: 2,
+     command: [{PY}, {PIDLOG}, up.pids, {PY}, {TW}, upper]}
   - {name: wd, type: T, mode: batch, batch_size: 4, batch_driver: worker,
      command: [{PY}, {PIDLOG}, wd.pids, {PY}, {TW}, fanout]}
   - {name: load, type: L, mode: batch, batch_size: 5,
@@ -93,7 +97,7 @@ stages:
     assert len(commits) == 12  # 95 messages, 8 per cycle
     for name in ("up", "wd", "load"):
         starts = [line.split() for line in lines(tmp_path / f"{name}.pids")]
-        parents = [parent for _, parent in starts]
+        parents = [(parent, partition) for _, parent, partition in starts]
         # at most one start per (stage, partition, Spark Python worker), far fewer than micro-batches
         assert len(parents) == len(set(parents)), (name, starts)
         assert 1 <= len(starts) <= len(commits) // 2, (name, starts)
