@@ -154,6 +154,9 @@ def _when(ts: float | None) -> str:
 def status(pipeline_file: str, as_json: bool) -> None:
     """Committed offsets, windows in flight, dead letters and the running supervisor."""
     try:
+        if load_config(pipeline_file).engine.kind == "spark":
+            _spark_status(pipeline_file, as_json)
+            return
         config, store = _store(pipeline_file)
     except EtlstageError as exc:
         _fail(exc)
@@ -209,6 +212,19 @@ def status(pipeline_file: str, as_json: bool) -> None:
         state = "closed" if w[4] else "open"
         click.echo(f"  {w[0]} #{w[1]} {state} messages {w[5]:,} request {json.dumps(w[2]) if w[2] else '-'}")
     click.echo(f"dead letters: {len(dead)} ({sum(d.status == 'new' for d in dead)} new)")
+
+
+def _spark_status(pipeline_file: str, as_json: bool) -> None:
+    """The Spark engine's checkpoint (micro-batches committed, in flight), then its dead letters."""
+    from etlstage.spark.status import describe
+
+    config = load_config(pipeline_file)
+    click.echo(describe(config, as_json))
+    if not as_json and (Path(config.state_dir) / "state.db").exists():
+        from etlstage.state.store import StateStore
+
+        dead = StateStore(config.state_dir).deadletters()
+        click.echo(f"dead letters: {len(dead)} ({sum(d.status == 'new' for d in dead)} new)")
 
 
 @main.group()
