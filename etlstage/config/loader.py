@@ -106,6 +106,11 @@ class _Lines:
         return self.lines.get(path)
 
 
+def _line_column(text: str, offset: int) -> tuple[int, int]:
+    """1-based line and column of ``offset`` in ``text``."""
+    return text.count("\n", 0, offset) + 1, offset - (text.rfind("\n", 0, offset) + 1) + 1
+
+
 def load_config(path: str | Path) -> PipelineConfig:
     """Read, validate and resolve a pipeline file; raises :class:`ConfigError` with every problem."""
     p = Path(path)
@@ -122,8 +127,7 @@ def load_config(path: str | Path) -> PipelineConfig:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line = raw.count(b"\n", 0, exc.start) + 1
-        column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        line, column = _line_column(raw.decode("latin-1"), exc.start)  # one character a byte: columns in bytes
         raise ConfigError(
             [f"{shown}:{line}:{column}: byte 0x{raw[exc.start]:02x} is not UTF-8 text; save the file as UTF-8"]
         ) from None
@@ -135,8 +139,7 @@ def parse_config(text: str, source: str = "stages.yaml", base_dir: str = ".") ->
         check_yaml_shape(text, source)
         data = yaml.safe_load(text)
     except yaml.reader.ReaderError as exc:  # a character YAML does not allow: placed by line, not offset
-        line = text.count("\n", 0, exc.position) + 1
-        column = exc.position - (text.rfind("\n", 0, exc.position) + 1) + 1
+        line, column = _line_column(text, exc.position)
         raise ConfigError(
             [f"{source}:{line}:{column}: not valid YAML: character {_char(exc.character)} is not allowed in YAML text"]
         ) from None
@@ -201,7 +204,7 @@ def _char(c: str | int) -> str:
 
 def _name(name: str) -> str:
     """Names are printed in logs and progress lines: no control characters (a newline would forge a log line)."""
-    if any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in name):
+    if escape_controls(name) != name:
         raise ConfigError([f"{name!r} holds control characters; a name is printed in logs"])
     return name
 
@@ -224,9 +227,10 @@ def _command(command: str | list[str]) -> list[str]:
     return argv
 
 
-def _env(env: dict[str, object]) -> dict[str, str]:
+def _env(env: dict[object, object]) -> dict[str, str]:
     out = {}
-    for k, v in env.items():
+    for key, v in env.items():
+        k = str(key)
         if not k or "=" in k or "\x00" in k:
             raise ConfigError([f"{k!r} is not an environment variable name (not empty, no '=' or NUL)"])
         out[k] = _no_nul(str(v))
