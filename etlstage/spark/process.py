@@ -31,7 +31,7 @@ import psutil
 
 from etlstage.errors import WorkerGone, WorkerTimeout
 from etlstage.runtime.session import _describe_status
-from etlstage.runtime.transport import READ_CHUNK, STDERR_TAIL, _grow_pipe, start_error
+from etlstage.runtime.transport import READ_CHUNK, STDERR_TAIL, _grow_pipe, resolve_program, start_error
 
 log = logging.getLogger("etlstage.spark.worker")
 
@@ -40,6 +40,7 @@ class WorkerProcess:
     """One worker program, driven synchronously by a task."""
 
     def __init__(self, argv: list[str], env: dict[str, str], cwd: str | None, label: str) -> None:
+        argv = resolve_program(argv, env)
         self.argv = argv
         self.label = label
         self.tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL)
