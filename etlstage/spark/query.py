@@ -173,12 +173,35 @@ def quiet_spark() -> None:
         os.environ["PYTHONWARNINGS"] = f"{current},{hush}" if current else hush
 
 
+def missing_programs(spark: SparkSession, plan: Plan) -> list[str]:
+    """Stages whose program cannot be found where their tasks run: checked by a small job
+    with a task per core, before the query starts (driver-side extractors: on the driver)."""
+    from etlstage.spark.probe import find_programs
+
+    config = plan.config
+    on_driver = [s for s in config.stages if s.type == "E" and not (s.mode == "cyclic" and s.offsets == "supervisor")]
+    on_executors = [s for s in config.stages if s not in on_driver]
+    problems = find_programs(plan, on_driver)
+    if on_executors:
+        slots = max(1, spark.sparkContext.defaultParallelism)
+        rdd = spark.sparkContext.parallelize(range(slots), slots)
+        names = [s.name for s in on_executors]
+        problems += sorted(
+            set(rdd.mapPartitions(lambda _: find_programs(plan, [plan.config.stage(n) for n in names])).collect())
+        )
+    return problems
+
+
 def run_in(spark: SparkSession, plan: Plan, *, progress: bool = True) -> int:
     """Run ``plan``'s query in an existing session until it ends; print the summary."""
     from etlstage.spark.sink import LoadSink
     from etlstage.spark.source import ExtractSource
 
     config = plan.config
+    missing = missing_programs(spark, plan)
+    if missing:
+        log.error("cannot run the pipeline on Spark:\n%s", "\n".join(f"  - {m}" for m in missing))
+        return 2
     spark.dataSource.register(ExtractSource)
     spark.dataSource.register(LoadSink)
     counts = Counts(config)

@@ -212,5 +212,90 @@ stages:
     assert "on executor host" in text and "pid: " in text and "garbage" in text
 
 
+def test_several_extractors_feed_one_transform(spark, tmp_path: Path) -> None:
+    code = run(
+        spark,
+        tmp_path,
+        """
+stages:
+  - {name: plain, type: E, command: [{PY}, {TW}, count, "10"]}
+  - {name: cycles, type: E, mode: cyclic, command: [sh, -c, 'exec {PY} {TW} count 25 4']}
+  - {name: up, type: T, mode: batch, batch_size: 2, command: [{PY}, {TW}, fanout]}
+  - {name: load, type: L, command: [{PY}, {TW}, append, out.txt]}
+""",
+    )
+    assert code == 0
+    want = [x for i in range(10) for x in fanout(i)] + [x for i in range(25) for x in fanout(i)]
+    assert sorted(lines(tmp_path / "out.txt")) == sorted(want)
+
+
+def test_request_timeouts_restart_and_dead_letter(spark, tmp_path: Path) -> None:
+    code = run(
+        spark,
+        tmp_path,
+        """
+stages:
+  - {name: ext, type: E, command: [{PY}, {TW}, count, "3"]}
+  - {name: slow, type: T, mode: batch, batch_size: 3, on_failure: deadletter, timeouts: {startup: 1, request: 1},
+     restart: {max_restarts: 0, backoff: 0.05}, command: [{PY}, {TW}, hang]}
+  - {name: load, type: L, command: [{PY}, {TW}, append, out.txt]}
+""",
+    )
+    assert code == 0
+    dead = StateStore(tmp_path / ".etlstage").deadletters()
+    assert sorted(m for d in dead for m in d.split()) == [b"0", b"1", b"2"]
+    assert all("did not answer within its start-up timeout of 1s" in d.error for d in dead)
+    assert not lines(tmp_path / "out.txt")
+
+
+def test_a_missing_program_is_named_before_the_query_starts(spark, tmp_path: Path, caplog) -> None:
+    code = run(
+        spark,
+        tmp_path,
+        """
+stages:
+  - {name: ext, type: E, command: [{PY}, {TW}, count, "3"]}
+  - {name: t, type: T, command: [no-such-worker-program, --x]}
+  - {name: load, type: L, command: [./missing-loader.sh]}
+""",
+    )
+    assert code == 2
+    assert "stage 't': program 'no-such-worker-program' not found" in caplog.text
+    assert "stage 'load': program './missing-loader.sh' not found" in caplog.text
+    assert not (tmp_path / ".etlstage" / "spark-checkpoint" / "commits").exists()
+
+
+def test_cli_summary_status_and_dead_letters(tmp_path: Path) -> None:
+    """The real CLI in its own JVM: the summary's counts add up; status and deadletter read the run."""
+    from tests.support.run_cli import etlstage
+
+    (tmp_path / "stages.yaml").write_text(
+        f"""
+stages:
+  - {{name: ext, type: E, mode: cyclic, command: [{PY}, {TW}, count, "30", "10"]}}
+  - {{name: fan, type: T, on_failure: deadletter, restart: {{max_restarts: 0, backoff: 0.05}},
+     command: [{PY}, {TW}, poison, "13"]}}
+  - {{name: load, type: L, command: [{PY}, {TW}, append, out.txt]}}
+engine: {{kind: spark, master: "local[2]"}}
+"""
+    )
+    r = etlstage(tmp_path, "run", "--once", "--no-progress", timeout=240)
+    assert r.code == 0, r.stderr[-3000:]
+    rows = {
+        line.split()[0]: line.split()
+        for line in r.stderr.splitlines()
+        if line.split()[:1] in (["ext"], ["fan"], ["load"])
+    }
+    assert rows["ext"][1:4] == ["E", "0", "30"]
+    assert rows["fan"][1:4] == ["T", "30", "29"]
+    assert rows["load"][1:4] == ["L", "29", "0"]
+    assert "1 message(s) in the dead-letter store" in r.stderr
+    status = etlstage(tmp_path, "status")
+    assert "engine: spark" in status.stdout and "micro-batches committed: 3" in status.stdout, status.stdout
+    assert "in flight: none" in status.stdout and "dead letters: 1 (1 new)" in status.stdout
+    listed = etlstage(tmp_path, "deadletter", "list")
+    assert "stage 'fan' 1 message(s)" in listed.stdout, listed.stdout
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
