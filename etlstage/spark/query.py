@@ -151,7 +151,7 @@ def run_query(
             f"etlstage {config.name}",
             {**ENGINE_CONF, **engine.conf},
             connect_timeout=10,
-            log_level="WARN",
+            log_level=spark_log_level(),
         )
     except SparkStartError as exc:
         log.error("%s", exc)
@@ -160,6 +160,11 @@ def run_query(
         return run_in(spark, plan, progress=progress)
     finally:
         spark.stop()
+
+
+def spark_log_level() -> str:
+    """Spark's own log: WARN, unless etlstage logs at DEBUG (``--log-level DEBUG``): then INFO."""
+    return "INFO" if logging.getLogger("etlstage").getEffectiveLevel() <= logging.DEBUG else "WARN"
 
 
 def quiet_spark() -> None:
