@@ -18,6 +18,7 @@ from __future__ import annotations
 import collections
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ from etlstage.protocol.framing import ReplyParser
 from etlstage.protocol.replies import Exchange, ReplyRules
 from etlstage.protocol.scenario import Scenario
 from etlstage.spark.blocks import message_ends, spans
+from etlstage.spark.ownership import Ownership
 from etlstage.spark.process import WorkerProcess
 
 log = logging.getLogger("etlstage.spark.stage")
@@ -68,6 +70,8 @@ class StageWorker:
         self.deadletter: DeadLetterFn | None = None
         self.service: collections.deque[float] = collections.deque(maxlen=16)
         self._held: list[Job] = []
+        self.ownership: Ownership | None = None  # this host's right to run (stage, partition)
+        self.in_use = threading.Lock()  # held by the task using this worker
 
     # --- process ------------------------------------------------------------------------------
 
@@ -77,6 +81,8 @@ class StageWorker:
                 self.proc.kill()
             argv = self.scenario.expand(self.stage.argv())
             self.proc = WorkerProcess(argv, self.env, self.cwd, self.label)
+            if self.ownership is not None:
+                self.ownership.record(self.proc.pid)
             self.starts += 1
             self.parser = ReplyParser(
                 self.stage.markers,
@@ -94,12 +100,16 @@ class StageWorker:
         return self.proc
 
     def stop(self, grace: float | None = None) -> int | None:
-        if self.proc is None:
-            return None
-        proc, self.proc = self.proc, None
-        code = proc.stop(self.stage.stop_timeout if grace is None else grace)
-        if code not in (0, None):
-            log.warning("%s exited with status %s after its stdin closed (expected 0)", self.label, code)
+        """Close the worker's stdin and wait for it (then SIGTERM, SIGKILL); let go of ownership."""
+        code = None
+        if self.proc is not None:
+            proc, self.proc = self.proc, None
+            code = proc.stop(self.stage.stop_timeout if grace is None else grace)
+            if code not in (0, None):
+                log.warning("%s exited with status %s after its stdin closed (expected 0)", self.label, code)
+        if self.ownership is not None:
+            self.ownership.release()
+            self.ownership = None
         return code
 
     def kill(self) -> None:

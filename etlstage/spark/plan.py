@@ -7,15 +7,18 @@ stage, partition) in each Python process, reused across micro-batches.
 from __future__ import annotations
 
 import base64
+import contextlib
 import logging
 import pickle
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from etlstage.config.model import PipelineConfig, StageConfig
 from etlstage.spark.conversation import Job, StageWorker, worker_env
-from etlstage.spark.process import REGISTRY
+from etlstage.spark.ownership import Ownership
+from etlstage.spark.process import REGISTRY, WATCHDOG_GRACE
 
 log = logging.getLogger("etlstage.spark")
 
@@ -60,19 +63,45 @@ class Plan:
     # --- workers -------------------------------------------------------------------------------
 
     def worker(self, stage: StageConfig, partition: int) -> StageWorker:
-        """This Python process's worker for (stage, partition), started on first use."""
+        """This Python process's worker for (stage, partition), started on first use.
+
+        For a stage with ``partition_by`` (state kept per key), taking the partition over
+        from another Python process on this host waits until that one has stopped its
+        worker (:mod:`etlstage.spark.ownership`); other stages may have an idle worker
+        per Python process.
+        """
         REGISTRY.keep_only(self.run_id)
         key = (self.run_id, stage.name, partition)
         found = REGISTRY.get(key)
         if isinstance(found, StageWorker):
             return found
         label = stage.name if stage.instances == 1 else f"{stage.name}#{partition}"
+        ownership = None
+        if stage.partition_by:  # keyed state: never two live workers for one partition on a host
+            ownership = Ownership(self.run_id, stage.name, partition)
+            ownership.acquire(stage.stop_timeout + 5.0 + WATCHDOG_GRACE + 5.0, label)
         scenario = stage.scenario(partition, self.stage_dir(stage, partition))
         cwd = stage.cwd or self.config.base_dir
         w = StageWorker(stage, scenario, worker_env(stage, scenario, self.extra_env), cwd, label)
+        w.ownership = ownership
         w.deadletter = self.deadletter
         REGISTRY.put(key, w)
         return w
+
+    @contextlib.contextmanager
+    def use(self, stage: StageConfig, partition: int) -> Iterator[StageWorker]:
+        """The worker for a task, kept from being handed over while the task runs."""
+        key = (self.run_id, stage.name, partition)
+        while True:
+            w = self.worker(stage, partition)
+            w.in_use.acquire()
+            if REGISTRY.get(key) is w:
+                break
+            w.in_use.release()  # handed over meanwhile: take it again
+        try:
+            yield w
+        finally:
+            w.in_use.release()
 
     def deadletter(self, stage: StageConfig, job: Job, error: str) -> None:
         from etlstage.state.store import StateStore

@@ -241,27 +241,38 @@ def _watch(pid: int) -> None:
 
 
 class Registry:
-    """The worker processes of this Python process, by (run, stage, partition), across tasks."""
+    """The worker processes of this Python process, by (run, stage, partition), across tasks.
+
+    A watcher thread hands a worker over to another Python process that asks for its
+    (stage, partition) (see :mod:`etlstage.spark.ownership`), once no task here uses it.
+    """
 
     def __init__(self) -> None:
         self.entries: dict[tuple[str, str, int], object] = {}
+        self._lock = threading.Lock()
+        self._watcher: tuple[int, threading.Thread] | None = None
 
     def get(self, key: tuple[str, str, int]) -> object | None:
         self._install_handlers()
-        return self.entries.get(key)
+        with self._lock:
+            return self.entries.get(key)
 
     def put(self, key: tuple[str, str, int], value: object) -> None:
         self._install_handlers()
-        self.entries[key] = value
+        with self._lock:
+            self.entries[key] = value
+        self._start_watcher()
 
     def keep_only(self, run_id: str) -> None:
         """A task of a new run: the workers of earlier runs in this process are stopped."""
-        old = [k for k in self.entries if k[0] != run_id]
-        for key in old:
-            self._stop(self.entries.pop(key), 10.0)
+        with self._lock:
+            old = [(k, self.entries.pop(k)) for k in list(self.entries) if k[0] != run_id]
+        for _, value in old:
+            self._stop(value, 10.0)
 
     def stop_all(self, grace: float = 10.0) -> None:
-        entries, self.entries = self.entries, {}
+        with self._lock:
+            entries, self.entries = self.entries, {}
         for value in entries.values():
             self._stop(value, grace)
 
@@ -271,6 +282,39 @@ class Registry:
         if stop is not None:
             with contextlib.suppress(Exception):
                 stop(grace)
+
+    # --- handing workers over ------------------------------------------------------------------
+
+    def _start_watcher(self) -> None:
+        if self._watcher is not None and self._watcher[0] == os.getpid() and self._watcher[1].is_alive():
+            return
+        thread = threading.Thread(target=self._watch, name="etlstage handover", daemon=True)
+        self._watcher = (os.getpid(), thread)
+        thread.start()
+
+    def _watch(self) -> None:
+        while True:
+            time.sleep(0.05)
+            with self._lock:
+                items = list(self.entries.items())
+            for key, value in items:
+                ownership = getattr(value, "ownership", None)
+                in_use: threading.Lock | None = getattr(value, "in_use", None)
+                if ownership is None or in_use is None or not ownership.asked:
+                    continue
+                if not in_use.acquire(blocking=False):
+                    continue  # a task here is using it: hand over at its end
+                try:
+                    with self._lock:
+                        if self.entries.get(key) is not value:
+                            continue
+                        del self.entries[key]
+                    log.info("%s: handing the worker over to another Spark Python process", key[1])
+                    self._stop(value, 10.0)
+                finally:
+                    in_use.release()
+
+    # --- signals --------------------------------------------------------------------------------
 
     def _install_handlers(self) -> None:
         # pyspark resets SIGHUP/SIGTERM at each task in a reused worker: set them again.

@@ -15,6 +15,7 @@ id for the progress display.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -63,6 +64,10 @@ class LoadWriter(DataSourceStreamArrowWriter):
         self.chain = chain
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> Loaded:
+        with contextlib.ExitStack() as using:
+            return self._write(iterator, using)
+
+    def _write(self, iterator: Iterator[pa.RecordBatch], using: contextlib.ExitStack) -> Loaded:
         partition = partition_id()
         config = self.plan.config
         markers = self.source
@@ -70,12 +75,12 @@ class LoadWriter(DataSourceStreamArrowWriter):
         counters: list[tuple[str, _Counter]] = []
         for name in self.chain:
             stage = config.stage(name)
-            worker = self.plan.worker(stage, partition)
+            worker = using.enter_context(self.plan.use(stage, partition))
             counter = _Counter(worker.transform(framed_for(blocks, markers, stage)), stage.markers.eom)
             counters.append((name, counter))
             blocks, markers = counter, stage.markers
         loads = [s for s in config.stages if s.type == "L"]
-        workers = [self.plan.worker(s, partition) for s in loads]
+        workers = [using.enter_context(self.plan.use(s, partition)) for s in loads]
         loaded = _Counter(blocks, markers.eom)
         if len(workers) == 1:
             for _ in workers[0].transform(framed_for(loaded, markers, loads[0])):

@@ -209,12 +209,12 @@ class PolicyReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, WindowPartition)
-        worker = self.plan.worker(self.stage, partition.instance)
         request = json.dumps(partition.request, separators=(",", ":")).encode()
-        try:
-            block = worker.cycle(request)
-        except WorkerError as exc:
-            raise PipelineError(str(exc)) from exc
+        with self.plan.use(self.stage, partition.instance) as worker:
+            try:
+                block = worker.cycle(request)
+            except WorkerError as exc:
+                raise PipelineError(str(exc)) from exc
         self.counts.mkdir(parents=True, exist_ok=True)
         n = len(message_ends(block, self.stage.markers.eom))
         (self.counts / f"{_safe(partition.request['end'])}-{partition.instance}").write_text(str(n))

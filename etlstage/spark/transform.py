@@ -49,9 +49,9 @@ def transform_task(plan: Plan, stage_name: str, source: Markers) -> ArrowFn:
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         stage = plan.config.stage(stage_name)
-        worker = plan.worker(stage, partition_id())
-        for block in worker.transform(input_blocks(batches, source, stage)):
-            yield from to_batches(block, stage.markers.eom)
+        with plan.use(stage, partition_id()) as worker:
+            for block in worker.transform(input_blocks(batches, source, stage)):
+                yield from to_batches(block, stage.markers.eom)
 
     return run
 

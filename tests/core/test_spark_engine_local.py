@@ -113,7 +113,9 @@ def test_partition_by_keeps_each_key_on_one_partition(spark, tmp_path: Path) -> 
         f"""
 stages:
   - {{name: ext, type: E, command: [cat, {data}]}}
-  - {{name: tag, type: T, instances: 3, partition_by: /key, command: [sh, -c, 'exec {{PY}} {{TW}} pass']}}
+  - {{name: tag, type: T, instances: 3, partition_by: /key,
+     command: [sh, -c, 'echo "start $ETLSTAGE_INSTANCE $(date +%s.%N)" >> {tmp_path}/life.txt;
+               {{PY}} {{TW}} pass; echo "end $ETLSTAGE_INSTANCE $(date +%s.%N)" >> {tmp_path}/life.txt']}}
   - {{name: load, type: L, instances: 3, partition_by: /key,
      command: [sh, -c, 'exec {{PY}} {{TW}} append "$ETLSTAGE_STATE_DIR/got.txt"']}}
 """,
@@ -126,6 +128,15 @@ stages:
     assert sorted(got) == list(range(60))
     for i, k in enumerate(keys):  # the supervisor's hash: CRC-32 of the key's JSON, modulo instances
         assert got[i] == zlib.crc32(json.dumps(k).encode()) % 3
+    # keyed state is never split: one live worker per partition at any time (moves are restarts)
+    life: dict[str, list[tuple[str, float]]] = {}
+    for line in lines(tmp_path / "life.txt"):
+        what, partition, at = line.split()
+        life.setdefault(partition, []).append((what, float(at)))
+    assert sorted(life) == ["0", "1", "2"]
+    for partition, events in life.items():
+        events.sort(key=lambda e: e[1])
+        assert [w for w, _ in events][::2] == ["start"] * ((len(events) + 1) // 2), (partition, events)
 
 
 def test_custom_markers_between_stages(spark, tmp_path: Path) -> None:

@@ -1,0 +1,109 @@
+"""At most one live worker per (stage, partition) on a host, whichever Spark Python process runs it.
+
+Spark does not pin a partition to one of an executor's Python processes, so the task
+for partition 3 may find that partition's worker alive in another one.  Ownership then
+moves like a restart, between tasks: the new task asks the owner to let go (a
+``.release`` file beside the lock); the owner's watcher thread, as soon as no task of
+its own uses that worker, closes its stdin, waits for it to exit and releases the lock;
+only then does the new task start its worker.  A worker's in-memory state is never
+split between two live processes.  If the owner died instead (its lock released by the
+kernel), the new owner waits for the old worker to be gone (the watchdog ends it).
+
+The locks are ``flock`` files in a host-local folder: the guarantee holds per host.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import re
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+
+from etlstage.errors import WorkerError
+
+
+def lock_root() -> Path:
+    return Path(tempfile.gettempdir()) / f"etlstage-{os.getuid()}" / "owners"
+
+
+class Ownership:
+    """The right to run the worker of one (run, stage, partition) on this host."""
+
+    def __init__(self, run_id: str, stage: str, partition: int) -> None:
+        safe = re.sub(r"[^A-Za-z0-9_.-]", "_", stage)
+        self.path = lock_root() / run_id / f"{safe}-{partition}.lock"
+        self.release_path = self.path.with_suffix(".release")
+        self.fd: int | None = None
+
+    def acquire(self, timeout: float, who: str) -> None:
+        """Take ownership, asking the current owner to let go; raise after ``timeout`` seconds."""
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        deadline = time.monotonic() + timeout
+        asked = False
+        try:
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if not asked:
+                        self.release_path.touch()
+                        asked = True
+                    if time.monotonic() >= deadline:
+                        raise WorkerError(
+                            f"{who}: its worker in another Spark Python process on this host "
+                            f"did not hand over within {timeout:g}s"
+                        ) from None
+                    time.sleep(0.02)
+            with contextlib.suppress(FileNotFoundError):
+                self.release_path.unlink()
+            self._wait_for_previous(fd, max(0.0, deadline - time.monotonic()), who)
+        except BaseException:
+            os.close(fd)
+            raise
+        self.fd = fd
+
+    def _wait_for_previous(self, fd: int, timeout: float, who: str) -> None:
+        """The last owner's worker (pid and start time in the lock file) must have exited."""
+        raw = os.pread(fd, 64, 0).split()
+        if len(raw) != 2:
+            return
+        try:
+            old = psutil.Process(int(raw[0]))
+            if abs(old.create_time() - float(raw[1])) > 0.01:
+                return  # the pid was recycled: not our worker
+            old.wait(timeout)
+        except (psutil.NoSuchProcess, ValueError):
+            return
+        except psutil.TimeoutExpired:
+            raise WorkerError(f"{who}: the previous owner's worker (pid {raw[0].decode()}) is still running") from None
+
+    def record(self, pid: int) -> None:
+        """The worker this owner started (for a successor after a crash)."""
+        if self.fd is None:
+            return
+        with contextlib.suppress(psutil.Error):
+            text = f"{pid} {psutil.Process(pid).create_time()}".encode()
+            os.ftruncate(self.fd, 0)
+            os.pwrite(self.fd, text, 0)
+
+    @property
+    def asked(self) -> bool:
+        return self.fd is not None and self.release_path.exists()
+
+    def release(self) -> None:
+        if self.fd is not None:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self.fd, 0)
+                fcntl.flock(self.fd, fcntl.LOCK_UN)
+            os.close(self.fd)
+            self.fd = None
+
+
+__all__ = ["Ownership", "lock_root"]
