@@ -51,6 +51,20 @@ def build(spark: SparkSession, plan: Plan) -> Any:
     def observed(df: DataFrame, stage: StageConfig) -> DataFrame:
         return df.observe(Counts.metric(stage), F.count(F.lit(1)).alias("rows"))
 
+    def source_parts(e: StageConfig) -> int:
+        return e.instances if e.mode == "cyclic" and e.offsets == "supervisor" else spool_partitions
+
+    fused = fusable(transforms, loads[0], sum(source_parts(e) for e in extractors))
+    # One driver-side extractor whose spool partitions are the sink's and every T-stage in the
+    # sink's tasks: the tasks read the spool files themselves; no message crosses the JVM.
+    handoff = (
+        len(extractors) == 1
+        and source_parts(extractors[0]) == spool_partitions
+        and not (extractors[0].mode == "cyclic" and extractors[0].offsets == "supervisor")
+        and len(fused) == len(transforms)
+        and spool_partitions == loads[0].instances
+        and not (loads[0].partition_by and loads[0].instances > 1)
+    )
     frames: list[tuple[DataFrame, int]] = []
     markers = extractors[0].markers
     for e in extractors:
@@ -59,10 +73,12 @@ def build(spark: SparkSession, plan: Plan) -> Any:
             .option("plan", encoded)
             .option("stage", e.name)
             .option("partitions", str(spool_partitions))
+            .option("handoff", "1" if handoff else "")
             .load()
         )
-        parts = e.instances if e.mode == "cyclic" and e.offsets == "supervisor" else spool_partitions
-        df = observed(df, e)
+        parts = source_parts(e)
+        if not handoff:  # with the handoff, the sink's tasks count the extracted messages
+            df = observed(df, e)
         if e.markers != markers:
             df = df.mapInArrow(reframe_task(e.markers, markers, f"stage {e.name!r}"), "value binary")
         frames.append((df, parts))
@@ -79,7 +95,6 @@ def build(spark: SparkSession, plan: Plan) -> Any:
             return df, n
         return (df.coalesce(n) if parts > n else df.repartition(n)), n
 
-    fused = fusable(transforms, loads[0], parts)
     for t in transforms[: len(transforms) - len(fused)]:
         df, parts = place(df, parts, t, markers)
         df = observed(df.mapInArrow(transform_task(plan, t.name, markers), "value binary"), t)
@@ -92,6 +107,7 @@ def build(spark: SparkSession, plan: Plan) -> Any:
         .option("plan", encoded)
         .option("markers", f"{markers.eom},{markers.eop},{markers.eob},{markers.bnc}")
         .option("chain", ",".join(t.name for t in fused))
+        .option("handoff", extractors[0].name if handoff else "")
         .option("checkpointLocation", engine.checkpoint)
         .queryName(_query_name(config))
     )

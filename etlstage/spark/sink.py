@@ -47,7 +47,7 @@ class LoadSink(DataSource):
         plan = Plan.decode(self.options["plan"])
         eom, eop, eob, bnc = (int(x) for x in self.options["markers"].split(","))
         chain = [n for n in self.options.get("chain", "").split(",") if n]
-        return LoadWriter(plan, Markers(eom, eop, eob, bnc), chain)
+        return LoadWriter(plan, Markers(eom, eop, eob, bnc), chain, self.options.get("handoff") or None)
 
 
 @dataclass
@@ -58,10 +58,11 @@ class Loaded(WriterCommitMessage):
 
 
 class LoadWriter(DataSourceStreamArrowWriter):
-    def __init__(self, plan: Plan, source: Markers, chain: list[str]) -> None:
+    def __init__(self, plan: Plan, source: Markers, chain: list[str], handoff: str | None = None) -> None:
         self.plan = plan
         self.source = source
         self.chain = chain
+        self.handoff = handoff  # the extractor whose spool files arrive as rows (their paths)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> Loaded:
         with contextlib.ExitStack() as using:
@@ -73,6 +74,13 @@ class LoadWriter(DataSourceStreamArrowWriter):
         markers = self.source
         blocks: Iterable[bytes] = (to_block(batch.column(0)) for batch in iterator)
         counters: list[tuple[str, _Counter]] = []
+        if self.handoff:
+            from etlstage.spark.source import read_spool
+
+            paths = (p for batch in iterator for p in batch.column(0).to_pylist())
+            extracted = _Counter((read_spool(p.decode()) for p in paths), markers.eom)
+            counters.append((self.handoff, extracted))
+            blocks = extracted
         for name in self.chain:
             stage = config.stage(name)
             worker = using.enter_context(self.plan.use(stage, partition))

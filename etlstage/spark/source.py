@@ -55,7 +55,7 @@ class ExtractSource(DataSource):
         partitions = int(self.options.get("partitions", "1"))
         if stage.mode == "cyclic" and stage.offsets == "supervisor":
             return PolicyReader(plan, stage)
-        return DriverReader(plan, stage, partitions)
+        return DriverReader(plan, stage, partitions, handoff=bool(self.options.get("handoff")))
 
 
 class SpoolPartition(InputPartition):
@@ -75,8 +75,9 @@ class WindowPartition(InputPartition):
 class DriverReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Plain E and cyclic E with worker-managed offsets; offsets are ``{"seq": windows}``."""
 
-    def __init__(self, plan: Plan, stage: StageConfig, partitions: int) -> None:
+    def __init__(self, plan: Plan, stage: StageConfig, partitions: int, handoff: bool = False) -> None:
         self.plan = plan
+        self.handoff = handoff  # rows are the spool files' paths: the sink's tasks read them
         self.stage = stage
         self.partitions_per_batch = max(1, partitions)
         self.spool = plan.spool_dir(stage)
@@ -144,15 +145,11 @@ class DriverReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, SpoolPartition)
+        if self.handoff:
+            yield pa.RecordBatch.from_arrays([pa.array([f.encode() for f in partition.files], pa.binary())], ["value"])
+            return
         for name in partition.files:
-            try:
-                block = Path(name).read_bytes()
-            except FileNotFoundError:
-                raise PipelineError(
-                    f"spooled window {name} is missing: the checkpoint directory must be a path every "
-                    "executor sees (engine.checkpoint), and must not be cleaned while the query runs"
-                ) from None
-            yield from to_batches(block, partition.eom)
+            yield from to_batches(read_spool(name), partition.eom)
 
     def commit(self, end: dict) -> None:
         """Batches before ``end`` are committed: their spool is no longer needed."""
@@ -226,6 +223,17 @@ class PolicyReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 path.unlink(missing_ok=True)
 
 
+def read_spool(name: str) -> bytes:
+    """A spooled window's messages, or a clear error when the file is not where it was written."""
+    try:
+        return Path(name).read_bytes()
+    except FileNotFoundError:
+        raise PipelineError(
+            f"spooled window {name} is missing: the checkpoint directory must be a path every "
+            "executor sees (engine.checkpoint), and must not be cleaned while the query runs"
+        ) from None
+
+
 def _safe(value: object) -> str:
     return str(value).replace("/", "_").replace(":", "_")
 
@@ -238,4 +246,4 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-__all__ = ["ExtractSource"]
+__all__ = ["ExtractSource", "read_spool"]
