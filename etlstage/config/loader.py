@@ -297,11 +297,12 @@ def _resolve(data: dict[str, Any], at: Any, source: str, base_dir: str) -> Pipel
                     policy.lag,
                     "offset_policy",
                 )
-            if raw.get("instances", 1) != 1:
+            if raw.get("instances", 1) != 1 and (data.get("engine") or {}).get("kind") != "spark":
                 problems.append(
                     at(
                         (*path, "instances"),
-                        "supervisor-managed offsets need instances: 1 (one offset sequence per stage)",
+                        "supervisor-managed offsets need instances: 1 (one offset sequence per stage; "
+                        "engine spark runs one input partition per instance)",
                     )
                 )
         elif policy is not None and not (typ == "E" and mode == "cyclic"):

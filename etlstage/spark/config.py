@@ -26,6 +26,17 @@ def apply_flags(config: PipelineConfig, engine: str | None, master: str | None) 
     config = replace(config, engine=e)
     if e.kind == "spark":
         check_for_spark(config)
+    else:
+        sharded = [s.name for s in config.stages if s.type == "E" and _supervisor_offsets(s) and s.instances != 1]
+        if sharded:
+            raise ConfigError(
+                [
+                    f"stage {name!r}: supervisor-managed offsets with instances > 1 need engine spark "
+                    "(the supervisor keeps one offset sequence per stage): use instances: 1 or --engine spark"
+                    for name in sharded
+                ],
+                config.source,
+            )
     return config
 
 

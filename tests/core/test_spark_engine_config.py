@@ -105,3 +105,16 @@ def test_missing_pyspark_is_a_clear_error(pdir: PipelineDir, tmp_path: Path) -> 
     assert "pyspark is not installed" in r.stderr and "pip install 'etlstage[spark]'" in r.stderr
     assert "Traceback" not in r.stderr
     assert not (pdir.path / "out.txt").exists()
+
+
+def test_sharded_supervisor_offsets_need_the_spark_engine() -> None:
+    text = BASE.replace(
+        "  - {name: e, type: E, command:",
+        "  - {name: e, type: E, mode: cyclic, offsets: supervisor, offset_policy: {type: counter}, instances: 2, command:",
+    )
+    with pytest.raises(ConfigError, match="supervisor-managed offsets need instances: 1"):
+        parse_config(text)
+    spark = parse_config(text + "engine: {kind: spark}\n")
+    assert apply_flags(spark, None, None).stages[0].instances == 2
+    with pytest.raises(ConfigError, match="with instances > 1 need engine spark"):
+        apply_flags(spark, "supervisor", None)

@@ -206,6 +206,22 @@ stages:
     assert sorted(lines(tmp_path / "out.txt"), key=int) == [str(i) for i in range(40)]
 
 
+def test_supervisor_managed_offsets_with_instances_split_each_window(spark, tmp_path: Path) -> None:
+    code = run(
+        spark,
+        tmp_path,
+        """
+stages:
+  - {name: ext, type: E, mode: cyclic, offsets: supervisor, offset_policy: {type: counter, start: 0, step: 10},
+     instances: 3, command: [{PY}, {SHARDED}, "45"]}
+  - {name: load, type: L, command: [{PY}, {TW}, append, out.txt]}
+engine: {kind: spark}
+""".replace("{SHARDED}", str(FIXTURES / "sharded_count.py")),
+    )
+    assert code == 0
+    assert sorted(lines(tmp_path / "out.txt"), key=int) == [str(i) for i in range(45)]
+
+
 def test_a_protocol_violation_names_stage_host_pid_and_bytes(spark, tmp_path: Path, caplog) -> None:
     code = run(
         spark,
