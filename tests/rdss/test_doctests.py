@@ -8,7 +8,7 @@ import importlib
 import pytest
 
 
-@pytest.mark.parametrize("name", ["codes", "compiler", "explain", "formats", "reassembly"])
+@pytest.mark.parametrize("name", ["codes", "compiler", "explain", "formats", "output", "reassembly"])
 def test_docstring_examples(name: str) -> None:
     module = importlib.import_module(f"etlstage_workers.rdss.{name}")
     failed, tried = doctest.testmod(module)
