@@ -2,13 +2,19 @@
 
     python bench/rdss_validate.py [--count N] [--batch B]
 
-Rows (messages/s, the official 3.0.2 example message, compact, a fresh messageId each):
+Rows (messages/s; valid: the official 3.0.2 example message, compact, a fresh messageId each;
+invalid: every message of the demo traffic (`etlstage-rdss demo-data`) that belongs in the
+Invalid Message Queue - malformed JSON, bad UUIDs, expired, header and body problems,
+unsupported messageType):
   json.loads only              - the floor: parsing alone
   naive jsonschema             - Draft4Validator over a `referencing` registry of the official schemas
   fastjsonschema (official)    - compiled by fastjsonschema, for comparison (if installed)
   compiled predicate           - the worker's own compiled schema, parse + check only
   MessageValidator.check       - every check: size, JSON, header, schema, sequence, expiry
-  worker batch (in-memory)     - RdssTransformer through the SDK's serve(): framing, LDR (SQLite), output
+  worker batch (in-memory)     - RdssTransformer through the SDK's serve(): framing, LDR (SQLite), output,
+                                 its log lines (formatted, then discarded)
+  ..., invalid mix             - the same paths over the invalid messages; "explained by jsonschema"
+                                 is the naive way to say why (every problem listed by jsonschema)
 """
 
 from __future__ import annotations
@@ -17,6 +23,8 @@ import argparse
 import copy
 import io
 import json
+import logging
+import os
 import sys
 import tempfile
 import time
@@ -29,7 +37,10 @@ sys.path.insert(0, str(ROOT))
 import jsonschema
 import referencing
 import referencing.jsonschema
+from etlstage_workers.rdss.codes import INVALID_QUEUE_CODES
+from etlstage_workers.rdss.demo import generate
 from etlstage_workers.rdss.formats import FORMAT_CHECKS
+from etlstage_workers.rdss.output import derived_message_id
 from etlstage_workers.rdss.schemas import load_schema_set
 from etlstage_workers.rdss.validate import MessageValidator
 from etlstage_workers.rdss.worker import Options, RdssTransformer
@@ -50,6 +61,22 @@ def messages(n: int) -> list[bytes]:
         d["messageHeader"]["messageId"] = str(uuid.uuid4())
         out.append(json.dumps(d, separators=(",", ":")).encode())
     return out
+
+
+def invalid_mix(count: int) -> list[tuple[bytes, str]]:
+    """The demo traffic's distinct invalid messages and their codes (about 11% of ``count``)."""
+    records, expected = generate(count, seed=1)
+    outcome = expected["messages"]
+    mix: dict[bytes, str] = {}
+    for raw in records:
+        try:
+            mid = json.loads(raw)["messageHeader"]["messageId"]
+        except (ValueError, KeyError, TypeError):
+            mid = derived_message_id(raw)
+        code = outcome.get(mid, {}).get("errorCode")
+        if code in INVALID_QUEUE_CODES:
+            mix[raw] = code
+    return list(mix.items())
 
 
 def naive_validator() -> jsonschema.protocols.Validator:
@@ -140,33 +167,56 @@ def main() -> None:
 
     rows.append(("MessageValidator.check (all checks)", rate(run_checks, msgs)))
 
-    def invalid(m: bytes) -> bytes:
-        return m.replace(b'"objectTitle":"string",', b"", 1)  # a missing mandatory body field: GENERR001
-
-    bad = [invalid(m) for m in small]
-
-    def run_invalid(ms: list[bytes]) -> None:
-        for m in ms:
-            assert validator.check(m).code == "GENERR001"
-
-    rows.append(("MessageValidator.check, invalid (explained)", rate(run_invalid, bad, 1)))
-
     stdin = b"".join(
         b"".join(m + b"\n" for m in msgs[i : i + args.batch]) + b"\x17" for i in range(0, len(msgs), args.batch)
     )
+    # The worker logs a line per invalid message: formatted as in production, then thrown away.
+    sink = logging.getLogger("etlstage.rdss")
+    sink.addHandler(logging.StreamHandler(open(os.devnull, "w")))  # noqa: SIM115
+    sink.propagate = False
 
-    def run_worker(ms: list[bytes]) -> None:
+    def worker_run(frames: bytes, expected: int, invalid: bool) -> None:
         with tempfile.TemporaryDirectory() as state:  # a fresh LDR each run: every messageId is new
             worker = RdssTransformer(Options(state_dir=state))
             sc = Scenario(type="T", mode="batch", batch_size=args.batch, state_dir=state)
             out = io.BytesIO()
-            serve(worker, stdin=io.BytesIO(stdin), stdout=out, scenario=sc)
-            assert out.getvalue().count(b"\n") == len(ms) and b"errorCode" not in out.getvalue()
+            serve(worker, stdin=io.BytesIO(frames), stdout=out, scenario=sc)
+            got = out.getvalue()
+            assert got.count(b"\n") == expected and got.count(b'"errorCode"') == (expected if invalid else 0)
 
-    rows.append((f"worker, batches of {args.batch} (serve, LDR on)", rate(run_worker, msgs)))
+    rows.append(
+        (f"worker, batches of {args.batch} (serve, LDR on)", rate(lambda ms: worker_run(stdin, len(ms), False), msgs))
+    )
+
+    mix = invalid_mix(args.count)
+    bad = [raw for raw, _ in mix]
+    codes = [code for _, code in mix]
+
+    def run_invalid(ms: list[bytes]) -> None:
+        for m, code in zip(ms, codes, strict=True):
+            assert validator.check(m).code == code
+
+    jsonschema_only = MessageValidator(load_schema_set("3.0.2"))
+    # No compiled problem lister: SchemaSet.why() asks jsonschema, the way every rejection was explained before.
+    jsonschema_only.schemas.problems = dict.fromkeys(jsonschema_only.schemas.roots)
+
+    def run_invalid_jsonschema(ms: list[bytes]) -> None:
+        for m, code in zip(ms, codes, strict=True):
+            assert jsonschema_only.check(m).code == code
+
+    rows.append(("invalid mix, explained by jsonschema", rate(run_invalid_jsonschema, bad, 1)))
+    rows.append(("MessageValidator.check, invalid mix", rate(run_invalid, bad)))
+    bad_stdin = b"".join(
+        b"".join(m + b"\n" for m in bad[i : i + args.batch]) + b"\x17" for i in range(0, len(bad), args.batch)
+    )
+    rows.append(
+        (f"worker, batches of {args.batch}, invalid mix", rate(lambda ms: worker_run(bad_stdin, len(ms), True), bad))
+    )
 
     naive_cpu = rows[1][1][1]
+    share = {c: codes.count(c) for c in sorted(set(codes))}
     print(f"RDSS validation: {args.count} valid messages of {len(msgs[0])} bytes (naive path: {len(small)}), best of 3")
+    print(f"invalid mix: {len(bad)} messages of the demo traffic, {share}")
     print(f"{'path':<44} {'msg/s wall':>11} {'msg/s CPU':>10} {'x naive':>8}")
     for name, (wall, cpu) in rows:
         print(f"{name:<44} {wall:>11,.0f} {cpu:>10,.0f} {cpu / naive_cpu:>8.1f}")
