@@ -1,6 +1,6 @@
 """RDSS validation speed: the worker in batch mode (all checks on) beside the naive jsonschema path.
 
-    python bench/rdss_validate.py [--count N] [--batch B]
+    python bench/rdss_validate.py [--count N] [--batch B] [--ldr-rows R]
 
 Rows (messages/s; valid: the official 3.0.2 example message, compact, a fresh messageId each;
 invalid: every message of the demo traffic (`etlstage-rdss demo-data`) that belongs in the
@@ -12,7 +12,8 @@ unsupported messageType):
   compiled predicate           - the worker's own compiled schema, parse + check only
   MessageValidator.check       - every check: size, JSON, header, schema, sequence, expiry
   worker batch (in-memory)     - RdssTransformer through the SDK's serve(): framing, LDR (SQLite), output,
-                                 its log lines (formatted, then discarded)
+                                 its log lines (formatted, then discarded); each run starts on a fresh
+                                 LDR, or with --ldr-rows on one already holding R messages
   ..., invalid mix             - the same paths over the invalid messages; "explained by jsonschema"
                                  is the naive way to say why (every problem listed by jsonschema)
 """
@@ -25,6 +26,7 @@ import io
 import json
 import logging
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -40,10 +42,11 @@ import referencing.jsonschema
 from etlstage_workers.rdss.codes import INVALID_QUEUE_CODES
 from etlstage_workers.rdss.demo import generate
 from etlstage_workers.rdss.formats import FORMAT_CHECKS
+from etlstage_workers.rdss.ldr import LocalDataRepository
 from etlstage_workers.rdss.output import derived_message_id
 from etlstage_workers.rdss.schemas import load_schema_set
 from etlstage_workers.rdss.validate import MessageValidator
-from etlstage_workers.rdss.worker import Options, RdssTransformer
+from etlstage_workers.rdss.worker import LDR_FILE, Options, RdssTransformer
 
 from etlstage.protocol.scenario import Scenario
 from etlstage.worker import serve
@@ -93,13 +96,15 @@ def naive_validator() -> jsonschema.protocols.Validator:
     )
 
 
-def rate(fn, items: list[bytes], repeat: int = 3) -> tuple[float, float]:  # type: ignore[no-untyped-def]
+def rate(fn, items: list[bytes], repeat: int = 3, prepare=lambda: None) -> tuple[float, float]:  # type: ignore[no-untyped-def]
     """Best of ``repeat`` runs: (messages per wall-clock second, messages per CPU second).
 
     CPU seconds are quoted too because the machine may be shared: they show the work itself.
+    ``prepare`` runs before each run, untimed.
     """
     best_wall = best_cpu = float("inf")
     for _ in range(repeat):
+        prepare()
         wall, cpu = time.perf_counter(), time.process_time()
         fn(items)
         best_wall = min(best_wall, time.perf_counter() - wall)
@@ -107,10 +112,26 @@ def rate(fn, items: list[bytes], repeat: int = 3) -> tuple[float, float]:  # typ
     return len(items) / best_wall, len(items) / max(best_cpu, 1e-9)
 
 
+def filled_ldr(path: Path, rows: int) -> None:
+    """An LDR holding ``rows`` messages seen just now (so the worker's retention purge keeps them)."""
+    ldr = LocalDataRepository(path)
+    now = time.time()
+    for done in range(0, rows, 10_000):
+        ldr.begin()
+        ids = (str(uuid.uuid4()) for _ in range(min(10_000, rows - done)))
+        ldr.record([(i, "Command", "MetadataCreate", None, None, "valid") for i in ids], now)
+        ldr.commit()
+    ldr.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    ldr.close()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--count", type=int, default=20000)
     ap.add_argument("--batch", type=int, default=500)
+    ap.add_argument(
+        "--ldr-rows", type=int, default=0, help="start each worker run on an LDR holding this many messages"
+    )
     args = ap.parse_args()
     msgs = messages(args.count)
     small = msgs[: max(500, args.count // 20)]  # the naive path is slow: fewer messages
@@ -175,17 +196,32 @@ def main() -> None:
     sink.addHandler(logging.StreamHandler(open(os.devnull, "w")))  # noqa: SIM115
     sink.propagate = False
 
-    def worker_run(frames: bytes, expected: int, invalid: bool) -> None:
-        with tempfile.TemporaryDirectory() as state:  # a fresh LDR each run: every messageId is new
-            worker = RdssTransformer(Options(state_dir=state))
-            sc = Scenario(type="T", mode="batch", batch_size=args.batch, state_dir=state)
-            out = io.BytesIO()
-            serve(worker, stdin=io.BytesIO(frames), stdout=out, scenario=sc)
-            got = out.getvalue()
-            assert got.count(b"\n") == expected and got.count(b'"errorCode"') == (expected if invalid else 0)
+    scratch = tempfile.TemporaryDirectory()
+    template = Path(scratch.name) / "template.sqlite"
+    if args.ldr_rows:
+        filled_ldr(template, args.ldr_rows)
+    states: list[Path] = []
 
+    def new_state() -> None:  # a state directory per run: a fresh LDR (every messageId is new), or a filled one
+        states.append(Path(tempfile.mkdtemp(dir=scratch.name)))
+        if args.ldr_rows:
+            shutil.copyfile(template, states[-1] / LDR_FILE)
+
+    def worker_run(frames: bytes, expected: int, invalid: bool) -> None:
+        state = str(states[-1])
+        worker = RdssTransformer(Options(state_dir=state))
+        sc = Scenario(type="T", mode="batch", batch_size=args.batch, state_dir=state)
+        out = io.BytesIO()
+        serve(worker, stdin=io.BytesIO(frames), stdout=out, scenario=sc)
+        got = out.getvalue()
+        assert got.count(b"\n") == expected and got.count(b'"errorCode"') == (expected if invalid else 0)
+
+    ldr = f", {args.ldr_rows:,} rows" if args.ldr_rows else ""
     rows.append(
-        (f"worker, batches of {args.batch} (serve, LDR on)", rate(lambda ms: worker_run(stdin, len(ms), False), msgs))
+        (
+            f"worker, batches of {args.batch} (serve, LDR on{ldr})",
+            rate(lambda ms: worker_run(stdin, len(ms), False), msgs, prepare=new_state),
+        )
     )
 
     mix = invalid_mix(args.count)
@@ -210,8 +246,12 @@ def main() -> None:
         b"".join(m + b"\n" for m in bad[i : i + args.batch]) + b"\x17" for i in range(0, len(bad), args.batch)
     )
     rows.append(
-        (f"worker, batches of {args.batch}, invalid mix", rate(lambda ms: worker_run(bad_stdin, len(ms), True), bad))
+        (
+            f"worker, batches of {args.batch}, invalid mix{ldr}",
+            rate(lambda ms: worker_run(bad_stdin, len(ms), True), bad, prepare=new_state),
+        )
     )
+    scratch.cleanup()
 
     naive_cpu = rows[1][1][1]
     share = {c: codes.count(c) for c in sorted(set(codes))}
