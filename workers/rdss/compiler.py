@@ -295,6 +295,14 @@ HANDLED = frozenset(
 )
 
 
+def root_resolver(schema: Mapping[str, Any], registry: referencing.Registry | None, draft4: bool) -> Resolver:
+    """A resolver of ``schema``'s references: local ones against ``schema``, others through ``registry``."""
+    spec = referencing.jsonschema.DRAFT4 if draft4 else referencing.jsonschema.DRAFT7
+    resource = referencing.Resource.from_contents(schema, default_specification=spec)
+    registry = (registry or referencing.Registry()).with_resource("urn:etlstage:root", resource)
+    return registry.resolver_with_root(resource)
+
+
 def compile_schema(
     schema: Mapping[str, Any],
     *,
@@ -308,10 +316,7 @@ def compile_schema(
     >>> valid({"a": 1}), valid({"a": "1"}), valid({})
     (True, False, False)
     """
-    spec = referencing.jsonschema.DRAFT4 if draft4 else referencing.jsonschema.DRAFT7
-    resource = referencing.Resource.from_contents(schema, default_specification=spec)
-    registry = (registry or referencing.Registry()).with_resource("urn:etlstage:root", resource)
-    resolver = registry.resolver_with_root(resource)
+    resolver = root_resolver(schema, registry, draft4)
     compiler = _Compiler(resolver, formats or {}, draft4)
     entry = compiler.function(schema, resolver)
     source = "\n".join(compiler.lines)

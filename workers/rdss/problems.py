@@ -30,8 +30,15 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import referencing
-import referencing.jsonschema
-from etlstage_workers.rdss.compiler import ANNOTATIONS, HANDLED, UnsupportedSchema, anchored, type_test, unique
+from etlstage_workers.rdss.compiler import (
+    ANNOTATIONS,
+    HANDLED,
+    UnsupportedSchema,
+    anchored,
+    root_resolver,
+    type_test,
+    unique,
+)
 
 # Keywords whose schema holds subschemas: a node with any of them becomes a function of its own.
 _STRUCTURE = frozenset({"$ref", "properties", "items", "anyOf", "allOf", "oneOf", "not", "contains"})
@@ -319,11 +326,8 @@ def compile_problems(
     >>> [(list(x.absolute_path), x.validator) for x in problems({"a": "1"})]
     [([], 'required'), (['a'], 'type')]
     """
-    spec = referencing.jsonschema.DRAFT4 if draft4 else referencing.jsonschema.DRAFT7
-    resource = referencing.Resource.from_contents(schema, default_specification=spec)
-    registry = (registry or referencing.Registry()).with_resource("urn:etlstage:root", resource)
     compiler = _ProblemCompiler(formats or {}, draft4)
-    entry = compiler.function(schema, registry.resolver_with_root(resource))
+    entry = compiler.function(schema, root_resolver(schema, registry, draft4))
     namespace: dict[str, Any] = dict(compiler.consts, _MISSING=object())
     exec(compile("\n".join(compiler.lines), "<rdss-compiled-problems>", "exec"), namespace)
     node = namespace[entry]
