@@ -1,4 +1,4 @@
-"""Scenarios: which conversation a stage has with its worker (DESIGN.md §2).
+"""Scenarios: which conversation a stage has with its worker (docs/protocol.md).
 
 A :class:`Scenario` is the run instruction: the same values reach a worker as the
 ``ETLSTAGE_*`` environment variables and as ``{eom}``-style command placeholders.
