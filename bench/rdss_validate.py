@@ -49,6 +49,7 @@ from etlstage_workers.rdss.validate import MessageValidator
 from etlstage_workers.rdss.worker import LDR_FILE, Options, RdssTransformer
 
 from etlstage.protocol.scenario import Scenario
+from etlstage.state.sqlite import immediate
 from etlstage.worker import serve
 
 OFFICIAL = ROOT / "tests" / "data" / "rdss" / "3.0.2"
@@ -117,10 +118,9 @@ def filled_ldr(path: Path, rows: int) -> None:
     ldr = LocalDataRepository(path)
     now = time.time()
     for done in range(0, rows, 10_000):
-        ldr.begin()
-        ids = (str(uuid.uuid4()) for _ in range(min(10_000, rows - done)))
-        ldr.record([(i, "Command", "MetadataCreate", None, None, "valid") for i in ids], now)
-        ldr.commit()
+        with immediate(ldr.db):
+            ids = (str(uuid.uuid4()) for _ in range(min(10_000, rows - done)))
+            ldr.record([(i, "Command", "MetadataCreate", None, None, "valid") for i in ids], now)
     ldr.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     ldr.close()
 

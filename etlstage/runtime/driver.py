@@ -6,7 +6,7 @@ to a BNC), writes them, reads replies, and hands results on.  :class:`ExtractDri
 runs an E-stage: plain (one window, the whole run) or cyclic (one window per request).
 
 Both restart a failed worker with backoff and send again what it had not answered
-(docs/protocol.md, "Windows, acknowledgements and offsets"); a job that keeps failing goes to the stage's ``on_failure`` policy.
+(docs/protocol.md: windows); a job that keeps failing goes to the stage's ``on_failure`` policy.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Levels: 0 holds the E-stages, 1..t the T-stages in order, t+1 the L-stages (each
 L-stage receives every result).  A window is done when nothing derived from it is
-left at any level; windows of one extractor commit in order (docs/protocol.md, "Windows, acknowledgements and offsets").
+left at any level; windows of one extractor commit in order (docs/protocol.md: windows).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Kill any process at any moment, restart, and every record still arrives (docs/protocol.md, "Windows, acknowledgements and offsets").
+"""Kill any process at any moment, restart, and every record still arrives (docs/protocol.md: windows).
 
 Each run kills, with SIGKILL at seeded random moments, the supervisor or one of its
 workers, at least 20 times, restarting `etlstage run --once` whenever the supervisor

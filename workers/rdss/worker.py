@@ -23,6 +23,7 @@ from etlstage_workers.rdss.reassembly import Reassembler, input_key
 from etlstage_workers.rdss.schemas import DEFAULT_SPEC, load_schema_set
 from etlstage_workers.rdss.validate import DEFAULT_MAX_BYTES, MessageValidator, Verdict
 
+from etlstage.state.sqlite import immediate
 from etlstage.worker import Transformer
 
 log = logging.getLogger("etlstage.rdss")
@@ -148,8 +149,7 @@ class RdssTransformer(Transformer):
         ldr = self.ldr
         # Parts must survive even a power loss once acknowledged; other rows are bookkeeping.
         ldr.db.execute(f"PRAGMA synchronous={'FULL' if tally.parts else 'NORMAL'}")
-        ldr.begin()
-        try:
+        with immediate(ldr.db):
             known = ldr.known_ids([r[0] for r in rows])
             ldr.record(rows, now)
             out = self._reassemble(results, now)
@@ -162,10 +162,6 @@ class RdssTransformer(Transformer):
             if now - self._last_purge >= PURGE_EVERY_S:
                 self._last_purge = now
                 ldr.purge(now - self.options.retention_s)
-            ldr.commit()
-        except BaseException:
-            ldr.rollback()
-            raise
         self._count(tally, [r[0] for r in rows], known)
         return out
 
