@@ -50,7 +50,7 @@ _SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([kKmMgG]?)(i?)[bB]?\s*$")
 @lru_cache(maxsize=1)
 def schema() -> dict[str, Any]:
     text = resources.files("etlstage.config").joinpath("stages.schema.json").read_text()
-    return json.loads(text)  # type: ignore[no-any-return]
+    return json.loads(text)
 
 
 def parse_size(value: object, where: str = "") -> int:
