@@ -355,12 +355,7 @@ class TransformDriver(_Driver):
                 deadline = deadline or loop.time() + st.linger
                 if loop.time() >= deadline:
                     break
-            inbox.changed.clear()
-            try:
-                async with asyncio.timeout_at(deadline):
-                    await inbox.changed.wait()
-            except TimeoutError:
-                pass
+            await inbox.wait_changed(deadline)
         batch = st.mode == Mode.BATCH
         job = Job(pieces, 1 if batch else n, batch)
         self.stats.messages_in += n
@@ -429,12 +424,7 @@ class TransformDriver(_Driver):
                 return None
             if loop.time() >= deadline:
                 return None
-            inbox.changed.clear()
-            try:
-                async with asyncio.timeout_at(deadline):
-                    await inbox.changed.wait()
-            except TimeoutError:
-                pass
+            await inbox.wait_changed(deadline)
 
     # --- completion -----------------------------------------------------------------------
 

@@ -140,6 +140,15 @@ class Inbox:
         self.closed = True
         self.changed.set()
 
+    async def wait_changed(self, deadline: float | None) -> None:
+        """Wait for new input or a settled window, or until the loop time ``deadline``."""
+        self.changed.clear()
+        try:
+            async with asyncio.timeout_at(deadline):
+                await self.changed.wait()
+        except TimeoutError:
+            pass
+
     async def put(self, piece: Piece) -> None:
         """Wait for room, then append (a piece bigger than the capacity fits when empty)."""
         while self.bytes and self.bytes + len(piece.block) > self.capacity:

@@ -30,7 +30,8 @@ from etlstage.runtime.driver import STOP, ExtractDriver, TransformDriver
 from etlstage.runtime.flow import Inbox, Job, Piece, Window
 from etlstage.runtime.stats import StageStats
 from etlstage.runtime.tasks import run_all
-from etlstage.runtime.transport import InProcessTransport, ProcessTransport, Transport
+from etlstage.runtime.transport import ProcessTransport, Transport
+from etlstage.testing.transport import InProcessTransport
 from etlstage.worker.base import Worker
 from etlstage.worker.runner import serve
 
