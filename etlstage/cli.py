@@ -29,7 +29,7 @@ def _fail(exc: EtlstageError) -> None:
     sys.exit(exc.exit_code)
 
 
-def _log_options(fn):  # type: ignore[no-untyped-def]
+def _log_options(fn):
     fn = click.option(
         "--log-format",
         type=click.Choice(FORMATS),
@@ -133,7 +133,7 @@ def schema_cmd() -> None:
     click.echo(json.dumps(schema(), indent=2))
 
 
-def _store(pipeline_file: str):  # type: ignore[no-untyped-def]
+def _store(pipeline_file: str):
     from etlstage.state.store import StateStore
 
     config = load_config(pipeline_file)
@@ -199,7 +199,7 @@ def status(pipeline_file: str, as_json: bool) -> None:
     click.echo(f"state: {store.path}")
     click.echo("running: " + (", ".join(f"pid {r[0]} since {_when(r[1])}" for r in runs) or "no"))
     for r in runs:
-        for name, st in (r[3].get("stages") or {}).items():  # type: ignore[union-attr]
+        for name, st in (r[3].get("stages") or {}).items():
             rss = st.get("rss")
             extra = f" rss {rss / 1e6:.0f} MB cpu {st.get('cpu', 0):.0f}%" if rss else ""
             click.echo(f"  {name:<16} in {st['in']:>10,} out {st['out']:>10,} in flight {st['in_flight']}{extra}")

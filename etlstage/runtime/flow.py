@@ -1,4 +1,4 @@
-"""What flows between stages: windows, pieces, inboxes and jobs (DESIGN.md §3).
+"""What flows between stages: windows, pieces, inboxes and jobs (docs/protocol.md: windows).
 
 A **piece** is a block of complete messages (each followed by EOM) that all belong to
 one window.  A **window** counts, per pipeline level, how many of its messages are still
@@ -139,6 +139,15 @@ class Inbox:
     def close(self) -> None:
         self.closed = True
         self.changed.set()
+
+    async def wait_changed(self, deadline: float | None) -> None:
+        """Wait for new input or a settled window, or until the loop time ``deadline``."""
+        self.changed.clear()
+        try:
+            async with asyncio.timeout_at(deadline):
+                await self.changed.wait()
+        except TimeoutError:
+            pass
 
     async def put(self, piece: Piece) -> None:
         """Wait for room, then append (a piece bigger than the capacity fits when empty)."""

@@ -57,6 +57,6 @@ async def run_pipeline(
         code = 1
     finally:
         tasks = [t for t in (runner, reporter, drain_over) if t is not None]
-        await cancel(tasks)  # type: ignore[arg-type]
+        await cancel(tasks)
     print(summary(pipeline), file=sys.stderr)
     return code

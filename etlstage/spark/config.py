@@ -52,8 +52,6 @@ def check_for_spark(config: PipelineConfig) -> None:
                 f"give it instances {first.instances} and partition_by {first.partition_by!r} like {first.name!r}"
             )
     for s in config.stages:
-        if s.protocol != "marker":
-            problems.append(f"stage {s.name!r}: protocol {s.protocol!r} is not supported by engine spark (use marker)")
         if s.type == "E" and s.instances != 1 and not _supervisor_offsets(s):
             problems.append(
                 f"stage {s.name!r}: instances {s.instances}: under engine spark an E-stage runs on the driver "

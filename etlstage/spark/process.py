@@ -31,7 +31,7 @@ import psutil
 
 from etlstage.errors import WorkerGone, WorkerTimeout
 from etlstage.runtime.session import _describe_status
-from etlstage.runtime.transport import READ_CHUNK, STDERR_TAIL, _grow_pipe, resolve_program, start_error
+from etlstage.runtime.transport import READ_CHUNK, STDERR_TAIL, grow_pipe, resolve_program, start_error
 
 log = logging.getLogger("etlstage.spark.worker")
 
@@ -63,7 +63,7 @@ class WorkerProcess:
         self._out = self.proc.stdout.fileno()
         for fd in (self._in, self._out):
             os.set_blocking(fd, False)
-            _grow_pipe(fd)
+            grow_pipe(fd)
         self._sel = selectors.DefaultSelector()
         self._sel.register(self._out, selectors.EVENT_READ)
         self._writing = False

@@ -168,7 +168,7 @@ class PolicyReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Cyclic E with supervisor-managed offsets: offsets are ``{"next": start of the next window}``."""
 
     def __init__(self, plan: Plan, stage: StageConfig) -> None:
-        from etlstage.runtime.offsets import make_policy
+        from etlstage.protocol.offsets import make_policy
 
         self.plan = plan
         self.stage = stage

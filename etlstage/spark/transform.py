@@ -73,9 +73,10 @@ KEYED_SCHEMA = "value binary, pid int"
 
 def key_task(stage: StageConfig, source: Markers) -> ArrowFn:
     """Rows with the partition (``pid``) their ``partition_by`` key belongs to."""
-    from etlstage.runtime.pipeline import _pointer_key
+    from etlstage.protocol.pointer import parse_pointer
+    from etlstage.runtime.pipeline import _partition_key  # the supervisor's: same key, same partition
 
-    pointer = stage.partition_by or ""
+    tokens = parse_pointer(stage.partition_by or "")
     eom_len = 1
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -84,7 +85,7 @@ def key_task(stage: StageConfig, source: Markers) -> ArrowFn:
             if not block:
                 continue
             ids = [
-                zlib.crc32(_pointer_key(block[s : e - eom_len], pointer)) % stage.instances
+                zlib.crc32(_partition_key(block[s : e - eom_len], tokens)) % stage.instances
                 for s, e in spans(message_ends(block, source.eom))
             ]
             pids = pa.array(np.asarray(ids, dtype=np.int32))
