@@ -8,6 +8,7 @@ Spark's checkpoint holds the offsets and commits: a micro-batch is a window.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -175,7 +176,8 @@ def run_query(
     try:
         return run_in(spark, plan, progress=progress)
     finally:
-        spark.stop()
+        with contextlib.suppress(Exception):  # the JVM may be gone already (a signal to the process group)
+            spark.stop()
 
 
 def spark_log_level() -> str:
@@ -183,9 +185,17 @@ def spark_log_level() -> str:
     return "INFO" if logging.getLogger("etlstage").getEffectiveLevel() <= logging.DEBUG else "WARN"
 
 
+class _NotPy4j(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "/py4j/" not in record.pathname or record.levelno >= logging.ERROR
+
+
 def quiet_spark() -> None:
     """Spark's own chatter stays out of the pipeline's log (its log level is WARN)."""
     logging.getLogger("py4j").setLevel(logging.WARNING)
+    for handler in logging.getLogger().handlers:  # py4j also logs through the root logger
+        if not any(isinstance(f, _NotPy4j) for f in handler.filters):
+            handler.addFilter(_NotPy4j())
     # pyspark warns on every Python process that it was not tried with pandas 3; we use Arrow only.
     hush = "ignore:PySpark does not yet fully support pandas"
     warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
@@ -257,12 +267,19 @@ def run_in(spark: SparkSession, plan: Plan, *, progress: bool = True) -> int:
         log.error("pipeline failed: %s", exc)
         code = exc.exit_code
     except Exception as exc:  # Spark's own errors (analysis, start-up) surface here
-        log.error("pipeline failed: %s", explain(exc))
+        if stop.is_set():
+            log.error(
+                "stopped: Spark's JVM went away with the signal (it got it too: signal the etlstage process "
+                "alone for a graceful stop); the micro-batch in flight is replayed next run"
+            )
+        else:
+            log.error("pipeline failed: %s", explain(exc))
         code = 1
     finally:
         restore()
-        counts.finish(query)
-        spark.streams.removeListener(counts.listener())
+        with contextlib.suppress(Exception):  # a JVM that is gone cannot report any more
+            counts.finish(query)
+            spark.streams.removeListener(counts.listener())
     print(counts.summary(), file=sys.stderr)
     return code
 

@@ -119,3 +119,48 @@ def test_python_worker_killed_mid_batch_is_retried_by_spark(tmp_path: Path) -> N
     assert killed == 1
     assert sorted((tmp_path / "out.txt").read_text().splitlines()) == expected()
     assert not wait_gone(tmp_path)
+
+
+def wait_for_commit(tmp: Path, proc: subprocess.Popen, timeout: float = 120) -> None:
+    commits = tmp / ".etlstage" / "spark-checkpoint" / "commits"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        if commits.is_dir() and any(p.name.isdigit() for p in commits.iterdir()):
+            return
+        time.sleep(0.3)
+    raise AssertionError((tmp / "run.log").read_text()[-3000:])
+
+
+@pytest.mark.parametrize("whole_group", [False, True], ids=["etlstage-alone", "process-group"])
+def test_sigterm_stops_an_endless_run(tmp_path: Path, whole_group: bool) -> None:
+    """SIGTERM to etlstage alone: the query stops, exit 0. To the whole process group (the JVM
+    gets it too): exit 1 with a plain explanation, no traceback. Never a worker left behind."""
+    pipeline(tmp_path, "local[2]")
+    text = (tmp_path / "stages.yaml").read_text().replace('"6"]}', '"1"]}')  # 1 message a cycle: a long run
+    (tmp_path / "stages.yaml").write_text(text.replace('master: "local[2]"}', 'master: "local[2]", trigger: 1}'))
+    with open(tmp_path / "run.log", "ab") as log:
+        proc = subprocess.Popen(
+            [*ETLSTAGE, "run", "stages.yaml", "--no-progress"],
+            cwd=tmp_path,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+        )
+        try:
+            wait_for_commit(tmp_path, proc)
+            if whole_group:
+                os.killpg(proc.pid, signal.SIGTERM)
+            else:
+                proc.send_signal(signal.SIGTERM)
+            code = proc.wait(90)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+    text = (tmp_path / "run.log").read_text()
+    assert "received SIGTERM: stopping the query" in text
+    if whole_group:
+        assert code == 1 and "Spark's JVM went away with the signal" in text
+        assert 'File "' + str(Path(__file__).parents[2] / "etlstage") not in text  # no traceback of ours
+    else:
+        assert code == 0, text[-3000:]
+    assert not wait_gone(tmp_path)
