@@ -17,6 +17,7 @@ from pathlib import Path
 
 from etlstage.config.model import PipelineConfig, StageConfig
 from etlstage.spark.conversation import Job, StageWorker, worker_env
+from etlstage.spark.extract import ExtractWorker
 from etlstage.spark.ownership import Ownership
 from etlstage.spark.process import REGISTRY, WATCHDOG_GRACE
 
@@ -82,10 +83,16 @@ class Plan:
             ownership.acquire(stage.stop_timeout + 5.0 + WATCHDOG_GRACE + 5.0, label)
         scenario = stage.scenario(partition, self.stage_dir(stage, partition))
         cwd = stage.cwd or self.config.base_dir
-        w = StageWorker(stage, scenario, worker_env(stage, scenario, self.extra_env), cwd, label)
+        kind = ExtractWorker if stage.type == "E" else StageWorker
+        w = kind(stage, scenario, worker_env(stage, scenario, self.extra_env), cwd, label)
         w.ownership = ownership
         w.deadletter = self.deadletter
         REGISTRY.put(key, w)
+        return w
+
+    def extractor(self, stage: StageConfig, partition: int) -> ExtractWorker:
+        w = self.worker(stage, partition)
+        assert isinstance(w, ExtractWorker), f"stage {stage.name!r} is not an E-stage"
         return w
 
     @contextlib.contextmanager

@@ -30,7 +30,7 @@ from pyspark.sql.streaming.datasource import ReadLimit, SupportsTriggerAvailable
 from etlstage.config.model import StageConfig
 from etlstage.errors import PipelineError, WorkerError
 from etlstage.spark.blocks import message_ends, to_batches
-from etlstage.spark.conversation import StageWorker
+from etlstage.spark.extract import ExtractWorker
 from etlstage.spark.plan import Plan
 
 log = logging.getLogger("etlstage.spark.source")
@@ -81,7 +81,7 @@ class DriverReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.stage = stage
         self.partitions_per_batch = max(1, partitions)
         self.spool = plan.spool_dir(stage)
-        self.worker: StageWorker | None = None
+        self.worker: ExtractWorker | None = None
         self.finished = False  # plain: the worker exited; cyclic --once: an empty cycle came
         self.answered: tuple[int, int] | None = None  # (start seq, end seq) already extracted
         self.next_poll = 0.0
@@ -112,9 +112,9 @@ class DriverReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.answered = (seq, seq + 1)
         return {"seq": seq + 1}
 
-    def _worker(self) -> StageWorker:
+    def _worker(self) -> ExtractWorker:
         if self.worker is None:
-            self.worker = self.plan.worker(self.stage, 0)
+            self.worker = self.plan.extractor(self.stage, 0)
         return self.worker
 
     def _spool(self, seq: int, block: bytes) -> None:
@@ -208,6 +208,7 @@ class PolicyReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         assert isinstance(partition, WindowPartition)
         request = json.dumps(partition.request, separators=(",", ":")).encode()
         with self.plan.use(self.stage, partition.instance) as worker:
+            assert isinstance(worker, ExtractWorker)
             try:
                 block = worker.cycle(request)
             except WorkerError as exc:

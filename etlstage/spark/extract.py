@@ -1,0 +1,123 @@
+"""An E-stage's conversation with its worker: a plain worker's output in pieces, cycle requests.
+
+The same process handling, reply rules and time limits as :class:`StageWorker`; only
+what is asked differs.  A plain worker runs once (its whole output is the extraction);
+a cyclic worker is restarted with backoff and asked again, at most ``max_restarts``
+times in a row.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from etlstage.errors import PipelineError, ProtocolViolation, WorkerError
+from etlstage.spark.conversation import Job, StageWorker
+
+log = logging.getLogger("etlstage.spark.stage")
+
+
+class ExtractWorker(StageWorker):
+    """A driver-side (plain, cyclic) or executor-side (supervisor offsets) E-stage's worker."""
+
+    # --- plain E on the driver: what it wrote, in pieces ------------------------------------------
+
+    def drain_plain(self, max_bytes: int, linger: float) -> tuple[bytes, bool]:
+        """Complete messages the plain worker wrote since the last call, and whether it ended.
+
+        Waits for the first bytes (bounded by the start-up / idle limits), then takes what
+        comes within ``linger`` up to about ``max_bytes``.  A plain worker is not
+        restarted: its whole run is one extraction, and a failure stops the query.
+        """
+        if self.proc is None:
+            if self.starts:
+                return b"", True
+            self._ensure()
+        proc = self.proc
+        assert proc is not None
+        t = self.stage.timeouts
+        out: list[bytes] = []
+        size = 0
+        first: float | None = None
+        deadline: float | None
+        what: str | None
+        while size < max_bytes:
+            if first is not None:
+                deadline, what = first + linger, None
+            else:
+                limit = t.startup if self.answered == 0 else t.idle
+                deadline = None if limit is None else proc.last_output + limit
+                what = (
+                    f"{'start-up' if self.answered == 0 else 'idle'} timeout of {limit:g}s (no output)"
+                    if limit
+                    else None
+                )
+            chunks = proc.pump(self.pending, deadline, what)
+            for chunk in chunks:
+                try:
+                    tokens = self.parser.feed(chunk)
+                except ProtocolViolation as exc:
+                    raise self._violation(exc) from None
+                for tok in tokens:
+                    assert isinstance(tok, bytes)  # a plain E's parser allows no EOP or BNC
+                    out.append(tok)
+                    size += len(tok)
+                    self.answered += 1
+            if out and first is None:
+                first = time.monotonic()
+            if proc.eof:
+                return b"".join(out), self._ended()
+            if first is not None and time.monotonic() >= first + linger:
+                break
+        return b"".join(out), False
+
+    def _ended(self) -> bool:
+        proc = self.proc
+        assert proc is not None
+        code = proc.proc.wait()
+        if self.parser.pending_bytes:
+            raise WorkerError(
+                f"protocol violation by {self.label}: its last {self.parser.pending_bytes} bytes were not ended by EOM",
+                proc.context(),
+            )
+        if code != 0:
+            raise proc.gone(f"exited with status {code} (a plain E-worker ends with 0)")
+        proc.kill()  # releases the pipes; the process has exited
+        self.proc = None
+        return True
+
+    # --- E on an executor: one request, its messages --------------------------------------------
+
+    def cycle(self, request: bytes) -> bytes:
+        """Send one cycle request; the messages it answered (held until EOP).
+
+        A failure restarts the worker and sends the request again, at most
+        ``max_restarts`` times in a row.
+        """
+        while True:
+            job = Job(messages=1, block=request + self.eom)
+            try:
+                self._ensure()
+                self._held = []
+                self._write(job, job.block)
+                while True:
+                    done, _ = self._step()
+                    if done:
+                        self.in_a_row = 0
+                        return b"".join(job.results)
+            except WorkerError as exc:
+                self.kill()
+                self.restarts += 1
+                self.in_a_row += 1
+                policy = self.stage.restart
+                if self.in_a_row > policy.max_restarts:
+                    raise PipelineError(
+                        f"{self.label} failed {self.in_a_row} times in a row (max_restarts={policy.max_restarts}); "
+                        f"last error: {exc}"
+                    ) from exc
+                delay = min(policy.backoff * 2 ** (self.in_a_row - 1), policy.backoff_max)
+                log.warning("%s failed (%s); restart in %.1fs", self.label, exc.detail, delay)
+                time.sleep(delay)
+
+
+__all__ = ["ExtractWorker"]
