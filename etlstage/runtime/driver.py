@@ -166,6 +166,8 @@ class TransformDriver(_Driver):
                 resend = self._after_failure(failed, exc)
                 if again and resend:
                     resend[0].after_confirmation = True  # blame stays exact: the rest is in step first
+                for job in again + resend:
+                    job.resent = True
                 retry[:0] = again + resend
                 self.stats.restarts += 1
                 await restarts.wait(exc, failed[0] if failed else None)
@@ -310,6 +312,8 @@ class TransformDriver(_Driver):
                     session.completed += 1
                     slots.release()
                     answered.set()
+                    if not job.resent:
+                        restarts.succeeded()  # new work goes through: failures are no longer "in a row"
                 if not session.inflight:
                     drained.set()
                     if held:
