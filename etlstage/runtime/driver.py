@@ -139,7 +139,7 @@ class TransformDriver(_Driver):
                 session.inflight.clear()
                 self.stats.in_flight -= len(failed)
                 retry[:0] = self._after_failure(failed, exc)
-                self.stats.restarts += 1
+                self.stats.failed(exc)
                 await restarts.wait(exc, charged=bool(failed))
                 continue
             code = await session.stop(self.stage.stop_timeout)
@@ -339,6 +339,7 @@ class TransformDriver(_Driver):
         batch = st.mode == "batch"
         job = Job(pieces, 1 if batch else n, batch)
         self.stats.messages_in += n
+        self.stats.bytes_in += sum(len(p.block) for p in pieces)
         return job
 
     async def _write_job(self, session: WorkerSession, job: Job) -> None:
@@ -375,6 +376,7 @@ class TransformDriver(_Driver):
                 break
             job.pieces.append(more)
             self.stats.messages_in += 1
+            self.stats.bytes_in += len(more.block)
             job.awaiting_bnc = job.messages < st.batch_size
             job.closed = not job.awaiting_bnc
             await session.write(more.block)
@@ -409,13 +411,14 @@ class TransformDriver(_Driver):
 
     async def _complete(self, job: Job) -> None:
         self.stats.in_flight -= 1
-        self.stats.jobs += 1
+        self.stats.answered(time.monotonic() - job.started)
         if self.on_job_done is not None:
             self.on_job_done(job)
         if job.results:
             block = b"".join(job.results) if len(job.results) > 1 else job.results[0]
             n = count_eom(block, self.eom)
             self.stats.messages_out += n
+            self.stats.bytes_out += len(block)
             await self.emit(Piece(block, n, job.oldest_window()))
         self._release(job)
 
@@ -502,7 +505,7 @@ class ExtractDriver(_Driver):
                         await asyncio.sleep(self.stage.poll_interval)
             except WorkerError as exc:
                 await session.abort()
-                self.stats.restarts += 1
+                self.stats.failed(exc)
                 await restarts.wait(exc)
 
     async def _plain(self, session: WorkerSession, window: Window) -> None:
@@ -518,7 +521,8 @@ class ExtractDriver(_Driver):
     async def _cycle(self, session: WorkerSession, window: Window, request: object) -> bool:
         """Send one request, forward its messages as they come; True when it was empty."""
         raw = request if isinstance(request, bytes) else b""
-        session.add_job(Job([], 1, False))
+        job = Job([], 1, False)
+        session.add_job(job)
         await session.write(raw + self.eom)
         before = window.messages
         while True:
@@ -532,6 +536,7 @@ class ExtractDriver(_Driver):
                         raise session.violation(_violation("bytes after EOP before the next request", rest))
                     session.inflight.clear()
                     session.completed += 1
+                    self.stats.answered(time.monotonic() - job.started)
                     return window.messages == before
                 assert isinstance(tok, bytes)
                 await self._forward(tok, window)
@@ -540,6 +545,7 @@ class ExtractDriver(_Driver):
         n = count_eom(block, self.eom)
         window.messages += n
         self.stats.messages_out += n
+        self.stats.bytes_out += len(block)
         await self.emit(Piece(block, n, window))
 
 
