@@ -62,6 +62,11 @@ class MarkerInMessage(ProtocolViolation):
     """A message holds a byte that is a marker of the stage it is about to enter."""
 
 
+class UnaskedReply(ProtocolViolation):
+    """The worker answered with nothing outstanding: its replies and the requests no longer
+    line up (a stray or repeated EOP, or output written after its last answer)."""
+
+
 # --- worker processes ----------------------------------------------------------------
 
 

@@ -14,6 +14,16 @@ from run_cli import ETLSTAGE
 FAST_RESTART = "restart: {max_restarts: 2, backoff: 0.05}"
 
 
+def assert_at_least_once(lines: list[str], expected: list[int], may_repeat: range) -> None:
+    """Every expected message arrived; a worker failure may send again, once, what it had
+    answered since it was last known to be in step (never anything else, never more)."""
+    got = [int(x) for x in lines]
+    assert sorted(set(got)) == sorted(expected)
+    repeated = {m for m in got if got.count(m) > 1}
+    assert repeated <= set(may_repeat), sorted(repeated)
+    assert all(got.count(m) <= 2 for m in repeated)
+
+
 def three_stages(t_command: str, extra: str = "", n: int = 40) -> str:
     return f"""
         stages:
@@ -71,8 +81,8 @@ def test_crash_mid_batch_is_restarted_and_the_batch_sent_again(pdir, tmp_path, d
     r = pdir.run("--once")
     assert r.code == 0, r.stderr
     assert flag.exists()
-    assert sorted(pdir.lines("out.txt"), key=int) == [str(i) for i in range(40)]
-    assert "restart 1/2" in r.stderr
+    assert_at_least_once(pdir.lines("out.txt"), list(range(40)), may_repeat=range(20))
+    assert "restart; its job is sent again (failed 1 of 2 tries)" in r.stderr
 
 
 def test_a_message_holding_the_next_stages_marker_is_refused_before_it_is_written(pdir):
@@ -91,7 +101,7 @@ def test_poison_message_goes_to_the_dead_letter_store_and_the_rest_is_loaded(pdi
     pdir.write(three_stages('["{PY}", "{TW}", poison, "13"]', "on_failure: deadletter,"))
     r = pdir.run("--once")
     assert r.code == 0, r.stderr
-    assert sorted(pdir.lines("out.txt"), key=int) == [str(i) for i in range(40) if i != 13]
+    assert_at_least_once(pdir.lines("out.txt"), [i for i in range(40) if i != 13], may_repeat=range(15))
     listing = pdir.etlstage("deadletter", "list")
     assert listing.code == 0 and "stage 't' 1 message(s)" in listing.stdout
     shown = pdir.etlstage("deadletter", "show", "1")
@@ -192,14 +202,16 @@ def test_dead_letters_replayed_after_the_fix_reach_the_loader(pdir, tmp_path):
 
     pdir.write(pipeline('["{PY}", "{TW}", poison, "13"]'))
     assert pdir.run("--once").code == 0
-    assert "13" not in pdir.lines("out.txt") and len(pdir.lines("out.txt")) == 39
+    assert "13" not in pdir.lines("out.txt")
+    assert_at_least_once(pdir.lines("out.txt"), [i for i in range(40) if i != 13], may_repeat=range(15))
+    before = len(pdir.lines("out.txt"))
     # the transformer is fixed; the dead letter is replayed by the next run (nothing new to extract)
     pdir.write(pipeline('["{PY}", "{TW}", pass]'))
     r = pdir.etlstage("deadletter", "replay", "--all")
     assert r.code == 0 and "1 dead letter(s) will be sent again" in r.stdout
     r = pdir.run("--once")
     assert r.code == 0, r.stderr
-    assert sorted(pdir.lines("out.txt"), key=int) == [str(i) for i in range(40)]
+    assert pdir.lines("out.txt")[before:] == ["13"]  # the replay sends the dead letter alone
     assert "[replayed]" in pdir.etlstage("deadletter", "list").stdout
 
 

@@ -304,4 +304,5 @@ def _resolve(data: dict[str, Any], at: Any, source: str, base_dir: str) -> Pipel
         name=data.get("name", Path(source).stem),
         max_inflight_windows=data.get("max_inflight_windows", 4),
         buffer_bytes=buffer_bytes,
+        drain_timeout=float(data.get("drain_timeout", 30.0)),
     )

@@ -107,6 +107,7 @@ class PipelineConfig:
     name: str = "pipeline"
     max_inflight_windows: int = 4
     buffer_bytes: int = 16 << 20
+    drain_timeout: float = 30.0  # a graceful stop waits this long for in-flight work, then stops the workers
     services: list[ServiceConfig] = field(default_factory=list)
 
     def stage(self, name: str) -> StageConfig:

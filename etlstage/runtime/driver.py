@@ -17,9 +17,10 @@ import time
 from collections.abc import Awaitable, Callable
 
 from etlstage.config.model import StageConfig
-from etlstage.errors import PipelineError, ProtocolViolation, WorkerError
-from etlstage.protocol.framing import BNC, EOP, count_eom
+from etlstage.errors import PipelineError, ProtocolViolation, UnaskedReply, WorkerError
+from etlstage.protocol.framing import EOP, count_eom, split_block
 from etlstage.protocol.scenario import Scenario
+from etlstage.runtime.confirm import Unconfirmed
 from etlstage.runtime.flow import Inbox, Job, Piece, Window
 from etlstage.runtime.session import WorkerSession
 from etlstage.runtime.stats import StageStats
@@ -44,24 +45,22 @@ class Restarts:
     def succeeded(self) -> None:
         self.in_a_row = 0
 
-    async def wait(self, error: WorkerError, charged: bool = False) -> None:
-        """Back off before a restart.  ``charged``: a job took the blame and its own tries
-        decide (on_failure); otherwise too many failures in a row stop the pipeline."""
+    async def wait(self, error: WorkerError, charged: Job | None = None) -> None:
+        """Back off before a restart.  ``charged``: the job that took the blame; its own
+        tries decide what happens (on_failure); otherwise too many failures in a row stop
+        the pipeline."""
         self.in_a_row += 1
-        if self.in_a_row > self.policy.max_restarts and not charged:
+        if self.in_a_row > self.policy.max_restarts and charged is None:
             raise PipelineError(
                 f"{self.label} failed {self.in_a_row} times in a row (max_restarts={self.policy.max_restarts}); "
                 f"last error: {error}"
             ) from error
         delay = min(self.policy.backoff * (2 ** (self.in_a_row - 1)), self.policy.backoff_max)
-        log.warning(
-            "%s failed (%s); restart %d/%d in %.1fs",
-            self.label,
-            error.detail,
-            self.in_a_row,
-            self.policy.max_restarts,
-            delay,
-        )
+        if charged is None:
+            attempt = f"restart {self.in_a_row} of at most {self.policy.max_restarts} in a row"
+        else:
+            attempt = f"restart; its job is sent again (failed {charged.attempts} of {self.policy.max_restarts} tries)"
+        log.warning("%s failed (%s); %s in %.1fs", self.label, error.detail, attempt, delay)
         await asyncio.sleep(delay)
 
 
@@ -73,11 +72,14 @@ class _Driver:
         self.spawn = spawn
         self.stats = stats
         self.sessions: dict[int, WorkerSession] = {}
+        self.halted = False  # the pipeline is stopping its workers: no more starts
 
     def label(self, instance: int) -> str:
         return self.stage.name if self.stage.instances == 1 else f"{self.stage.name}#{instance}"
 
     async def start(self, instance: int) -> WorkerSession:
+        if self.halted:
+            raise PipelineError(f"{self.label(instance)} is not started again: the pipeline is stopping its workers")
         scenario = self.stage.scenario(instance, self.state_dir)
         argv = scenario.expand(self.stage.argv())
         label = self.label(instance)
@@ -94,6 +96,11 @@ class _Driver:
     def kill_all(self) -> None:
         for s in self.sessions.values():
             s.kill()
+
+    async def stop_all(self) -> None:
+        """Every worker gets the stage's stop sequence, at the same time; none starts again."""
+        self.halted = True
+        await asyncio.gather(*(s.stop(self.stage.stop_timeout) for s in self.sessions.values()))
 
     async def abort_all(self) -> None:
         for s in list(self.sessions.values()):
@@ -113,8 +120,10 @@ class TransformDriver(_Driver):
         inboxes: list[Inbox],
         emit: EmitFn,
         deadletter: DeadLetterFn,
+        hold_bytes: int = 16 << 20,
     ) -> None:
         super().__init__(stage, level, state_dir, spawn, stats)
+        self.hold_bytes = hold_bytes  # answered input kept until the worker is known to be in step
         self.inboxes = inboxes  # one per instance (the same object when not partitioned)
         self.emit = emit
         self.deadletter = deadletter
@@ -131,23 +140,45 @@ class TransformDriver(_Driver):
         retry: list[Job] = []  # sent to a worker that failed: sent again first, as they were
         while True:
             session = await self.start(i)
+            held = Unconfirmed(self.level, self.hold_bytes)
             try:
-                recycle = await self._converse(session, self.inboxes[i], retry, restarts)
+                recycle = await self._converse(session, self.inboxes[i], retry, restarts, held)
+                await self._close(session, held, restarts)
             except WorkerError as exc:
                 await session.abort()
                 failed = list(session.inflight)
                 session.inflight.clear()
                 self.stats.in_flight -= len(failed)
-                retry[:0] = self._after_failure(failed, exc)
+                again = held.take_back()  # answered, but not known to be in step: sent again too
+                if again:
+                    log.warning(
+                        "%s: %d answered job(s) since it was last known to be in step are sent again",
+                        session.label,
+                        len(again),
+                    )
+                resend = self._after_failure(failed, exc)
+                if again and resend:
+                    resend[0].after_confirmation = True  # blame stays exact: the rest is in step first
+                retry[:0] = again + resend
                 self.stats.failed(exc)
-                await restarts.wait(exc, charged=bool(failed))
+                await restarts.wait(exc, failed[0] if failed else None)
                 continue
             code = await session.stop(self.stage.stop_timeout)
             if code not in (0, None):
                 log.warning("%s exited with status %s after its stdin closed (expected 0)", session.label, code)
             if not recycle:
                 return
-            self.stats.recycled += 1
+
+    async def _close(self, session: WorkerSession, held: Unconfirmed, restarts: Restarts) -> None:
+        """No more work: close stdin, read to the end; a worker in step writes nothing more."""
+        leftover = await session.close_and_drain(self.stage.stop_timeout)
+        if leftover:
+            snippet = b"".join(t if isinstance(t, bytes) else repr(t).encode() for t in leftover)
+            raise session.violation(
+                UnaskedReply("the worker wrote more after its last answer, once its stdin was closed", snippet)
+            )
+        if held.confirm():
+            restarts.succeeded()
 
     def _after_failure(self, jobs: list[Job], exc: WorkerError) -> list[Job]:
         """Jobs to send again; the head job (the one being worked on) is charged a try."""
@@ -155,7 +186,6 @@ class TransformDriver(_Driver):
             return []
         head = jobs[0]
         head.attempts += 1
-        head.error = str(exc)
         for job in jobs:
             job.reset()
         if head.attempts <= self.stage.restart.max_restarts:
@@ -177,7 +207,7 @@ class TransformDriver(_Driver):
             singles = [
                 Job([Piece(m, 1, p.window)], 1, head.batch, attempts=self.stage.restart.max_restarts, alone=True)
                 for p in head.pieces
-                for m in _messages_of(p.block, self.eom)
+                for m in split_block(p.block, self.stage.markers, keep_eom=True)
             ]
             return singles + jobs[1:]
         self.deadletter(self.stage, head, str(exc))
@@ -185,12 +215,14 @@ class TransformDriver(_Driver):
         self._release(head)
         return jobs[1:]
 
-    async def _converse(self, session: WorkerSession, inbox: Inbox, retry: list[Job], restarts: Restarts) -> bool:
+    async def _converse(
+        self, session: WorkerSession, inbox: Inbox, retry: list[Job], restarts: Restarts, held: Unconfirmed
+    ) -> bool:
         """Feed jobs and read replies until the inbox is closed, empty and all answered.
 
         Returns True when the worker should be replaced between batches (``max_rss``).
         """
-        worker_driven = self.stage.mode == "batch" and self.stage.batch_driver == "worker"
+        worker_driven = session.scenario.worker_driven
         slots = asyncio.Semaphore(self.stage.jobs_in_flight)
         drained = asyncio.Event()  # set whenever nothing is in flight
         drained.set()
@@ -222,12 +254,16 @@ class TransformDriver(_Driver):
                     await drained.wait()
                     return
                 await slots.acquire()
+                if held and held.due():
+                    await held.empty.wait()  # the reader confirms once the worker is quiet
                 job = retry.pop(0) if retry else await self._assemble(inbox)
                 if job is None:
                     await drained.wait()
                     return
-                if job.alone:
+                if job.alone or job.after_confirmation:
                     await drained.wait()
+                    if job.after_confirmation:
+                        await held.empty.wait()
                 session.add_job(job)
                 drained.clear()
                 self.stats.in_flight += 1
@@ -247,55 +283,24 @@ class TransformDriver(_Driver):
                         if session.inflight
                         else "exited while waiting for work (its stdin was still open)"
                     )
-                for tok in tokens:
-                    if not session.inflight:
-                        raise session.violation(
-                            _violation(
-                                "the worker wrote bytes with no request outstanding",
-                                tok if isinstance(tok, bytes) else b"",
-                            )
-                        )
-                    head = session.inflight[0]
-                    if tok is EOP:
-                        head.eops += 1
-                        head.bounds.append(len(head.results))
-                        if worker_driven and not head.closed:
-                            raise session.violation(
-                                _violation(
-                                    f"EOP after {head.messages} message(s) of a batch of {self.stage.batch_size} "
-                                    "that the supervisor had not closed (expected BNC)"
-                                )
-                            )
-                        if head.eops == head.requests:
-                            await self._complete(head)
-                            session.inflight.popleft()
-                            session.completed += 1
-                            if session.inflight:
-                                session.inflight[0].started = time.monotonic()
-                            else:
-                                drained.set()
-                            restarts.succeeded()
-                            slots.release()
-                    elif tok is BNC:
-                        if head.closed or not head.awaiting_bnc:
-                            raise session.violation(
-                                _violation(
-                                    f"BNC after message {head.messages} of a batch of {self.stage.batch_size}"
-                                    + (
-                                        " — that message filled the batch, so the worker must process it and write EOP"
-                                        if head.messages >= self.stage.batch_size
-                                        else " — no BNC was due"
-                                    )
-                                )
-                            )
-                        head.awaiting_bnc = False
-                        bnc.set()
-                    elif isinstance(tok, bytes):
-                        if self.stage.type != "T":
-                            raise session.violation(
-                                _violation("an L-stage worker wrote a result; L-workers answer with EOP only", tok)
-                            )
-                        head.results.append(tok)
+                if not tokens:  # quiet for the settle time with nothing outstanding: in step
+                    session.quiet_until = None
+                    if held.confirm():
+                        restarts.succeeded()
+                    continue
+                reading = session.rules.feed(tokens)
+                for job in reading.completed:
+                    await self._complete(job, held)
+                    session.completed += 1
+                    slots.release()
+                if not session.inflight:
+                    drained.set()
+                    if held:
+                        session.quiet_until = time.monotonic() + held.settle()
+                if reading.bnc:
+                    bnc.set()
+                if reading.violation is not None:
+                    raise session.violation(reading.violation)
 
         await run_until(feed(), read())
         return recycle
@@ -358,7 +363,7 @@ class TransformDriver(_Driver):
         """
         st = self.stage
         again = job.messages > 1
-        messages = _messages_of(job.block, self.eom) if again else [job.block]
+        messages = split_block(job.block, st.markers, keep_eom=True) if again else [job.block]
         for k, message in enumerate(messages, start=1):
             if k > 1:
                 await bnc.wait()
@@ -409,32 +414,26 @@ class TransformDriver(_Driver):
 
     # --- completion -----------------------------------------------------------------------
 
-    async def _complete(self, job: Job) -> None:
+    async def _complete(self, job: Job, held: Unconfirmed) -> None:
         self.stats.in_flight -= 1
         self.stats.answered(time.monotonic() - job.started)
         if self.on_job_done is not None:
             self.on_job_done(job)
         if job.results:
             block = b"".join(job.results) if len(job.results) > 1 else job.results[0]
+            job.results.clear()  # handed on; a job held for confirmation keeps its input only
             n = count_eom(block, self.eom)
             self.stats.messages_out += n
             self.stats.bytes_out += len(block)
             await self.emit(Piece(block, n, job.oldest_window()))
+        if self.stage.type == "T":
+            # An L-worker's EOP is its word that the data is durable: trusted as it comes.
+            held.add(job, time.monotonic() - job.started)
         self._release(job)
 
     def _release(self, job: Job) -> None:
         for p in job.pieces:
             p.window.release(self.level, p.count)
-
-
-def _messages_of(block: bytes, eom: bytes) -> list[bytes]:
-    parts = block.split(eom)
-    parts.pop()
-    return [m + eom for m in parts]
-
-
-def _violation(problem: str, snippet: bytes = b"") -> ProtocolViolation:
-    return ProtocolViolation(problem, snippet)
 
 
 class ExtractDriver(_Driver):
@@ -520,6 +519,7 @@ class ExtractDriver(_Driver):
 
     async def _cycle(self, session: WorkerSession, window: Window, request: object) -> bool:
         """Send one request, forward its messages as they come; True when it was empty."""
+        await self._nothing_unasked(session)
         raw = request if isinstance(request, bytes) else b""
         job = Job([], 1, False)
         session.add_job(job)
@@ -533,13 +533,26 @@ class ExtractDriver(_Driver):
                 if tok is EOP:
                     if k != len(tokens) - 1:
                         rest = b"".join(t for t in tokens[k + 1 :] if isinstance(t, bytes))
-                        raise session.violation(_violation("bytes after EOP before the next request", rest))
+                        raise session.violation(ProtocolViolation("bytes after EOP before the next request", rest))
                     session.inflight.clear()
                     session.completed += 1
                     self.stats.answered(time.monotonic() - job.started)
                     return window.messages == before
                 assert isinstance(tok, bytes)
                 await self._forward(tok, window)
+
+    async def _nothing_unasked(self, session: WorkerSession) -> None:
+        """Before a request: anything the worker wrote since its last EOP (a stray EOP would
+        otherwise answer this request) is a violation."""
+        session.quiet_until = time.monotonic()
+        stray = await session.read_tokens()
+        session.quiet_until = None
+        if stray is None:
+            raise await session.gone("exited between cycles (its stdin was still open)")
+        if stray:
+            snippet = b"".join(t if isinstance(t, bytes) else repr(t).encode() for t in stray)
+            problem = "the worker wrote after its last EOP, before the next request"
+            raise session.violation(UnaskedReply(problem, snippet))
 
     async def _forward(self, block: bytes, window: Window) -> None:
         n = count_eom(block, self.eom)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 class Window:
     """One cycle of a cyclic E-stage, or the whole run of a plain one."""
 
-    __slots__ = ("_on_change", "closed", "live", "messages", "opened", "request", "seq", "source")
+    __slots__ = ("_on_change", "closed", "held", "live", "messages", "opened", "request", "seq", "source")
 
     def __init__(
         self,
@@ -35,16 +35,17 @@ class Window:
         self.request = request  # {"start": S, "end": E} with supervisor-managed offsets
         self.closed = False
         self.live = [0] * levels
+        self.held = 0  # answers not yet known to line up with their requests (see runtime.confirm)
         self.messages = 0  # extracted in this window
         self.opened = time.time()
         self._on_change = on_change
 
     def __repr__(self) -> str:
-        return f"Window({self.source}#{self.seq}, closed={self.closed}, live={self.live})"
+        return f"Window({self.source}#{self.seq}, closed={self.closed}, live={self.live}, held={self.held})"
 
     @property
     def done(self) -> bool:
-        return self.closed and not any(self.live)
+        return self.closed and not any(self.live) and not self.held
 
     def settled_before(self, level: int) -> bool:
         """No more of this window's messages can reach ``level``: the barrier has passed."""
@@ -56,6 +57,14 @@ class Window:
     def release(self, level: int, n: int) -> None:
         self.live[level] -= n
         if self._on_change is not None:
+            self._on_change(self)
+
+    def hold(self) -> None:
+        self.held += 1
+
+    def unhold(self) -> None:
+        self.held -= 1
+        if not self.held and self._on_change is not None:
             self._on_change(self)
 
     def close(self) -> None:
@@ -190,11 +199,11 @@ class Job:
     results: list[bytes] = field(default_factory=list)
     eops: int = 0
     started: float = 0.0
-    error: str = ""
     closed: bool = False  # batch: EOB written, or filled (worker-driven)
     awaiting_bnc: bool = False  # worker-driven: a BNC is due for the last message sent
     bounds: list[int] = field(default_factory=list)  # len(results) at each EOP: per-request grouping
     alone: bool = False  # isolating a failure: nothing else in flight beside it, so blame is exact
+    after_confirmation: bool = False  # sent again after a failure: only once what went before is in step
 
     @property
     def messages(self) -> int:

@@ -19,9 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from etlstage.config.model import PipelineConfig, StageConfig
-from etlstage.errors import PipelineError
-from etlstage.protocol.framing import check_messages, reframe, split_block
+from etlstage.errors import MarkerInMessage, PipelineError, escape_bytes
+from etlstage.protocol.framing import check_messages, split_block
 from etlstage.protocol.scenario import Scenario
+from etlstage.runtime.admit import admit
 from etlstage.runtime.driver import STOP, EmitFn, ExtractDriver, TransformDriver
 from etlstage.runtime.flow import Inbox, Job, Piece, Window
 from etlstage.runtime.offsets import make_policy
@@ -72,6 +73,8 @@ class Pipeline:
         self.sources: dict[str, Source] = {}
         self._extractors: list[ExtractDriver] = []
         self.stopping = False
+        self.drain_timed_out = asyncio.Event()  # a graceful stop ran out of drain_timeout
+        self._drivers_running: list[ExtractDriver | TransformDriver] = []
         self.started = time.monotonic()
         self._all_inboxes = list({id(b): b for boxes in self.inputs.values() for b in boxes}.values())
         self._policies = {
@@ -107,17 +110,21 @@ class Pipeline:
 
         async def emit(piece: Piece) -> None:
             for t in targets:
-                block = piece.block
-                if t.markers != stage.markers:  # same markers: the reply parser has checked already
-                    block = reframe(block, stage.markers, t.markers, f"stage {t.name!r}")
-                piece.window.add(level + 1, piece.count)
+                block, count, refused = admit(
+                    piece.block, piece.count, stage.markers, t.markers, t.max_message_bytes, f"stage {t.name!r}"
+                )
+                if refused:
+                    self._refuse(t, refused)
+                if not count:
+                    continue
+                piece.window.add(level + 1, count)
                 boxes = self.inputs[t.name]
                 if t.partition_by and t.instances > 1:
                     for i, (part, n) in enumerate(_partition(block, t)):
                         if n:
                             await boxes[i].put(Piece(part, n, piece.window))
                 else:
-                    await boxes[0].put(Piece(block, piece.count, piece.window))
+                    await boxes[0].put(Piece(block, count, piece.window))
 
         return emit
 
@@ -152,9 +159,13 @@ class Pipeline:
                 continue
             level, stage = found[0]
             messages = d.split()
+            try:
+                block = check_messages(messages, stage.markers, f"stage {stage.name!r}")
+            except MarkerInMessage as exc:
+                log.warning("dead letter #%d still cannot be sent to stage %r (%s); left as it is", d.id, d.stage, exc)
+                continue
             w = Window(f"{REPLAY}{d.id}", 0, self.n_levels, None, self._window_changed)
             w.add(level, len(messages))
-            block = check_messages(messages, stage.markers, f"stage {stage.name!r}")
             self.inputs[stage.name][0].put_nowait(Piece(block, len(messages), w))
             w.close()
             log.info("dead letter #%d: %d message(s) sent again to stage %r", d.id, len(messages), stage.name)
@@ -197,6 +208,28 @@ class Pipeline:
         return json.dumps({"start": span[0], "end": span[1]}, separators=(",", ":")).encode()
 
     # --- dead letters -----------------------------------------------------------------------
+
+    def _refuse(self, stage: StageConfig, refused: list[tuple[bytes, str]]) -> None:
+        """Messages that cannot be written to ``stage``: its on_failure policy decides."""
+        if stage.on_failure != "deadletter":
+            message, why = refused[0]
+            raise PipelineError(
+                f"{why}; bytes: {escape_bytes(message)}\n"
+                f"stage {stage.name!r} has on_failure=fail, so the pipeline stops (nothing committed past it); "
+                "with on_failure: deadletter such a message is set aside and the rest goes on"
+            )
+        eom = stage.markers.eom if all(stage.markers.EOM not in m for m, _ in refused) else None
+        for message, why in refused:
+            # stored framed with an EOM it does not contain, so that it splits back whole
+            sep = eom if eom is not None else next(b for b in range(256) if bytes([b]) not in message)
+            ident = self.store.add_deadletter(stage.name, 0, why, message + bytes([sep]), 1, sep)
+            self.stats[stage.name].deadletters += 1
+            log.error(
+                "stage %r: a message could not be written to it (%s); set aside as dead letter #%d",
+                stage.name,
+                why,
+                ident,
+            )
 
     def deadletter(self, stage: StageConfig, job: Job, error: str) -> None:
         ident = self.store.add_deadletter(stage.name, job.attempts, error, job.block, job.messages, stage.markers.eom)
@@ -270,6 +303,7 @@ class Pipeline:
         if stale:
             log.info("%d window(s) left open by an earlier run will be extracted again", stale)
         drivers = self._drivers()
+        self._drivers_running = [d for _, d in drivers]
         self._inject_replays()
         self._extractors = [d for _, d in drivers if isinstance(d, ExtractDriver)]
         by_level: dict[int, list[ExtractDriver | TransformDriver]] = collections.defaultdict(list)
@@ -308,14 +342,20 @@ class Pipeline:
             self.store.heartbeat(self.progress())
 
     def stop(self) -> None:
-        """Graceful: no new requests; what is in flight drains; then workers stop."""
+        """Graceful: no new requests; what is in flight drains (for at most
+        ``drain_timeout``: then :attr:`drain_timed_out` is set); then workers stop."""
         if not self.stopping:
-            log.info("stopping: no new requests; draining what is in flight")
+            log.info("stopping: no new requests; draining what is in flight (at most %gs)", self.config.drain_timeout)
+            asyncio.get_running_loop().call_later(self.config.drain_timeout, self.drain_timed_out.set)
         self.stopping = True
         for src in self.sources.values():
             src.changed.set()
         for d in self._extractors:
             d.request_stop()
+
+    async def stop_workers(self) -> None:
+        """Give every worker its stage's stop sequence (none is started again)."""
+        await asyncio.gather(*(d.stop_all() for d in self._drivers_running))
 
     def progress(self) -> dict[str, object]:
         """What `etlstage status` shows of a running pipeline (written every 2 s)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
+from typing import Any
 
 from etlstage.config.model import PipelineConfig
 from etlstage.errors import EtlstageError
@@ -28,13 +29,23 @@ async def run_pipeline(
     install_signal_handlers(pipeline, hard_stop)
     names = " → ".join(s.name for s in config.stages)
     log.info("pipeline %s: %s (state in %s)%s", config.name, names, config.state_dir, " --once" if once else "")
-    runner = asyncio.ensure_future(pipeline.run())
+    runner: asyncio.Future[Any] = asyncio.ensure_future(pipeline.run())
     reporter = asyncio.ensure_future(report(pipeline)) if progress else None
+    drain_over: asyncio.Future[Any] = asyncio.ensure_future(pipeline.drain_timed_out.wait())
     code = 0
     try:
-        await asyncio.wait({runner, hard_stop}, return_when=asyncio.FIRST_COMPLETED)
+        watched: set[asyncio.Future[Any]] = {runner, hard_stop, drain_over}
+        await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
         if hard_stop.done() and not runner.done():
             log.error("stopped at once: in-flight windows will be extracted again next run")
+            code = 1
+        elif drain_over.done() and not runner.done():
+            log.error(
+                "in-flight work did not drain within drain_timeout (%gs): stopping the workers; "
+                "unfinished windows will be extracted again next run",
+                config.drain_timeout,
+            )
+            await pipeline.stop_workers()
             code = 1
         else:
             runner.result()
@@ -45,7 +56,7 @@ async def run_pipeline(
         log.exception("pipeline failed on an internal error (please report it with this traceback)")
         code = 1
     finally:
-        tasks = [t for t in (runner, reporter) if t is not None]
+        tasks = [t for t in (runner, reporter, drain_over) if t is not None]
         await cancel(tasks)  # type: ignore[arg-type]
     print(summary(pipeline), file=sys.stderr)
     return code

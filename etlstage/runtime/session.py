@@ -1,6 +1,7 @@
 """One conversation with one worker: write requests, read replies, enforce time limits.
 
-A :class:`WorkerSession` owns a transport and a :class:`ReplyParser`.  It turns
+A :class:`WorkerSession` owns a transport, a :class:`ReplyParser` (bytes to tokens) and
+the :class:`ReplyRules` (tokens to answered requests).  It turns
 everything that can go wrong with a worker — a broken pipe, an early exit, a timeout,
 bytes the protocol does not allow — into one :class:`WorkerError` that names the stage,
 the command, the pid, the exit status, an escaped snippet and the stderr tail.
@@ -16,6 +17,7 @@ from typing import Any
 from etlstage.config.model import Timeouts
 from etlstage.errors import ProtocolViolation, WorkerError, WorkerGone, WorkerTimeout, escape_bytes
 from etlstage.protocol.framing import ReplyParser, Token
+from etlstage.protocol.replies import ReplyRules
 from etlstage.protocol.scenario import Scenario
 from etlstage.runtime.flow import Job
 from etlstage.runtime.transport import Transport
@@ -42,7 +44,11 @@ class WorkerSession:
             eop_allowed=scenario.has_requests,
             max_message_bytes=max_message_bytes,
         )
-        self.inflight: collections.deque[Job] = collections.deque()
+        self.rules: ReplyRules[Job] = ReplyRules(
+            results=scenario.type == "T", worker_driven=scenario.worker_driven, batch_size=scenario.batch_size
+        )
+        self.inflight: collections.deque[Job] = self.rules.outstanding
+        self.quiet_until: float | None = None  # with nothing outstanding: read_tokens returns [] then
         self.completed = 0  # requests answered by this process
         self.started = time.monotonic()
         self.last_output = self.started
@@ -119,21 +125,37 @@ class WorkerSession:
 
     def add_job(self, job: Job) -> None:
         """A request was written: its time limit starts to run (now, if it is the head)."""
-        if not self.inflight:
-            job.started = time.monotonic()
-        self.inflight.append(job)
+        self.rules.sent(job)
         self._rearm.set()
 
     async def read_tokens(self) -> list[Token] | None:
-        """The next tokens from the worker's stdout; None at end of file.
+        """The next tokens from the worker's stdout; None at end of file; ``[]`` when
+        ``quiet_until`` passed with nothing outstanding and nothing read.
 
         The pending read survives while the time limits are re-evaluated (a request
         written meanwhile starts its clock), so no byte is lost to a re-arm.
         """
+        while True:
+            chunk = await self._next_chunk()
+            if chunk is None or not chunk:
+                return None if chunk is None else []
+            self.last_output = time.monotonic()
+            try:
+                tokens = self.parser.feed(chunk)
+            except ProtocolViolation as exc:
+                raise self.violation(exc) from None
+            if tokens:
+                return tokens
+
+    async def _next_chunk(self) -> bytes | None:
+        """A chunk of stdout; None at end of file; b"" when ``quiet_until`` passed first."""
         if self._read is None:
             self._read = asyncio.ensure_future(self.transport.read())
         while True:
             deadline, what = self._deadline()
+            quiet = self.quiet_until if not self.inflight else None
+            if quiet is not None and (deadline is None or quiet < deadline):
+                deadline, what = quiet, ""
             timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
             self._rearm.clear()
             rearm: asyncio.Future[Any] = asyncio.ensure_future(self._rearm.wait())
@@ -144,6 +166,8 @@ class WorkerSession:
                 rearm.cancel()
             if self._read in done:
                 break
+            if rearm not in done and not what:
+                return b""  # quiet until the time asked
             if rearm not in done:
                 raise WorkerTimeout(f"{self.label} did not answer within its {what}", self.context())
         task, self._read = self._read, None
@@ -151,16 +175,29 @@ class WorkerSession:
             chunk = task.result()
         except (ConnectionResetError, OSError) as exc:
             raise await self.gone(f"stdout failed: {exc}") from None
-        if not chunk:
-            return None
-        self.last_output = time.monotonic()
-        try:
-            return self.parser.feed(chunk)
-        except ProtocolViolation as exc:
-            raise self.violation(exc) from None
+        return chunk or None
+
+    async def close_and_drain(self, grace: float) -> list[Token]:
+        """Close the worker's stdin ("no more work") and read its stdout to the end.
+
+        Returns what it wrote after its last answer (nothing, from a worker in step);
+        waits at most ``grace`` seconds for the end of its output.
+        """
+        self.transport.close_input()
+        self.quiet_until = time.monotonic() + grace
+        leftover: list[Token] = []
+        while True:
+            tokens = await self.read_tokens()
+            if not tokens:  # end of file, or quiet for the whole grace
+                unended = self.parser.pending_bytes
+                if unended:
+                    leftover.append(b"(%d bytes with no EOM)" % unended)
+                return leftover
+            leftover.extend(tokens)
 
     async def stop(self, grace: float = 10.0) -> int | None:
-        return await self.transport.stop(grace)
+        """Stdin closed, ``grace`` seconds, SIGTERM, ``grace`` seconds, SIGKILL of its tree."""
+        return await self.transport.stop(grace, grace)
 
     def kill(self) -> None:
         if self._read is not None:

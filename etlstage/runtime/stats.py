@@ -69,7 +69,6 @@ class StageStats:
     jobs: int = 0  # requests answered: batches, single-message requests, cycles
     in_flight: int = 0
     restarts: int = 0
-    recycled: int = 0  # replaced between batches for max_rss
     deadletters: int = 0
     started: float = field(default_factory=time.monotonic)
     workers: dict[int, Any] = field(default_factory=dict)  # instance -> Transport

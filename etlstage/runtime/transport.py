@@ -374,6 +374,7 @@ class InProcessTransport(Transport):
         self._reader: asyncio.StreamReader | None = None
         self._writer_transport: asyncio.WriteTransport | None = None
         self._writer: asyncio.StreamWriter | None = None
+        self._setup: asyncio.Future[None] | None = None
 
         def run() -> None:
             stdin = os.fdopen(in_r, "rb", buffering=0)
@@ -401,6 +402,12 @@ class InProcessTransport(Transport):
             self._finished.set_result(code)
 
     async def _ensure_streams(self) -> None:
+        """Connect the pipes once; a reader and a writer may both ask at the same time."""
+        if self._setup is None:
+            self._setup = asyncio.ensure_future(self._connect())
+        await asyncio.shield(self._setup)
+
+    async def _connect(self) -> None:
         if self._reader is None:
             loop = asyncio.get_running_loop()
             reader = self._reader = asyncio.StreamReader(limit=4 * READ_CHUNK)

@@ -1,0 +1,149 @@
+"""The reply rules: which reply answers which request.
+
+A worker answers requests in the order they were written, without naming them, so a
+reader must keep the requests it has outstanding and match every EOP, BNC and result
+to the oldest one.  :class:`ReplyRules` does that and nothing else — no processes, no
+event loop — for whatever drives a worker: the supervisor, the harness, a Spark task.
+
+>>> from etlstage.protocol.framing import EOP
+>>> rules = ReplyRules(results=True, worker_driven=False, batch_size=1)
+>>> first, second = Exchange(requests=1), Exchange(requests=1)
+>>> rules.sent(first); rules.sent(second)
+>>> reading = rules.feed([b"r1\\n", b"r2\\n", EOP])
+>>> reading.completed == [first], first.results
+(True, [b'r1\\n', b'r2\\n'])
+>>> rules.feed([EOP]).completed == [second], second.results
+(True, [])
+>>> rules.feed([EOP]).violation.problem
+'the worker wrote bytes with no request outstanding'
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Generic, Protocol, TypeVar
+
+from etlstage.errors import ProtocolViolation, UnaskedReply
+from etlstage.protocol.framing import BNC, EOP, Token
+
+
+class Outstanding(Protocol):
+    """What the reply rules read and write of a request (or batch) written to a worker."""
+
+    requests: int
+    results: list[bytes]
+    bounds: list[int]
+    eops: int
+    started: float
+    closed: bool
+    awaiting_bnc: bool
+
+    @property
+    def messages(self) -> int: ...
+
+
+R = TypeVar("R", bound=Outstanding)
+
+
+@dataclass(eq=False)
+class Exchange:
+    """A plain :class:`Outstanding`: one request (or one batch) written to a worker."""
+
+    requests: int = 1  # EOPs that end it (a job of n single-message requests: n)
+    messages: int = 1  # messages written so far (a worker-driven batch grows)
+    results: list[bytes] = field(default_factory=list)
+    bounds: list[int] = field(default_factory=list)  # len(results) at each EOP: per-request grouping
+    eops: int = 0
+    started: float = 0.0  # when it became the oldest outstanding (its time limit runs from here)
+    closed: bool = False  # batch: EOB written, or filled (worker-driven)
+    awaiting_bnc: bool = False  # worker-driven: a BNC is due for the last message sent
+
+    def reset(self) -> None:
+        """Forget a partial answer: the exchange is about to be written again."""
+        self.results.clear()
+        self.bounds.clear()
+        self.eops = 0
+        self.closed = self.awaiting_bnc = False
+
+
+@dataclass
+class Reading(Generic[R]):
+    """What one run of tokens meant: requests answered in full, whether a BNC came, and
+    the violation that ended the run (tokens after it were not read)."""
+
+    completed: list[R] = field(default_factory=list)
+    bnc: bool = False
+    violation: ProtocolViolation | None = None
+
+
+class ReplyRules(Generic[R]):
+    """Match a worker's tokens to the requests written to it, oldest first.
+
+    ``results``: the worker may write results (a T-stage; an L-stage answers EOP only).
+    ``worker_driven``: batches are closed by the worker's BNC/EOP dialogue.
+    """
+
+    def __init__(self, *, results: bool, worker_driven: bool, batch_size: int) -> None:
+        self.results = results
+        self.worker_driven = worker_driven
+        self.batch_size = batch_size
+        self.outstanding: collections.deque[R] = collections.deque()
+
+    def sent(self, request: R) -> None:
+        """A request was written; its time limit starts now if nothing is ahead of it."""
+        if not self.outstanding:
+            request.started = time.monotonic()
+        self.outstanding.append(request)
+
+    def feed(self, tokens: Iterable[Token]) -> Reading[R]:
+        reading: Reading[R] = Reading()
+        try:
+            for tok in tokens:
+                self._one(tok, reading)
+        except ProtocolViolation as exc:
+            reading.violation = exc
+        return reading
+
+    def _one(self, tok: Token, reading: Reading[R]) -> None:
+        if not self.outstanding:
+            raise UnaskedReply(
+                "the worker wrote bytes with no request outstanding", tok if isinstance(tok, bytes) else b""
+            )
+        head = self.outstanding[0]
+        if tok is EOP:
+            head.eops += 1
+            head.bounds.append(len(head.results))
+            if self.worker_driven and not head.closed:
+                raise ProtocolViolation(
+                    f"EOP after {head.messages} message(s) of a batch of {self.batch_size} "
+                    "that the supervisor had not closed (expected BNC)"
+                )
+            if head.eops == head.requests:
+                self.outstanding.popleft()
+                reading.completed.append(head)
+                if self.outstanding:
+                    self.outstanding[0].started = time.monotonic()
+        elif tok is BNC:
+            if head.closed or not head.awaiting_bnc:
+                filled = head.messages >= self.batch_size
+                raise ProtocolViolation(
+                    f"BNC after message {head.messages} of a batch of {self.batch_size}"
+                    + (
+                        " — that message filled the batch, so the worker must process it and write EOP"
+                        if filled
+                        else " — no BNC was due"
+                    )
+                )
+            head.awaiting_bnc = False
+            reading.bnc = True
+        else:
+            assert isinstance(tok, bytes)
+            if not self.results:
+                raise ProtocolViolation("an L-stage worker wrote a result; L-workers answer with EOP only", tok)
+            head.results.append(tok)
+
+
+__all__ = ["Exchange", "Outstanding", "Reading", "ReplyRules"]

@@ -1,0 +1,87 @@
+"""Answers held until the worker's replies are known to line up with its requests.
+
+A worker answers without naming the request, so one stray or repeated EOP shifts every
+later answer onto the wrong request, and the shift shows only when an answer arrives
+with nothing outstanding — possibly after the windows of the shifted jobs were done.
+So a T-stage holds each answered job (its input, and a hold on its windows: they cannot
+commit) until the worker is known to be in step: it went quiet with nothing outstanding
+for a settle time (twice the slowest recent answer), or it closed its stdout cleanly.
+If anything goes wrong before that, the held jobs are sent again with the unanswered
+ones: at-least-once, never a lost answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+
+from etlstage.runtime.flow import Job, Window
+
+MIN_SETTLE = 0.005  # a stray EOP written with its reply arrives within this, even under load
+MAX_SETTLE = 2.0
+
+
+class Unconfirmed:
+    """The jobs one worker process answered since it was last known to be in step."""
+
+    def __init__(self, level: int, limit_bytes: int) -> None:
+        self.level = level
+        self.limit_bytes = limit_bytes  # held input beyond this: stop feeding and confirm
+        self.jobs: list[Job] = []
+        self.bytes = 0
+        self.windows: collections.Counter[Window] = collections.Counter()
+        self.service: collections.deque[float] = collections.deque(maxlen=16)
+        self.empty = asyncio.Event()
+        self.empty.set()
+
+    def __bool__(self) -> bool:
+        return bool(self.jobs)
+
+    def add(self, job: Job, service_time: float) -> None:
+        """``job`` was answered (its results are on their way): hold it until confirmed."""
+        self.jobs.append(job)
+        self.bytes += sum(len(p.block) for p in job.pieces)
+        self.service.append(service_time)
+        for p in job.pieces:
+            self.windows[p.window] += 1
+            p.window.hold()
+        self.empty.clear()
+
+    def settle(self) -> float:
+        """How long a worker with nothing outstanding must stay quiet to be in step."""
+        return min(max(MIN_SETTLE, 2 * max(self.service, default=0.0)), MAX_SETTLE)
+
+    def due(self) -> bool:
+        """Confirm before more is sent: too much input held, or a held window has passed
+        this stage entirely (only the confirmation keeps it from committing)."""
+        if self.bytes >= self.limit_bytes:
+            return True
+        return any(w.closed and not any(w.live[1 : self.level + 1]) for w in self.windows)
+
+    def confirm(self) -> int:
+        """The worker is in step: release the held windows.  Returns the jobs confirmed."""
+        n = len(self.jobs)
+        jobs, self.jobs = self.jobs, []
+        self.bytes = 0
+        self.windows.clear()
+        for job in jobs:
+            for p in job.pieces:
+                p.window.unhold()
+        self.empty.set()
+        return n
+
+    def take_back(self) -> list[Job]:
+        """The worker failed before it was confirmed: its answered jobs go out again."""
+        jobs, self.jobs = self.jobs, []
+        self.bytes = 0
+        self.windows.clear()
+        for job in jobs:
+            job.reset()
+            for p in job.pieces:
+                p.window.add(self.level, p.count)
+                p.window.unhold()
+        self.empty.set()
+        return jobs
+
+
+__all__ = ["MAX_SETTLE", "MIN_SETTLE", "Unconfirmed"]
