@@ -18,6 +18,7 @@ from typing import Any
 import jsonschema
 import yaml
 
+from etlstage.config.listen import parse_listen
 from etlstage.config.model import OffsetPolicy, PipelineConfig, RestartPolicy, StageConfig, Timeouts, split_command
 from etlstage.errors import ConfigError, EtlstageError
 from etlstage.protocol.markers import Markers
@@ -276,6 +277,7 @@ def _resolve(data: dict[str, Any], at: Any, source: str, base_dir: str) -> Pipel
                 f"stages must be one or more E, then any T, then one or more L, in that order; got {' → '.join(types)}",
             )
         )
+    http = guard(("http",), parse_listen, data["http"]) if data.get("http") is not None else None
     if problems:
         raise ConfigError(problems)
     state_dir = Path(data.get("state_dir", ".etlstage"))
@@ -305,4 +307,5 @@ def _resolve(data: dict[str, Any], at: Any, source: str, base_dir: str) -> Pipel
         max_inflight_windows=data.get("max_inflight_windows", 4),
         buffer_bytes=buffer_bytes,
         drain_timeout=float(data.get("drain_timeout", 30.0)),
+        http=http,
     )

@@ -379,7 +379,15 @@ class Pipeline:
             "stages": stages,
             "windows_in_flight": sum(len(src.windows) for src in self.sources.values()),
             "windows": [
-                {"source": w.source, "seq": w.seq, "closed": w.closed, "messages": w.messages, "opened_at": w.opened}
+                {
+                    "source": w.source,
+                    "seq": w.seq,
+                    "closed": w.closed,
+                    "done": w.done,
+                    "messages": w.messages,
+                    "opened_at": w.opened,
+                    "request": w.request.decode(errors="replace") if isinstance(w.request, bytes) else None,
+                }
                 for src in self.sources.values()
                 for w in src.windows
             ],

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 import collections
+import itertools
 import json
 import time
 from dataclasses import dataclass, field
@@ -19,7 +20,10 @@ from typing import Any
 from etlstage.errors import WorkerError, WorkerGone, WorkerTimeout
 
 # Request latency buckets in seconds: 1 ms to 10 min (a Spark write or a slow API call).
-LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 600.0)
+# fmt: off
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+                   2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 600.0)
+# fmt: on
 LAST_ERRORS = 5  # failures kept per stage for the status page
 
 
@@ -79,6 +83,8 @@ class StageStats:
     last_errors: collections.deque[tuple[float, str]] = field(
         default_factory=lambda: collections.deque(maxlen=LAST_ERRORS)
     )
+    _measured: dict[int, tuple[int, float]] = field(default_factory=dict, repr=False)
+    _measured_at: float = field(default=float("-inf"), repr=False)
 
     def answered(self, seconds: float) -> None:
         """A request, batch or cycle was answered ``seconds`` after the worker began on it."""
@@ -111,14 +117,22 @@ class StageStats:
                     total[key] = total.get(key, 0) + value
         return total
 
+    def worker_resources(self) -> dict[int, tuple[int, float]]:
+        """``instance -> (RSS bytes, CPU percent)`` of each live worker's process tree.
+
+        Measured at most once a second, whoever asks (progress table, heartbeat, HTTP):
+        psutil's CPU percent covers the time since its previous reading, so readings a
+        moment apart would be noise.
+        """
+        now = time.monotonic()
+        if now - self._measured_at >= 1.0:
+            self._measured_at = now
+            self._measured = {i: r for i, t in list(self.workers.items()) if (r := t.resources()) is not None}
+        return self._measured
+
     def resources(self) -> tuple[int, float]:
-        rss, cpu = 0, 0.0
-        for t in self.workers.values():
-            r = t.resources()
-            if r is not None:
-                rss += r[0]
-                cpu += r[1]
-        return rss, cpu
+        used = self.worker_resources().values()
+        return sum(r[0] for r in used), sum(r[1] for r in used)
 
     def throughput(self) -> int:
         """The messages that measure this stage's progress: extracted (E) or taken in (T, L)."""
@@ -133,9 +147,7 @@ class RateHistory:
     """
 
     def __init__(self, span: float = 300.0, every: float = 2.0) -> None:
-        self.samples: collections.deque[tuple[float, dict[str, int]]] = collections.deque(
-            maxlen=int(span / every) + 1
-        )
+        self.samples: collections.deque[tuple[float, dict[str, int]]] = collections.deque(maxlen=int(span / every) + 1)
 
     def sample(self, stats: dict[str, StageStats], now: float | None = None) -> None:
         self.samples.append((time.monotonic() if now is None else now, {n: s.throughput() for n, s in stats.items()}))
@@ -161,6 +173,6 @@ class RateHistory:
         now = pts[-1][0]
         return [
             (round(now - t1, 1), round((c1.get(stage, 0) - c0.get(stage, 0)) / (t1 - t0), 1))
-            for (t0, c0), (t1, c1) in zip(pts, pts[1:], strict=False)
+            for (t0, c0), (t1, c1) in itertools.pairwise(pts)
             if t1 > t0
         ]
