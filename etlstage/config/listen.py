@@ -23,9 +23,13 @@ _FORM = "expected HOST:PORT, :PORT or PORT (PORT 0-65535; 0 picks a free port), 
 
 
 def parse_listen(value: object, where: str = "http") -> tuple[str, int]:
-    """``(host, port)`` from ``HOST:PORT``, ``[IPv6]:PORT``, ``:PORT`` or a bare port (loopback)."""
+    """``(host, port)`` from ``HOST:PORT``, ``[IPv6]:PORT``, ``:PORT`` or a bare port (loopback).
+
+    Errors start with ``where`` (none when empty: the config loader adds the place itself).
+    """
+    at = f"{where}: " if where else ""
     if isinstance(value, bool) or not isinstance(value, (int, str)):
-        raise ConfigError([f"{where}: {value!r} is not an address; {_FORM}"])
+        raise ConfigError([f"{at}{value!r} is not an address; {_FORM}"])
     text = str(value).strip()
     host, _, port_text = text.rpartition(":")
     if host.startswith("[") and host.endswith("]"):
@@ -33,8 +37,8 @@ def parse_listen(value: object, where: str = "http") -> tuple[str, int]:
     elif ":" in host:
         host = "!"  # a bare IPv6 address needs brackets
     if not port_text.isdigit() or not re.fullmatch(r"[A-Za-z0-9.\-]*|[0-9A-Fa-f:.]+", host):
-        raise ConfigError([f"{where}: {value!r} is not an address; {_FORM}"])
+        raise ConfigError([f"{at}{value!r} is not an address; {_FORM}"])
     port = int(port_text)
     if port > 65535:
-        raise ConfigError([f"{where}: port {port} in {value!r} is out of range; {_FORM}"])
+        raise ConfigError([f"{at}port {port} in {value!r} is out of range; {_FORM}"])
     return host or LOOPBACK, port

@@ -277,7 +277,7 @@ def _resolve(data: dict[str, Any], at: Any, source: str, base_dir: str) -> Pipel
                 f"stages must be one or more E, then any T, then one or more L, in that order; got {' → '.join(types)}",
             )
         )
-    http = guard(("http",), parse_listen, data["http"]) if data.get("http") is not None else None
+    http = guard(("http",), parse_listen, data["http"], "") if data.get("http") is not None else None
     if problems:
         raise ConfigError(problems)
     state_dir = Path(data.get("state_dir", ".etlstage"))
