@@ -146,7 +146,7 @@ def render(doc: dict[str, Any], state_path: str) -> list[str]:
         if stages:
             lines.append(
                 f"  {'stage':<16} {'in':>12} {'out':>12} {'rate':>10} {'in flight':>9} {'restarts':>8} "
-                f"{'rss':>8} {'cpu':>5}"
+                f"{'memory, cpu':>16}"
             )
         for name, st in stages.items():
             rss = st.get("rss") or 0
