@@ -4,10 +4,16 @@ Measured side by side in one run:
   * baseline: the same three programs chained by a shell pipe, no supervisor;
   * `etlstage run`, batch mode (supervisor-driven, size 1000);
   * `etlstage run`, single-message mode;
+  * 64 KiB messages through the pass-through T (batches of 16), against its own shell pipe;
   * `etlstage run`, batch mode with 64 KiB messages, cat -> a C loader (GB/s through the supervisor);
-  * the supervisor's peak RSS at N and 10 N messages.
+  * the supervisor's peak RSS at N and 10 N messages, and with default settings
+    (batch_size 1000) for messages of 100 B, 64 KiB and 1 MiB (1 GiB each for the big ones).
 
-    python bench/core_pipeline.py [--n 1000000] [--repeat 3]
+    python bench/core_pipeline.py [--n 1000000] [--repeat 3] [--compare REV] [--http]
+
+--compare REV runs every supervised row a second time on the code of git revision REV
+(a temporary worktree, imported through PYTHONPATH), in the same run: before and after.
+--http adds the row with the status server on (etlstage run --http 127.0.0.1:0).
 """
 
 from __future__ import annotations
@@ -50,7 +56,16 @@ def shell_baseline(work: Path, n: int, size: int, batch: int) -> float:
     return elapsed
 
 
-def supervised(work: Path, n: int, size: int, mode: str, batch: int, cyclic: bool = False) -> tuple[float, int]:
+def supervised(
+    work: Path,
+    n: int,
+    size: int,
+    mode: str,
+    batch: int,
+    cyclic: bool = False,
+    env: dict[str, str] | None = None,
+    extra: tuple[str, ...] = (),
+) -> tuple[float, int]:
     """Seconds, and the supervisor's peak RSS in bytes."""
     out = work / f"tally-{mode}.txt"
     shutil.rmtree(work / ".etlstage", ignore_errors=True)
@@ -66,10 +81,11 @@ def supervised(work: Path, n: int, size: int, mode: str, batch: int, cyclic: boo
     )
     t0 = time.perf_counter()
     proc = subprocess.Popen(
-        [PY, "-m", "etlstage.cli", "run", "stages.yaml", "--once", "--no-progress"],
+        [PY, "-m", "etlstage.cli", "run", "stages.yaml", "--once", "--no-progress", *extra],
         cwd=work,
         stderr=subprocess.PIPE,
         text=True,
+        env=env,
     )
     peak = [0]
 
@@ -93,7 +109,7 @@ def supervised(work: Path, n: int, size: int, mode: str, batch: int, cyclic: boo
     return elapsed, peak[0]
 
 
-def big_messages(work: Path, n: int, repeat: int) -> tuple[float, float]:
+def big_messages(work: Path, n: int, repeat: int, env: dict[str, str] | None = None) -> tuple[float, float]:
     """64 KiB messages through the supervisor alone: cat as the E-worker and a C loader
     that only answers EOB with EOP, so neither end limits the rate.
     Returns (shell pipe seconds, supervisor seconds)."""
@@ -125,6 +141,7 @@ def big_messages(work: Path, n: int, repeat: int) -> tuple[float, float]:
             cwd=work,
             check=True,
             capture_output=True,
+            env=env,
         )
         return time.perf_counter() - t0
 
@@ -136,41 +153,74 @@ def best(fn, repeat: int):  # type: ignore[no-untyped-def]
     return min(runs, key=lambda r: r[0] if isinstance(r, tuple) else r)
 
 
+def checkout(rev: str) -> tuple[Path, dict[str, str]]:
+    """A worktree of ``rev`` and the environment that makes etlstage import from it."""
+    path = Path(tempfile.mkdtemp(prefix="etlstage-rev-"))
+    subprocess.run(
+        ["git", "worktree", "add", "--detach", str(path), rev], cwd=HERE.parent, check=True, capture_output=True
+    )
+    return path, {**os.environ, "PYTHONPATH": str(path)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=1_000_000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--skip-rss", action="store_true")
+    ap.add_argument("--compare", metavar="REV", help="also run every supervised row on git revision REV")
+    ap.add_argument("--http", action="store_true", help="add the row with etlstage run --http 127.0.0.1:0")
     a = ap.parse_args()
     n = a.n
     work = Path(tempfile.mkdtemp(prefix="etlstage-bench-"))
-    rows = []
+    old_tree, old_env = checkout(a.compare) if a.compare else (None, None)
+    envs: list[tuple[str, dict[str, str] | None]] = [("", None)] + ([(f" [{a.compare}]", old_env)] if a.compare else [])
+    rows = []  # (name, messages, seconds, baseline seconds for that many messages)
     base = best(lambda: shell_baseline(work, n, 100, 1000), a.repeat)
-    rows.append(("shell pipe, no supervisor (baseline)", n, base, None))
-    batch, rss_n = best(lambda: supervised(work, n, 100, "batch", 1000), a.repeat)
-    rows.append(("etlstage run, batch 1000 (supervisor-driven)", n, batch, rss_n))
-    cyclic, _ = best(lambda: supervised(work, n, 100, "batch", 1000, cyclic=True), a.repeat)
-    rows.append(("etlstage run, batch 1000, cyclic E (10 windows)", n, cyclic, None))
+    rows.append(("shell pipe, no supervisor (baseline)", n, base, base))
+    rss_n = 0
+    for tag, env in envs:
+        batch, rss = best(lambda env=env: supervised(work, n, 100, "batch", 1000, env=env), a.repeat)
+        rss_n = rss_n or rss
+        rows.append((f"etlstage run, batch 1000{tag}", n, batch, base))
+        if a.http and not tag:
+            on, _ = best(lambda: supervised(work, n, 100, "batch", 1000, extra=("--http", "127.0.0.1:0")), a.repeat)
+            rows.append(("etlstage run, batch 1000, --http on", n, on, base))
+        cyclic, _ = best(lambda env=env: supervised(work, n, 100, "batch", 1000, cyclic=True, env=env), a.repeat)
+        rows.append((f"etlstage run, batch 1000, cyclic E (10 windows){tag}", n, cyclic, base))
     n_single = max(1, n // 5)
-    single, _ = best(lambda: supervised(work, n_single, 100, "single", 1), a.repeat)
-    rows.append(("etlstage run, single-message", n_single, single, None))
-    n_big = max(16, n // 50 // 16 * 16)
-    big_base, big = big_messages(work, n_big, a.repeat)
+    for tag, env in envs:
+        single, _ = best(lambda env=env: supervised(work, n_single, 100, "single", 1, env=env), a.repeat)
+        rows.append((f"etlstage run, single-message{tag}", n_single, single, base * n_single / n))
+    n64 = max(16, n // 100 // 16 * 16)
+    base64 = best(lambda: shell_baseline(work, n64, 65536, 16), a.repeat)
+    rows.append(("64 KiB: shell pipe through the T (baseline)", n64, base64, base64))
+    for tag, env in envs:
+        t64, _ = best(lambda env=env: supervised(work, n64, 65536, "batch", 16, env=env), a.repeat)
+        rows.append((f"64 KiB: etlstage run, batch 16{tag}", n64, t64, base64))
 
-    print(f"core pipeline, 100-byte messages, best of {a.repeat}; machine: {os.cpu_count()} cores\n")
-    print(f"{'run':<48} {'messages':>10} {'seconds':>8} {'msg/s':>12} {'vs baseline':>11}")
-    for name, count, secs, _ in rows:
-        ratio = f"{secs / (base * count / n):.2f}x" if name != rows[0][0] else "1.00x"
-        print(f"{name:<48} {count:>10,} {secs:>8.2f} {count / secs:>12,.0f} {ratio:>11}")
+    print(f"core pipeline, best of {a.repeat}; machine: {os.cpu_count()} cores\n")
+    print(f"{'run':<56} {'messages':>10} {'seconds':>8} {'msg/s':>12} {'vs baseline':>11}")
+    for name, count, secs, ref in rows:
+        print(f"{name:<56} {count:>10,} {secs:>8.2f} {count / secs:>12,.0f} {secs / ref:>10.2f}x")
+    n_big = max(16, n // 50 // 16 * 16)
     gb = n_big * 65536 / 1e9
-    print(
-        f"\n64 KiB messages (cat -> C loader that discards), batch 16: {n_big:,} messages ({gb:.2f} GB): shell pipe {gb / big_base:.2f} GB/s, "
-        f"etlstage {gb / big:.2f} GB/s ({big / big_base:.2f}x the pipe's time)"
-    )
+    for tag, env in envs:
+        big_base, big = big_messages(work, n_big, a.repeat, env=env)
+        print(
+            f"\n64 KiB messages (cat -> C loader that discards), batch 16{tag}: {n_big:,} messages ({gb:.2f} GB): "
+            f"shell pipe {gb / big_base:.2f} GB/s, etlstage {gb / big:.2f} GB/s ({big / big_base:.2f}x the pipe's time)"
+        )
     if not a.skip_rss:
         _, rss_10n = supervised(work, 10 * n, 100, "batch", 1000)
         print(f"\nsupervisor peak RSS: {rss_n / 1e6:.0f} MB at {n:,} messages, {rss_10n / 1e6:.0f} MB at {10 * n:,}")
+        print("supervisor peak RSS with default settings, batch_size 1000 (E -> pass-through T -> L):")
+        for size, count in ((100, n), (65536, 16384), (1 << 20, 1024)):
+            for tag, env in envs:
+                secs, rss = supervised(work, count, size - 1, "batch", 1000, env=env)
+                print(f"  {size:>8,} B x {count:>9,}{tag:<12} {rss / 1e6:>6.0f} MB  ({secs:.1f} s)")
     shutil.rmtree(work, ignore_errors=True)
+    if old_tree is not None:
+        subprocess.run(["git", "worktree", "remove", "--force", str(old_tree)], cwd=HERE.parent, capture_output=True)
 
 
 if __name__ == "__main__":

@@ -86,3 +86,35 @@ def test_inbox_takes_in_random_sizes_give_back_every_message_in_order(seed):
         assert got == sent and box.bytes == 0
 
     asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_inbox_take_honours_a_byte_limit_and_loses_nothing(seed):
+    """Batches closed by count or by bytes: every message comes out once, in order; a
+    take never exceeds its byte limit except with a single message larger than it."""
+
+    async def scenario():
+        rng = random.Random(seed)
+        w = Window("src", 0, 3)
+        for _ in range(1000):
+            msgs = [b"x" * rng.randint(0, 20) for _ in range(rng.randint(1, 30))]
+            box = Inbox(1, b"\n", 1 << 30)
+            i = 0
+            while i < len(msgs):
+                part = msgs[i : i + rng.randint(1, 6)]
+                i += len(part)
+                box.put_nowait(Piece(b"".join(m + b"\n" for m in part), len(part), w))
+            got: list[bytes] = []
+            while box.messages:
+                most, limit = rng.randint(1, 8), rng.choice([None, rng.randint(1, 60)])
+                pieces = box.take(most, limit)
+                count = sum(p.count for p in pieces)
+                size = sum(len(p.block) for p in pieces)
+                assert 1 <= count <= most
+                assert limit is None or size <= limit or count == 1
+                for p in pieces:
+                    assert p.block.count(b"\n") == p.count
+                    got += p.block.split(b"\n")[:-1]
+            assert got == msgs and box.bytes == 0
+
+    asyncio.run(scenario())

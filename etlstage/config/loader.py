@@ -224,9 +224,8 @@ def _resolve(data: dict[str, Any], at: Any, source: str, base_dir: str) -> Pipel
             ]
         t = raw.get("timeouts") or {}
         r = raw.get("restart") or {}
-        size_fields = {
-            k: guard((*path, k), parse_size, raw[k], k) for k in ("max_message_bytes", "max_rss") if k in raw
-        }
+        sizes = ("max_message_bytes", "max_rss", "batch_bytes", "replay_bytes")
+        size_fields = {k: guard((*path, k), parse_size, raw[k], k) for k in sizes if k in raw}
         try:
             stage = StageConfig(
                 name=name,
@@ -236,6 +235,8 @@ def _resolve(data: dict[str, Any], at: Any, source: str, base_dir: str) -> Pipel
                 markers=stage_markers,
                 batch_size=raw.get("batch_size", 1000 if mode == "batch" else 1),
                 batch_driver=raw.get("batch_driver", "supervisor"),
+                batch_bytes=size_fields.get("batch_bytes") or StageConfig.batch_bytes,
+                replay_bytes=size_fields.get("replay_bytes") or StageConfig.replay_bytes,
                 linger=float(raw.get("linger", 0.2)),
                 offsets=offsets,
                 offset_policy=policy,

@@ -47,6 +47,8 @@ class StageConfig:
     markers: Markers
     batch_size: int = 1000
     batch_driver: str = "supervisor"
+    batch_bytes: int = 4 << 20  # a batch is closed at batch_size messages or at this many bytes
+    replay_bytes: int = 8 << 20  # input one worker holds for sending again: in flight, and answered-unconfirmed
     linger: float = 0.2
     offsets: str = "worker"
     offset_policy: OffsetPolicy | None = None

@@ -88,13 +88,6 @@ class Markers:
     def BNC(self) -> bytes:
         return _BYTE[self.bnc]
 
-    def name_of(self, byte: int) -> str | None:
-        """The marker name of ``byte`` (``"EOP"``), or None when it is not a marker."""
-        for name in MARKER_NAMES:
-            if getattr(self, name) == byte:
-                return name.upper()
-        return None
-
     def describe(self) -> str:
         return " ".join(f"{n.upper()}=0x{getattr(self, n):02x}" for n in MARKER_NAMES)
 

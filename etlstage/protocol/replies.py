@@ -99,51 +99,57 @@ class ReplyRules(Generic[R]):
         self.outstanding.append(request)
 
     def feed(self, tokens: Iterable[Token]) -> Reading[R]:
+        """Match ``tokens`` (in order) to the outstanding requests.  One loop with local
+        names: it runs for every token the supervisor reads."""
         reading: Reading[R] = Reading()
+        outstanding = self.outstanding
+        completed = reading.completed
+        head = outstanding[0] if outstanding else None
         try:
             for tok in tokens:
-                self._one(tok, reading)
+                if head is None:
+                    raise UnaskedReply(
+                        "the worker wrote bytes with no request outstanding", tok if isinstance(tok, bytes) else b""
+                    )
+                if tok is EOP:
+                    head.eops += 1
+                    head.bounds.append(len(head.results))
+                    if self.worker_driven and not head.closed:
+                        raise ProtocolViolation(
+                            f"EOP after {head.messages} message(s) of a batch of {self.batch_size} "
+                            "that the supervisor had not closed (expected BNC)"
+                        )
+                    if head.eops == head.requests:
+                        outstanding.popleft()
+                        completed.append(head)
+                        head = outstanding[0] if outstanding else None
+                        if head is not None:
+                            head.started = time.monotonic()
+                elif tok is BNC:
+                    self._bnc(head)
+                    reading.bnc = True
+                elif self.results:
+                    head.results.append(tok)  # type: ignore[arg-type]
+                else:
+                    raise ProtocolViolation(
+                        "an L-stage worker wrote a result; L-workers answer with EOP only", tok  # type: ignore[arg-type]
+                    )
         except ProtocolViolation as exc:
             reading.violation = exc
         return reading
 
-    def _one(self, tok: Token, reading: Reading[R]) -> None:
-        if not self.outstanding:
-            raise UnaskedReply(
-                "the worker wrote bytes with no request outstanding", tok if isinstance(tok, bytes) else b""
+    def _bnc(self, head: R) -> None:
+        if head.closed or not head.awaiting_bnc:
+            filled = head.messages >= self.batch_size
+            raise ProtocolViolation(
+                f"BNC after message {head.messages} of a batch of {self.batch_size}"
+                + (
+                    " — that message filled the batch, so the worker must process it and write EOP"
+                    if filled
+                    else " — no BNC was due"
+                )
             )
-        head = self.outstanding[0]
-        if tok is EOP:
-            head.eops += 1
-            head.bounds.append(len(head.results))
-            if self.worker_driven and not head.closed:
-                raise ProtocolViolation(
-                    f"EOP after {head.messages} message(s) of a batch of {self.batch_size} "
-                    "that the supervisor had not closed (expected BNC)"
-                )
-            if head.eops == head.requests:
-                self.outstanding.popleft()
-                reading.completed.append(head)
-                if self.outstanding:
-                    self.outstanding[0].started = time.monotonic()
-        elif tok is BNC:
-            if head.closed or not head.awaiting_bnc:
-                filled = head.messages >= self.batch_size
-                raise ProtocolViolation(
-                    f"BNC after message {head.messages} of a batch of {self.batch_size}"
-                    + (
-                        " — that message filled the batch, so the worker must process it and write EOP"
-                        if filled
-                        else " — no BNC was due"
-                    )
-                )
-            head.awaiting_bnc = False
-            reading.bnc = True
-        else:
-            assert isinstance(tok, bytes)
-            if not self.results:
-                raise ProtocolViolation("an L-stage worker wrote a result; L-workers answer with EOP only", tok)
-            head.results.append(tok)
+        head.awaiting_bnc = False
 
 
 __all__ = ["Exchange", "Outstanding", "Reading", "ReplyRules"]

@@ -75,10 +75,6 @@ class Scenario:
         """Plain E is the one scenario with no requests and no EOP."""
         return not (self.type == "E" and self.mode == "plain")
 
-    @property
-    def has_results(self) -> bool:
-        return self.type != "L"
-
     def to_env(self) -> dict[str, str]:
         env = self.markers.to_env()
         env.update(

@@ -8,6 +8,12 @@ commit) until the worker is known to be in step: it went quiet with nothing outs
 for a settle time (twice the slowest recent answer), or it closed its stdout cleanly.
 If anything goes wrong before that, the held jobs are sent again with the unanswered
 ones: at-least-once, never a lost answer.
+
+Held input is bounded (``replay_bytes``): beyond it the oldest jobs let their input go
+and keep only the hold on their windows.  A shift shows in the newest answers, which
+are kept; but if the worker then proves out of step (an answer with nothing
+outstanding, a protocol violation) while input was let go, the stage must stop: its
+held windows do not commit and the next run extracts them again.
 """
 
 from __future__ import annotations
@@ -26,8 +32,9 @@ class Unconfirmed:
 
     def __init__(self, level: int, limit_bytes: int) -> None:
         self.level = level
-        self.limit_bytes = limit_bytes  # held input beyond this: stop feeding and confirm
-        self.jobs: list[Job] = []
+        self.limit_bytes = limit_bytes  # held input beyond this: the oldest let it go
+        self.jobs: list[Job] = []  # held with their input, oldest first
+        self.let_go: collections.Counter[Window] = collections.Counter()  # holds of jobs whose input went
         self.bytes = 0
         self.windows: collections.Counter[Window] = collections.Counter()
         self.service: collections.deque[float] = collections.deque(maxlen=16)
@@ -35,7 +42,7 @@ class Unconfirmed:
         self.empty.set()
 
     def __bool__(self) -> bool:
-        return bool(self.jobs)
+        return bool(self.jobs or self.let_go)
 
     def add(self, job: Job, service_time: float) -> None:
         """``job`` was answered (its results are on their way): hold it until confirmed."""
@@ -46,21 +53,25 @@ class Unconfirmed:
             self.windows[p.window] += 1
             p.window.hold()
         self.empty.clear()
+        while self.bytes > self.limit_bytes and len(self.jobs) > 1:
+            old = self.jobs.pop(0)  # its windows stay held; its input cannot be sent again
+            for p in old.pieces:
+                self.bytes -= len(p.block)
+                self.let_go[p.window] += 1
 
     def settle(self) -> float:
         """How long a worker with nothing outstanding must stay quiet to be in step."""
         return min(max(MIN_SETTLE, 2 * max(self.service, default=0.0)), MAX_SETTLE)
 
     def due(self) -> bool:
-        """Confirm before more is sent: too much input held, or a held window has passed
-        this stage entirely (only the confirmation keeps it from committing)."""
-        if self.bytes >= self.limit_bytes:
-            return True
+        """Confirm before more is sent: a held window has passed this stage entirely (only
+        the confirmation keeps it from committing)."""
         return any(w.closed and not any(w.live[1 : self.level + 1]) for w in self.windows)
 
     def confirm(self) -> int:
         """The worker is in step: release the held windows.  Returns the jobs confirmed."""
-        n = len(self.jobs)
+        n = len(self.jobs) + len(self.let_go)
+        self._release_let_go()
         jobs, self.jobs = self.jobs, []
         self.bytes = 0
         self.windows.clear()
@@ -70,8 +81,15 @@ class Unconfirmed:
         self.empty.set()
         return n
 
+    def _release_let_go(self) -> None:
+        let_go, self.let_go = self.let_go, collections.Counter()
+        for w, n in let_go.items():
+            w.unhold(n)
+
     def take_back(self) -> list[Job]:
-        """The worker failed before it was confirmed: its answered jobs go out again."""
+        """The worker failed before it was confirmed: its answered jobs that still have
+        their input go out again (the others are released as answered)."""
+        self._release_let_go()
         jobs, self.jobs = self.jobs, []
         self.bytes = 0
         self.windows.clear()

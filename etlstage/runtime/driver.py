@@ -17,7 +17,7 @@ import time
 from collections.abc import Awaitable, Callable
 
 from etlstage.config.model import StageConfig
-from etlstage.errors import PipelineError, ProtocolViolation, UnaskedReply, WorkerError
+from etlstage.errors import PipelineError, ProtocolViolation, UnaskedReply, WorkerError, WorkerGone, WorkerTimeout
 from etlstage.protocol.framing import EOP, count_eom, split_block
 from etlstage.protocol.scenario import Scenario
 from etlstage.runtime.confirm import Unconfirmed
@@ -120,10 +120,8 @@ class TransformDriver(_Driver):
         inboxes: list[Inbox],
         emit: EmitFn,
         deadletter: DeadLetterFn,
-        hold_bytes: int = 16 << 20,
     ) -> None:
         super().__init__(stage, level, state_dir, spawn, stats)
-        self.hold_bytes = hold_bytes  # answered input kept until the worker is known to be in step
         self.inboxes = inboxes  # one per instance (the same object when not partitioned)
         self.emit = emit
         self.deadletter = deadletter
@@ -140,7 +138,7 @@ class TransformDriver(_Driver):
         retry: list[Job] = []  # sent to a worker that failed: sent again first, as they were
         while True:
             session = await self.start(i)
-            held = Unconfirmed(self.level, self.hold_bytes)
+            held = Unconfirmed(self.level, self.stage.replay_bytes)
             try:
                 recycle = await self._converse(session, self.inboxes[i], retry, restarts, held)
                 await self._close(session, held, restarts)
@@ -149,6 +147,14 @@ class TransformDriver(_Driver):
                 failed = list(session.inflight)
                 session.inflight.clear()
                 self.stats.in_flight -= len(failed)
+                if held.let_go and not isinstance(exc, (WorkerGone, WorkerTimeout)):
+                    raise PipelineError(
+                        f"{session.label} broke the protocol after answering more than replay_bytes "
+                        f"({self.stage.replay_bytes} bytes) of input since it was last known to be in step, so "
+                        "some answers may be on the wrong requests and cannot all be sent again; the stage stops "
+                        "(nothing committed past them: the next run extracts them again).\n"
+                        f"Cause: {exc}"
+                    ) from exc
                 again = held.take_back()  # answered, but not known to be in step: sent again too
                 if again:
                     log.warning(
@@ -227,6 +233,8 @@ class TransformDriver(_Driver):
         drained = asyncio.Event()  # set whenever nothing is in flight
         drained.set()
         bnc = asyncio.Event()
+        answered = asyncio.Event()  # set at each completed job
+        unanswered_bytes = 0  # input written and not yet answered: at most replay_bytes (or one job)
         recycle = False
         next_rss_check = 0.0
 
@@ -247,13 +255,16 @@ class TransformDriver(_Driver):
             return True
 
         async def feed() -> None:
-            nonlocal recycle
+            nonlocal recycle, unanswered_bytes
             while True:
                 if too_big():
                     recycle = True
                     await drained.wait()
                     return
                 await slots.acquire()
+                while unanswered_bytes and unanswered_bytes + self.stage.batch_bytes > self.stage.replay_bytes:
+                    answered.clear()
+                    await answered.wait()
                 if held and held.due():
                     await held.empty.wait()  # the reader confirms once the worker is quiet
                 job = retry.pop(0) if retry else await self._assemble(inbox)
@@ -267,6 +278,8 @@ class TransformDriver(_Driver):
                 session.add_job(job)
                 drained.clear()
                 self.stats.in_flight += 1
+                job.size = sum(len(p.block) for p in job.pieces)
+                unanswered_bytes += job.size
                 if worker_driven:
                     await self._feed_worker_driven(session, inbox, job, bnc)
                 else:
@@ -275,6 +288,7 @@ class TransformDriver(_Driver):
                     await drained.wait()
 
         async def read() -> None:
+            nonlocal unanswered_bytes
             while True:
                 tokens = await session.read_tokens()
                 if tokens is None:
@@ -290,9 +304,11 @@ class TransformDriver(_Driver):
                     continue
                 reading = session.rules.feed(tokens)
                 for job in reading.completed:
+                    unanswered_bytes -= job.size
                     await self._complete(job, held)
                     session.completed += 1
                     slots.release()
+                    answered.set()
                 if not session.inflight:
                     drained.set()
                     if held:
@@ -315,16 +331,19 @@ class TransformDriver(_Driver):
         if st.batch_driver == "worker" and not single:
             want = 1  # worker-driven: one message now, more on each BNC
         pieces: list[Piece] = []
-        n = 0
+        n = size = 0
         deadline: float | None = None
         loop = asyncio.get_running_loop()
         while True:
-            got = inbox.take(want - n)
+            got = inbox.take(want - n, st.batch_bytes - size, at_least_one=not n)
             for p in got:
                 pieces.append(p)
                 n += p.count
-            if n >= want or (n and single):
+                size += len(p.block)
+            if n >= want or size >= st.batch_bytes or (n and single):
                 break
+            if n and not got and len(inbox):
+                break  # the next message would take the batch over batch_bytes
             if n and not len(inbox) and all(p.window.settled_before(self.level) for p in pieces):
                 break  # window barrier: nothing more of these windows can arrive
             if not len(inbox) and inbox.closed:
@@ -364,11 +383,13 @@ class TransformDriver(_Driver):
         st = self.stage
         again = job.messages > 1
         messages = split_block(job.block, st.markers, keep_eom=True) if again else [job.block]
+        size = 0
         for k, message in enumerate(messages, start=1):
             if k > 1:
                 await bnc.wait()
             bnc.clear()
-            job.awaiting_bnc = k < st.batch_size
+            size += len(message)
+            job.awaiting_bnc = k < st.batch_size and size < st.batch_bytes
             job.closed = not job.awaiting_bnc
             await session.write(message)
             if job.closed:
@@ -376,13 +397,14 @@ class TransformDriver(_Driver):
         while not again and job.messages < st.batch_size:
             await bnc.wait()
             bnc.clear()
-            more = await self._one_more(inbox, job)
+            more = await self._one_more(inbox, job, st.batch_bytes - size)
             if more is None:
                 break
             job.pieces.append(more)
+            size += len(more.block)
             self.stats.messages_in += 1
             self.stats.bytes_in += len(more.block)
-            job.awaiting_bnc = job.messages < st.batch_size
+            job.awaiting_bnc = job.messages < st.batch_size and size < st.batch_bytes
             job.closed = not job.awaiting_bnc
             await session.write(more.block)
             if job.closed:
@@ -393,14 +415,17 @@ class TransformDriver(_Driver):
         job.closed = True
         await session.write(st.markers.EOB)
 
-    async def _one_more(self, inbox: Inbox, job: Job) -> Piece | None:
-        """The next message for an open worker-driven batch, or None to close it with EOB."""
+    async def _one_more(self, inbox: Inbox, job: Job, room: int) -> Piece | None:
+        """The next message for an open worker-driven batch, or None to close it with EOB
+        (also when the next message would take it over ``room`` more bytes)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.stage.linger
         while True:
-            got = inbox.take(1)
+            got = inbox.take(1, room, at_least_one=False)
             if got:
                 return got[0]
+            if len(inbox):
+                return None
             if inbox.closed or all(p.window.settled_before(self.level) for p in job.pieces):
                 return None
             if loop.time() >= deadline:
@@ -462,7 +487,8 @@ class ExtractDriver(_Driver):
         """Graceful stop: a plain E-worker is asked to end (stdin closed, then SIGTERM)."""
         self.stopping = True
         if self.stage.mode == "plain":
-            self._stopping = [asyncio.ensure_future(s.stop(self.stage.stop_timeout)) for s in self.sessions.values()]
+            # held here so that the loop keeps them until they end (it keeps only weak references)
+            self._stop_tasks = [asyncio.ensure_future(s.stop(self.stage.stop_timeout)) for s in self.sessions.values()]
 
     async def run(self) -> None:
         await run_all(*(self._instance(i) for i in range(self.stage.instances)))

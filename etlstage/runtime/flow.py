@@ -62,8 +62,8 @@ class Window:
     def hold(self) -> None:
         self.held += 1
 
-    def unhold(self) -> None:
-        self.held -= 1
+    def unhold(self, n: int = 1) -> None:
+        self.held -= n
         if not self.held and self._on_change is not None:
             self._on_change(self)
 
@@ -147,40 +147,56 @@ class Inbox:
             await self._space.wait()
         self.put_nowait(piece)
 
-    def put_nowait(self, piece: Piece, front: bool = False) -> None:
-        if front:
-            self._items.appendleft(piece)
-        else:
-            self._items.append(piece)
+    def put_nowait(self, piece: Piece) -> None:
+        self._items.append(piece)
         self.bytes += len(piece.block)
         self.messages += piece.count
         self.changed.set()
 
-    def take(self, max_messages: int) -> list[Piece]:
-        """Up to ``max_messages`` messages from the front, splitting a piece if needed."""
+    def take(self, max_messages: int, max_bytes: int | None = None, at_least_one: bool = True) -> list[Piece]:
+        """Up to ``max_messages`` messages and up to ``max_bytes`` bytes from the front,
+        splitting a piece if needed; ``at_least_one``: a first message longer than
+        ``max_bytes`` comes alone (otherwise it stays)."""
         out: list[Piece] = []
         want = max_messages
+        room = max_bytes if max_bytes is not None else -1
         items = self._items
-        while items and want > 0:
+        eom = self._eom
+        while items and want > 0 and room != 0:
             piece = items[0]
-            if piece.count <= want:
+            block, offset = piece.block, piece.offset
+            size = len(block) - offset
+            if piece.count <= want and (room < 0 or size <= room):
                 items.popleft()
-                if piece.offset:
-                    piece = Piece(piece.block[piece.offset :], piece.count, piece.window)
+                if offset:
+                    piece = Piece(block[offset:], piece.count, piece.window)
                 out.append(piece)
                 want -= piece.count
-                self.bytes -= len(piece.block)
+                room = room - size if room > 0 else room
+                self.bytes -= size
                 self.messages -= piece.count
+                continue
+            # cut without copying the rest: the piece keeps its block and moves its offset
+            n = min(want, piece.count)
+            pos = cut_position(block, n, eom, offset, piece.count) if n < piece.count else len(block)
+            if 0 <= room < pos - offset:  # the byte limit comes first
+                last = block.rfind(eom, offset, offset + room)
+                if last < 0 and (out or not at_least_one):
+                    break  # the next message does not fit: it starts the next job
+                pos = block.index(eom, offset) + 1 if last < 0 else last + 1
+                n = block.count(eom, offset, pos)
+            head = block[offset:pos]
+            out.append(Piece(head, n, piece.window))
+            want -= n
+            room = max(room - len(head), 0) if room >= 0 else room
+            self.bytes -= len(head)
+            self.messages -= n
+            if n == piece.count:
+                items.popleft()
             else:
-                # cut without copying the rest: the piece keeps its block and moves its offset
-                pos = cut_position(piece.block, want, self._eom, piece.offset, piece.count)
-                head = piece.block[piece.offset : pos]
-                out.append(Piece(head, want, piece.window))
                 piece.offset = pos
-                piece.count -= want
-                self.bytes -= len(head)
-                self.messages -= want
-                want = 0
+                piece.count -= n
+                break
         if self.bytes < self.capacity:
             self._space.set()
         if not items:
@@ -203,6 +219,7 @@ class Job:
     awaiting_bnc: bool = False  # worker-driven: a BNC is due for the last message sent
     bounds: list[int] = field(default_factory=list)  # len(results) at each EOP: per-request grouping
     alone: bool = False  # isolating a failure: nothing else in flight beside it, so blame is exact
+    size: int = 0  # bytes of input when written (worker-driven batches grow as they go)
     after_confirmation: bool = False  # sent again after a failure: only once what went before is in step
 
     @property

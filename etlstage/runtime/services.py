@@ -42,6 +42,7 @@ class Services:
         self.base_dir = base_dir
         self.running: list[tuple[ServiceConfig, ProcessTransport]] = []
         self.exports: dict[str, str] = {}
+        self._echoes: list[asyncio.Future[None]] = []  # read each service's stdout after READY
 
     async def start(self, env: dict[str, str]) -> dict[str, str]:
         """Start every service in order; return the variables they exported."""
@@ -56,12 +57,15 @@ class Services:
                 if svc.ready == "exit":
                     t.close_input()
                     code = await asyncio.wait_for(self._drain_until_exit(t), svc.timeout)
+                    await t.stop(grace=1.0)  # it has exited: release its pipes
                     if code != 0:
                         raise self._failed(svc, t, f"exited with status {code}")
                     log.info("service %s: done in %.1fs", svc.name, time.monotonic() - started)
                     continue
                 self.running.append((svc, t))
                 await asyncio.wait_for(self._read_exports(svc, t), svc.timeout)
+                # a chatty service must never block on a full stdout pipe
+                self._echoes.append(asyncio.ensure_future(self._echo(svc, t)))
             except TimeoutError:
                 await t.abort()
                 raise self._failed(svc, t, f"was not ready within {svc.timeout:g}s") from None
@@ -91,6 +95,16 @@ class Services:
                 elif line:
                     log.info("[service %s] %s", svc.name, line)
 
+    async def _echo(self, svc: ServiceConfig, t: ProcessTransport) -> None:
+        """Log what a ready service still writes to stdout, line by line, until it ends."""
+        pending = b""
+        while chunk := await t.read():
+            lines = (pending + chunk).split(b"\n")
+            pending = lines.pop()[-8192:]
+            for raw in lines:
+                if raw.strip():
+                    log.info("[service %s] %s", svc.name, raw.decode("utf-8", "replace").strip())
+
     def _failed(self, svc: ServiceConfig, t: ProcessTransport, what: str) -> PipelineError:
         tail = "\n".join(f"  | {x}" for x in t.stderr_tail()[-10:]) or "  (no stderr)"
         return PipelineError(f"service {svc.name!r} {what}\n  command: {svc.command!r}\n  stderr:\n{tail}")
@@ -102,3 +116,7 @@ class Services:
             except (WorkerError, OSError) as exc:
                 log.warning("service %s: %s", svc.name, exc)
         self.running.clear()
+        for echo in self._echoes:
+            echo.cancel()
+        await asyncio.gather(*self._echoes, return_exceptions=True)
+        self._echoes.clear()

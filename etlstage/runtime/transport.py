@@ -367,7 +367,6 @@ class InProcessTransport(Transport):
         self._in_w = in_w
         self._out_r = out_r
         self._code: int | None = None
-        self._done = threading.Event()
         self._tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL)
         self._loop = asyncio.get_running_loop()
         self._finished: asyncio.Future[int] = self._loop.create_future()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import socket
 import textwrap
@@ -68,7 +69,7 @@ def test_metrics_during_a_run_grow_add_up_to_the_summary_and_carry_the_right_lab
     assert mid, "no scrape caught the run in progress"
 
     # counters (and histogram series) never go down between scrapes
-    for before, after in zip(scrapes, scrapes[1:], strict=False):
+    for before, after in itertools.pairwise(scrapes):
         for key, v in before.items():
             if key[0].endswith(MONOTONIC) and types.get(key[0]) in ("counter", "histogram"):
                 assert after[key] >= v, (key, v, after[key])
