@@ -72,7 +72,9 @@ class LiveRun:
 
     def summary(self) -> dict[str, tuple[int, int]]:
         """``stage -> (in, out)`` from the end-of-run summary table."""
-        return {m[0]: (int(m[2].replace(",", "")), int(m[3].replace(",", ""))) for m in SUMMARY_ROW.findall(self.stderr)}
+        return {
+            m[0]: (int(m[2].replace(",", "")), int(m[3].replace(",", ""))) for m in SUMMARY_ROW.findall(self.stderr)
+        }
 
     def __enter__(self) -> LiveRun:
         return self
