@@ -178,3 +178,38 @@ def test_a_port_in_use_is_a_clear_error_and_nothing_runs(pdir):
     assert r.code == 2, r
     assert f"cannot listen on http://127.0.0.1:{port}/" in r.stderr and "Traceback" not in r.stderr
     assert not (pdir.path / "out.txt").exists()
+
+
+@pytest.mark.slow
+def test_failures_restarts_and_dead_letters_show_in_metrics_and_the_status_document(pdir):
+    pdir.write("""
+        name: demo
+        stages:
+          - {name: src, type: E, mode: cyclic, poll_interval: 0.2, command: ["{PY}", "{TW}", count, "2000", "100"]}
+          - {name: picky, type: T, mode: batch, batch_size: 50, on_failure: deadletter,
+             restart: {max_restarts: 1, backoff: 0.05}, command: ["{PY}", "{TW}", poison, "77"]}
+          - {name: sink, type: L, mode: batch, batch_size: 100, command: ["{PY}", "{TW}", append, out.txt]}
+    """)
+    with LiveRun(pdir.path) as run:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            samples, _ = scrape(run)
+            # messages a restarted worker had answered may be sent again: count what was loaded
+            if len(set(pdir.lines("out.txt"))) == 1999 and value(samples, "etlstage_deadletters", status="new"):
+                break
+            time.sleep(0.2)
+        else:
+            pytest.fail("the run did not load the other messages in time:\n" + run.stderr)
+        doc = json.loads(run.get("/api/status")[2])
+        assert run.stop() == 0, run.stderr
+    restarts = value(samples, "etlstage_stage_restarts_total", stage="picky")
+    assert restarts >= 2
+    assert value(samples, "etlstage_stage_worker_failures_total", stage="picky", reason="exit") == restarts
+    assert value(samples, "etlstage_stage_worker_failures_total", stage="picky", reason="timeout") == 0
+    assert value(samples, "etlstage_stage_deadletter_messages_total", stage="picky") == 1
+    assert value(samples, "etlstage_deadletters", status="new") == 1
+    assert value(samples, "etlstage_stage_restarts_total", stage="sink") == 0
+    picky = doc["running"][0]["progress"]["stages"]["picky"]
+    assert picky["failures"] == {"exit": restarts} and picky["deadletters"] == 1
+    assert picky["last_errors"] and "picky" in picky["last_errors"][-1]["error"]
+    assert doc["deadletters"] == {"total": 1, "new": 1}
