@@ -6,7 +6,7 @@ native marker-protocol worker — one run, side by side, same input, same batche
 
 Each row is one worker process (tree) fed the whole input as supervisor-driven batches
 and timed until it has answered every batch and exited.  The amazon_kclpy sdist is
-fetched like the tests do (tests/kcl_support.py).
+fetched like the tests do (tests/support/kcl.py).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 HERE = ROOT / "bench" / "kcl"
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))
 
 
 def make_input(records: int, size: int, batch: int) -> bytes:
@@ -49,7 +49,7 @@ def main() -> None:
     p.add_argument("--batch", type=int, default=500)
     a = p.parse_args()
 
-    from kcl_support import kclpy_dir
+    from tests.support.kcl import kclpy_dir
 
     kclpy = kclpy_dir()
     data = make_input(a.records, a.size, a.batch)

@@ -8,10 +8,11 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from run_cli import Run, etlstage
+
+from tests.support.run_cli import Run, etlstage
 
 HERE = Path(__file__).parent
-TW = str(HERE / "workers" / "tw.py")
+TW = str(HERE / "fixtures" / "tw.py")
 PY = sys.executable
 
 

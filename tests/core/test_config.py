@@ -1,0 +1,99 @@
+"""stages.yaml: every problem at once, each with its line; no traceback for any mistake."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from etlstage.config.loader import parse_config, parse_size
+from etlstage.errors import ConfigError
+
+SCHEMA_ERRORS = """\
+stages:
+  - name: a
+    type: E
+    command: [x]
+  - name: t
+    type: T
+    batch_size: -1
+    colour: red
+    command: []
+  - name: l
+    type: L
+    timeouts: {startup: soon}
+    command: y
+"""
+
+
+def test_every_schema_problem_is_reported_with_its_line(pdir):
+    pdir.write(SCHEMA_ERRORS)
+    r = pdir.etlstage("validate", "stages.yaml")
+    assert r.code == 2
+    assert "4 problems" in r.stderr
+    assert (
+        "stages.yaml:5: stages[1]: unknown key(s) 'colour'; known keys: batch_bytes, batch_driver, batch_size"
+        in r.stderr
+    )
+    assert "stages.yaml:7: stages[1].batch_size: -1 is less than the minimum of 1" in r.stderr
+    assert "stages.yaml:9: stages[1].command: [] is not valid: [] should be non-empty" in r.stderr
+    assert "stages.yaml:12: stages[2].timeouts.startup: 'soon' is not valid" in r.stderr
+    assert "Traceback" not in r.stderr
+    assert pdir.run("--once").code == 2  # run validates first
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        (
+            "stages:\n  - {name: a, type: E, command: x}\n  - {name: a, type: L, command: y}\n",
+            "stage name 'a' is used twice",
+        ),
+        (
+            "stages:\n  - {name: l, type: L, command: y}\n  - {name: a, type: E, command: x}\n",
+            "one or more E, then any T, then one or more L",
+        ),
+        (
+            "markers: {eom: '|', eop: '|'}\nstages:\n  - {name: a, type: E, command: x}\n  - {name: l, type: L, command: y}\n",
+            "markers eom and eop are both 0x7c",
+        ),
+        (
+            "stages:\n  - {name: a, type: E, mode: cyclic, offsets: supervisor, command: x}\n"
+            "  - {name: l, type: L, command: y}\n",
+            "offsets: supervisor needs an offset_policy",
+        ),
+        (
+            "stages:\n  - {name: a, type: E, mode: batch, command: x}\n  - {name: l, type: L, command: y}\n",
+            "'batch' is not a mode of a E-stage",
+        ),
+        (
+            "stages:\n  - {name: a, type: E, command: x}\n  - {name: l, type: L, markers: {eom: 300}, command: y}\n",
+            "stages[1].markers.eom",
+        ),
+        ("stages: [\n", "not valid YAML"),
+        ("- just\n- a list\n", "expected a mapping with a 'stages' list"),
+    ],
+)
+def test_semantic_and_syntax_problems_are_clear(text, expected):
+    with pytest.raises(ConfigError) as err:
+        parse_config(text, "stages.yaml")
+    assert expected in str(err.value)
+
+
+def test_defaults_apply_to_every_stage_and_sizes_parse():
+    config = parse_config(
+        "defaults: {restart: {max_restarts: 9}, max_message_bytes: 2MiB}\n"
+        "stages:\n  - {name: a, type: E, command: 'x --flag \"two words\"'}\n  - {name: l, type: L, command: [y]}\n"
+    )
+    assert [s.restart.max_restarts for s in config.stages] == [9, 9]
+    assert config.stages[0].command == ["x", "--flag", "two words"]
+    assert config.stages[1].max_message_bytes == 2 << 20
+    assert parse_size("1.5GB", "x") == 1_500_000_000 and parse_size("512k", "x") == 512 * 1024
+
+
+def test_schema_command_prints_the_shipped_json_schema(pdir):
+    r = pdir.etlstage("schema")
+    assert r.code == 0
+    schema = json.loads(r.stdout)
+    assert schema["$defs"]["stage"]["additionalProperties"] is False
+    assert "partition_by" in schema["$defs"]["stage"]["properties"]

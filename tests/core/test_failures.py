@@ -1,0 +1,241 @@
+"""Workers that crash, hang, write garbage or break the protocol; clear errors, nothing lost."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+
+import psutil
+import pytest
+
+from tests.support.run_cli import ETLSTAGE
+
+FAST_RESTART = "restart: {max_restarts: 2, backoff: 0.05}"
+
+
+def assert_at_least_once(lines: list[str], expected: list[int], may_repeat: range) -> None:
+    """Every expected message arrived; a worker failure may send again, once, what it had
+    answered since it was last known to be in step (never anything else, never more)."""
+    got = [int(x) for x in lines]
+    assert sorted(set(got)) == sorted(expected)
+    repeated = {m for m in got if got.count(m) > 1}
+    assert repeated <= set(may_repeat), sorted(repeated)
+    assert all(got.count(m) <= 2 for m in repeated)
+
+
+def three_stages(t_command: str, extra: str = "", n: int = 40) -> str:
+    return f"""
+        stages:
+          - {{name: src, type: E, command: ["{{PY}}", "{{TW}}", count, "{n}"]}}
+          - {{name: t, type: T, mode: batch, batch_size: 5, {FAST_RESTART}, {extra}
+              command: {t_command}}}
+          - {{name: sink, type: L, command: ["{{PY}}", "{{TW}}", append, out.txt]}}
+    """
+
+
+@pytest.mark.parametrize(
+    "behaviour, expected",
+    [
+        ("garbage", "the worker wrote EOB (0x17)"),
+        ("no-eom", "were not ended by EOM"),
+        ("exit-early", "exited with requests unanswered"),
+        ("marker-in-result", "BNC (0x11) but this stage is not in worker-driven batch mode"),
+    ],
+)
+def test_protocol_violations_name_stage_command_pid_status_bytes_and_stderr(pdir, behaviour, expected):
+    pdir.write(three_stages(f'["{{PY}}", "{{TW}}", {behaviour}]'))
+    r = pdir.run("--once")
+    assert r.code == 1
+    assert expected in r.stderr
+    for part in ("stage: t (T-stage, mode batch", "command: [", "pid: ", "exit status: ", "stderr"):
+        assert part in r.stderr, part
+    assert "Traceback" not in r.stderr.split("pipeline failed")[-1]
+
+
+def test_a_hanging_worker_times_out(pdir):
+    pdir.write(three_stages('["{PY}", "{TW}", hang]', "timeouts: {startup: 1, request: 1},"))
+    started = time.monotonic()
+    r = pdir.run("--once", timeout=60)
+    assert r.code == 1
+    assert "did not answer within its start-up timeout of 1s" in r.stderr
+    assert time.monotonic() - started < 30
+
+
+@pytest.mark.parametrize("driver", ["supervisor", "worker"])
+def test_crash_mid_batch_is_restarted_and_the_batch_sent_again(pdir, tmp_path, driver):
+    # crashes the first time it sees message 17, then (flag file present) works
+    flag = tmp_path / "crashed-once"
+    script = tmp_path / "flaky.py"
+    script.write_text(
+        "import os, sys\n"
+        "from etlstage.worker import run_transformer\n"
+        f"FLAG = {str(flag)!r}\n"
+        "def f(ms):\n"
+        "    if b'17' in ms and not os.path.exists(FLAG):\n"
+        "        open(FLAG, 'w').close(); os._exit(9)\n"
+        "    return ms\n"
+        "run_transformer(f)\n"
+    )
+    pdir.write(three_stages(f'["{{PY}}", "{script}"]', f"batch_driver: {driver},"))
+    r = pdir.run("--once")
+    assert r.code == 0, r.stderr
+    assert flag.exists()
+    assert_at_least_once(pdir.lines("out.txt"), list(range(40)), may_repeat=range(20))
+    assert "restart; its job is sent again (failed 1 of 2 tries)" in r.stderr
+
+
+def test_a_message_holding_the_next_stages_marker_is_refused_before_it_is_written(pdir):
+    pdir.write("""
+        stages:
+          - {name: src, type: E, command: ["{PY}", "-c", "print('fine'); print('has|pipe')"],
+             restart: {max_restarts: 0}}
+          - {name: sink, type: L, markers: {eom: "|"}, command: ["{PY}", "{TW}", append, out.txt]}
+    """)
+    r = pdir.run("--once")
+    assert r.code == 1
+    assert "stage 'sink' contains its EOM marker 0x7c" in r.stderr
+
+
+def test_poison_message_goes_to_the_dead_letter_store_and_the_rest_is_loaded(pdir):
+    pdir.write(three_stages('["{PY}", "{TW}", poison, "13"]', "on_failure: deadletter,"))
+    r = pdir.run("--once")
+    assert r.code == 0, r.stderr
+    assert_at_least_once(pdir.lines("out.txt"), [i for i in range(40) if i != 13], may_repeat=range(15))
+    listing = pdir.etlstage("deadletter", "list")
+    assert listing.code == 0 and "stage 't' 1 message(s)" in listing.stdout
+    shown = pdir.etlstage("deadletter", "show", "1")
+    assert "  13" in shown.stdout and "poison message" in shown.stdout
+    status = pdir.etlstage("status")
+    assert "dead letters: 1 (1 new)" in status.stdout
+
+
+def test_poison_message_under_fail_policy_stops_with_nothing_committed_past_it(pdir):
+    pdir.write(three_stages('["{PY}", "{TW}", poison, "13"]', "on_failure: fail,"))
+    r = pdir.run("--once")
+    assert r.code == 1
+    assert "on_failure=fail stops the pipeline" in r.stderr
+    status = pdir.etlstage("status")
+    assert "checkpoints: none yet" in status.stdout
+
+
+def test_worker_ignoring_sigterm_is_killed_at_stop(pdir):
+    pdir.write("""
+        stages:
+          - {name: src, type: E, command: ["{PY}", "{TW}", count, "3"]}
+          - {name: sink, type: L, stop_timeout: 0.5, command: ["{PY}", "{TW}", ignore-term]}
+    """)
+    started = time.monotonic()
+    r = pdir.run("--once", timeout=60)
+    assert r.code == 0, r.stderr
+    assert "ignored SIGTERM" in r.stderr
+    assert time.monotonic() - started < 30
+
+
+def test_no_orphans_after_the_supervisor_is_killed(pdir):
+    pdir.write("""
+        stages:
+          - {name: src, type: E, mode: cyclic, poll_interval: 0.2, command: ["{PY}", "{TW}", count, "10"]}
+          - {name: t, type: T, instances: 2, command: ["{PY}", "{TW}", pass]}
+          - {name: sink, type: L, command: ["{PY}", "{TW}", ignore-term]}
+    """)
+    proc = subprocess.Popen(
+        [*ETLSTAGE, "run", "stages.yaml", "--no-progress"],
+        cwd=pdir.path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.time() + 30
+        children: list[psutil.Process] = []
+        while time.time() < deadline and len(children) < 4:
+            time.sleep(0.2)
+            children = psutil.Process(proc.pid).children(recursive=True)
+        assert len(children) >= 4
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+        gone, alive = psutil.wait_procs(children, timeout=10)
+        assert not alive, [p.cmdline() for p in alive]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def test_sigterm_stops_an_endless_pipeline_gracefully(pdir):
+    pdir.write("""
+        stages:
+          - {name: src, type: E, mode: cyclic, poll_interval: 0.1, command: ["{PY}", "{TW}", count, "1000000", "50"]}
+          - {name: sink, type: L, mode: batch, batch_size: 100, command: ["{PY}", "{TW}", append, out.txt]}
+    """)
+    proc = subprocess.Popen(
+        [*ETLSTAGE, "run", "stages.yaml", "--no-progress"],
+        cwd=pdir.path,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.time() + 30
+    while time.time() < deadline and len(pdir.lines("out.txt")) < 500:
+        time.sleep(0.1)
+    time.sleep(2.5)  # one heartbeat: `status` reads the running supervisor from the state store
+    status = pdir.etlstage("status")
+    assert f"running: pid {proc.pid}" in status.stdout, status.stdout
+    assert "MB cpu" in status.stdout and "windows in flight:" in status.stdout
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert "stopping gracefully" in err
+    loaded = [int(x) for x in pdir.lines("out.txt")]
+    assert loaded == list(range(len(loaded)))  # in order, nothing skipped
+    committed = int((pdir.path / ".etlstage/stages/src/offset-0").read_text())
+    assert committed <= len(loaded)  # never committed past what was loaded
+
+
+def test_dead_letters_replayed_after_the_fix_reach_the_loader(pdir, tmp_path):
+    def pipeline(t_command: str) -> str:
+        return f"""
+            stages:
+              - {{name: src, type: E, mode: cyclic, command: ["{{PY}}", "{{TW}}", count, "40", "10"]}}
+              - {{name: t, type: T, mode: batch, batch_size: 5, {FAST_RESTART}, on_failure: deadletter,
+                  command: {t_command}}}
+              - {{name: sink, type: L, command: ["{{PY}}", "{{TW}}", append, out.txt]}}
+        """
+
+    pdir.write(pipeline('["{PY}", "{TW}", poison, "13"]'))
+    assert pdir.run("--once").code == 0
+    assert "13" not in pdir.lines("out.txt")
+    assert_at_least_once(pdir.lines("out.txt"), [i for i in range(40) if i != 13], may_repeat=range(15))
+    before = len(pdir.lines("out.txt"))
+    # the transformer is fixed; the dead letter is replayed by the next run (nothing new to extract)
+    pdir.write(pipeline('["{PY}", "{TW}", pass]'))
+    r = pdir.etlstage("deadletter", "replay", "--all")
+    assert r.code == 0 and "1 dead letter(s) will be sent again" in r.stdout
+    r = pdir.run("--once")
+    assert r.code == 0, r.stderr
+    assert pdir.lines("out.txt")[before:] == ["13"]  # the replay sends the dead letter alone
+    assert "[replayed]" in pdir.etlstage("deadletter", "list").stdout
+
+
+def test_a_worker_over_max_rss_is_replaced_between_batches(pdir, tmp_path):
+    script = tmp_path / "grow.py"
+    script.write_text(
+        "import time\n"
+        "from etlstage.worker import run_transformer\n"
+        "hoard = []\n"
+        "def f(ms):\n"
+        '    hoard.append(b"x" * (8 << 20))  # 8 MB more per batch, touched\n'
+        "    time.sleep(0.05)\n"
+        "    return ms\n"
+        "run_transformer(f)\n"
+    )
+    pdir.write(f"""
+        stages:
+          - {{name: src, type: E, command: ["{{PY}}", "{{TW}}", count, "400"]}}
+          - {{name: t, type: T, mode: batch, batch_size: 10, max_rss: 60MiB, prefetch: 1,
+              command: ["{{PY}}", "{script}"]}}
+          - {{name: sink, type: L, command: ["{{PY}}", "{{TW}}", append, out.txt]}}
+    """)
+    r = pdir.run("--once")
+    assert r.code == 0, r.stderr
+    assert sorted(pdir.lines("out.txt"), key=int) == [str(i) for i in range(400)]
+    assert "over max_rss 63 MB: replacing it between batches" in r.stderr

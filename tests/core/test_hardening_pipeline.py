@@ -1,0 +1,98 @@
+"""What a pipeline does with messages a stage cannot take, and how long a stop may take."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+
+import psutil
+
+from tests.support.run_cli import ETLSTAGE
+
+
+def source(pdir, *lines: str) -> str:
+    """An E-stage command that writes ``lines`` as messages."""
+    (pdir.path / "in.txt").write_text("".join(f"{x}\n" for x in lines))
+    (pdir.path / "src.py").write_text("import sys\nsys.stdout.write(open('in.txt').read())\n")
+    return '["{PY}", "src.py"]'
+
+
+def test_a_message_holding_the_loaders_eop_marker_goes_to_the_dead_letter_store(pdir):
+    pdir.write(f"""
+        stages:
+          - {{name: src, type: E, command: {source(pdir, "one", "two#three", "four")}}}
+          - {{name: sink, type: L, markers: {{eop: "#"}}, on_failure: deadletter,
+              command: ["{{PY}}", "{{TW}}", append, out.txt]}}
+    """)
+    r = pdir.run("--once")
+    assert r.code == 0, r.stderr
+    assert pdir.lines("out.txt") == ["one", "four"]
+    listing = pdir.etlstage("deadletter", "list")
+    assert "stage 'sink' 1 message(s)" in listing.stdout, listing.stdout
+    shown = pdir.etlstage("deadletter", "show", "1")
+    assert "two#three" in shown.stdout
+    assert "EOP marker 0x23" in shown.stdout
+
+
+def test_under_on_failure_fail_the_same_message_stops_the_run_naming_it(pdir):
+    pdir.write(f"""
+        stages:
+          - {{name: src, type: E, command: {source(pdir, "one", "two#three")}}}
+          - {{name: sink, type: L, markers: {{eop: "#"}}, command: ["{{PY}}", "{{TW}}", append, out.txt]}}
+    """)
+    r = pdir.run("--once")
+    assert r.code == 1
+    assert "stage 'sink' contains its EOP marker 0x23" in r.stderr
+    assert "two#three" in r.stderr
+    assert "checkpoints: none yet" in pdir.etlstage("status").stdout
+
+
+def test_a_message_over_the_loaders_max_message_bytes_is_not_sent_to_it(pdir):
+    pdir.write(f"""
+        stages:
+          - {{name: src, type: E, command: {source(pdir, "short", "x" * 40, "tiny")}}}
+          - {{name: sink, type: L, max_message_bytes: 16, on_failure: deadletter,
+              command: ["{{PY}}", "{{TW}}", append, out.txt]}}
+    """)
+    r = pdir.run("--once")
+    assert r.code == 0, r.stderr
+    assert pdir.lines("out.txt") == ["short", "tiny"]
+    shown = pdir.etlstage("deadletter", "show", "1")
+    assert "a message of 40 bytes for stage 'sink' is over its max_message_bytes of 16" in shown.stdout
+
+
+def test_a_graceful_stop_is_bounded_by_drain_timeout_and_leaves_no_process(pdir):
+    pdir.write("""
+        drain_timeout: 2
+        stages:
+          - {name: src, type: E, mode: cyclic, poll_interval: 0.1, command: ["{PY}", "{TW}", count, "1000", "5"]}
+          - {name: t, type: T, stop_timeout: 1, command: ["{PY}", "{TW}", hang]}
+          - {name: sink, type: L, command: ["{PY}", "{TW}", append, out.txt]}
+    """)
+    proc = subprocess.Popen(
+        [*ETLSTAGE, "run", "stages.yaml", "--no-progress"], cwd=pdir.path, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        deadline = time.time() + 30
+        children: list[psutil.Process] = []
+        while time.time() < deadline and len(children) < 3:
+            time.sleep(0.2)
+            children = psutil.Process(proc.pid).children(recursive=True)
+        assert len(children) >= 3
+        time.sleep(0.5)  # the hanging T-worker has its first request by now
+        stopped = time.monotonic()
+        os.kill(proc.pid, signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+        took = time.monotonic() - stopped
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1, err
+    # drain_timeout (2 s), then stdin closed, 1 s, SIGTERM: the hanging worker dies
+    assert took < 12, took
+    assert "did not drain within drain_timeout (2s)" in err
+    _, alive = psutil.wait_procs(children, timeout=5)
+    assert not alive, [p.cmdline() for p in alive]
+    assert "checkpoints: none yet" in pdir.etlstage("status").stdout

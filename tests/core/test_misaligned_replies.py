@@ -1,0 +1,82 @@
+"""A worker whose answers stop lining up with its requests loses nothing.
+
+The protocol names no request in an answer, so a stray, missing or repeated EOP shifts
+every later answer.  Whatever the mode and prefetch, a run that exits 0 has loaded every
+message, and a run that fails leaves what it did not finish to the next run.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+
+from tests.support.paths import FIXTURES
+from tests.support.run_cli import PY
+
+PipelineDir = Any  # the pdir fixture of tests/conftest.py
+
+MISBEHAVE = str(FIXTURES / "misbehave.py")
+N = 60
+
+MODES = {
+    "single": "mode: single,",
+    "batch": "mode: batch, batch_size: 10,",
+    "worker-driven": "mode: batch, batch_size: 10, batch_driver: worker,",
+}
+
+
+def write_pipeline(pdir: PipelineDir, mode: str, prefetch: int | None, faults: list[str]) -> None:
+    flags = pdir.path / "flags"
+    flags.mkdir(exist_ok=True)
+    argv = ", ".join(f'"{a}"' for a in [PY, MISBEHAVE, str(flags), *faults])
+    prefetch_key = "" if prefetch is None else f"prefetch: {prefetch},"
+    pdir.write(f"""
+        stages:
+          - {{name: src, type: E, command: ["{{PY}}", "{{TW}}", count, "{N}"]}}
+          - {{name: t, type: T, {MODES[mode]} {prefetch_key} timeouts: {{request: 2}},
+              restart: {{max_restarts: 3, backoff: 0.05}}, command: [{argv}]}}
+          - {{name: sink, type: L, mode: batch, batch_size: 7, command: ["{{PY}}", "{{TW}}", append, out.txt]}}
+    """)
+
+
+def loaded(pdir: PipelineDir) -> set[int]:
+    return {int(x) for x in pdir.lines("out.txt")}
+
+
+def run_and_check(pdir: PipelineDir, mode: str, prefetch: int | None, faults: list[str]) -> None:
+    write_pipeline(pdir, mode, prefetch, faults)
+    r = pdir.run("--once", timeout=120)
+    if r.code == 0:
+        assert loaded(pdir) == set(range(N)), (faults, r.stderr[-3000:])
+        return
+    # It failed: what it did not finish is left to the next run, which must complete it.
+    assert r.code == 1, r.stderr[-3000:]
+    write_pipeline(pdir, mode, prefetch, [])
+    again = pdir.run("--once", timeout=120)
+    assert again.code == 0, again.stderr[-3000:]
+    assert loaded(pdir) == set(range(N)), (faults, again.stderr[-3000:])
+
+
+@pytest.mark.parametrize("mode", ["single", "batch"])
+def test_a_stray_eop_after_answer_5_loses_nothing(pdir, mode):
+    """The reported case: an echo worker writes one extra EOP after its 5th answer."""
+    write_pipeline(pdir, mode, None, ["stray@5"])
+    r = pdir.run("--once", timeout=120)
+    assert r.code == 0, r.stderr[-3000:]
+    assert loaded(pdir) == set(range(N))
+    assert "no request outstanding" in r.stderr or "after its last answer" in r.stderr
+    assert "sent again" in r.stderr
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_stray_missing_and_repeated_answers_lose_nothing(pdir, seed):
+    rng = random.Random(seed)
+    mode = ["single", "batch", "worker-driven"][seed % 3]
+    prefetch = [1, 2, None][(seed // 3 + seed) % 3]
+    answers = N if mode == "single" else N // 10
+    kinds = ["stray", "missing", "dup"] if mode != "worker-driven" else ["stray", "dup"]
+    faults = sorted({f"{rng.choice(kinds)}@{rng.randint(1, answers)}" for _ in range(rng.randint(1, 3))})
+    print(f"seed {seed}: mode {mode}, prefetch {prefetch}, faults {faults}")
+    run_and_check(pdir, mode, prefetch, faults)

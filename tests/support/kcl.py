@@ -1,0 +1,145 @@
+"""Helpers for the KCL adapter tests: the real amazon_kclpy sdist, and a runner that
+drives ``python -m etlstage_workers.kcl`` as a subprocess with marker-protocol bytes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.support.paths import FIXTURES, ROOT
+
+CHILDREN = FIXTURES / "kcl_children"
+KCLPY_VERSION = "3.2.0"
+EOM, EOP, EOB, BNC = b"\n", b"\x00", b"\x17", b"\x11"
+
+
+def kclpy_dir() -> Path:
+    """A folder holding the unmodified ``amazon_kclpy/`` package (and ``samples/``) from its PyPI sdist.
+
+    The sdist's build step downloads jars (impossible offline), so it is not installed:
+    the folder goes on PYTHONPATH.  Downloaded once into ETLSTAGE_KCLPY_CACHE
+    (default ~/.cache/etlstage-kclpy)."""
+    cache = Path(os.environ.get("ETLSTAGE_KCLPY_CACHE") or Path.home() / ".cache" / "etlstage-kclpy")
+    target = cache / f"amazon_kclpy-{KCLPY_VERSION}"
+    if (target / "amazon_kclpy" / "kcl.py").exists() and (target / "samples" / "sample_kclpy_app.py").exists():
+        return target
+    cache.mkdir(parents=True, exist_ok=True)
+    sdist = cache / f"amazon_kclpy-{KCLPY_VERSION}.tar.gz"
+    if not sdist.exists():
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--no-binary",
+                ":all:",
+                f"amazon-kclpy=={KCLPY_VERSION}",
+                "-d",
+                str(cache),
+            ],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        if done.returncode != 0 or not sdist.exists():
+            pytest.fail(f"cannot download the amazon-kclpy {KCLPY_VERSION} sdist from PyPI:\n{done.stderr[-2000:]}")
+    with tarfile.open(sdist) as tar:
+        wanted = tuple(f"amazon_kclpy-{KCLPY_VERSION}/{folder}/" for folder in ("amazon_kclpy", "samples"))
+        members = [m for m in tar.getmembers() if m.name.startswith(wanted)]
+        tar.extractall(cache, members=members, filter="data")
+    return target
+
+
+@dataclass
+class Run:
+    returncode: int
+    stdout: bytes
+    stderr: str
+    out_lines: list[str]
+
+    def records(self) -> list[list[str]]:
+        """RECORD lines split: shard, seq, subseq, partitionKey, arrival, data."""
+        return [line.split(" ", 6)[1:] for line in self.out_lines if line.startswith("RECORD ")]
+
+    def events(self, name: str | None = None) -> list[list[str]]:
+        ev = [line.split(" ")[1:] for line in self.out_lines if line.startswith("EVENT ")]
+        return [e for e in ev if name is None or e[0] == name]
+
+
+def batches_to_bytes(batches: list[list[bytes]]) -> bytes:
+    """Supervisor-driven batches: messages, each ending with EOM, each batch closed by EOB."""
+    return b"".join(b"".join(m + EOM for m in batch) + EOB for batch in batches)
+
+
+def run_adapter(
+    tmp_path: Path,
+    child: list[str],
+    stdin: bytes,
+    *,
+    adapter_args: list[str] = (),
+    stage_type: str = "T",
+    mode: str = "batch",
+    batch_size: int = 100,
+    batch_driver: str = "supervisor",
+    env: dict[str, str] | None = None,
+    timeout: float = 120,
+    kclpy: Path | None = None,
+) -> Run:
+    out = tmp_path / "processor-out.txt"
+    state = tmp_path / "state"
+    state.mkdir(exist_ok=True)
+    pythonpath = [str(ROOT)] + ([str(kclpy)] if kclpy else [])
+    full_env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join(pythonpath),
+        ETLSTAGE_EOM="0a",
+        ETLSTAGE_EOP="00",
+        ETLSTAGE_EOB="17",
+        ETLSTAGE_BNC="11",
+        ETLSTAGE_STAGE="kcl",
+        ETLSTAGE_TYPE=stage_type,
+        ETLSTAGE_MODE=mode,
+        ETLSTAGE_BATCH_SIZE=str(batch_size),
+        ETLSTAGE_BATCH_DRIVER=batch_driver,
+        ETLSTAGE_OFFSETS="worker",
+        ETLSTAGE_INSTANCE="0",
+        ETLSTAGE_INSTANCES="1",
+        ETLSTAGE_STATE_DIR=str(state),
+        KCL_TEST_OUT=str(out),
+    )
+    full_env.update(env or {})
+    argv = [sys.executable, "-m", "etlstage_workers.kcl", *adapter_args, "--", *child]
+    done = subprocess.run(argv, check=False, input=stdin, env=full_env, capture_output=True, timeout=timeout, cwd=ROOT)
+    lines = out.read_text().splitlines() if out.exists() else []
+    return Run(done.returncode, done.stdout, done.stderr.decode("utf-8", "replace"), lines)
+
+
+def envelope(shard: str, seq: int, data: str, **extra: object) -> bytes:
+    doc = {
+        "shardId": shard,
+        "sequenceNumber": f"{seq:056d}",
+        "subSequenceNumber": 0,
+        "partitionKey": f"pk-{seq % 7}",
+        "approximateArrivalTimestamp": 1700000000000 + seq,
+        "data": data,
+    }
+    doc.update(extra)
+    return json.dumps(doc).encode()
+
+
+def shard_end(shard: str) -> bytes:
+    return json.dumps({"shardId": shard, "shardEnded": True}).encode()
+
+
+def node() -> str:
+    return "node"
