@@ -9,7 +9,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from support.live_run import LiveRun
+from tests.support.live_run import LiveRun
 
 STAGES = """
     name: demo

@@ -12,7 +12,7 @@ import time
 
 import psutil
 import pytest
-from run_cli import ETLSTAGE
+from tests.support.run_cli import ETLSTAGE
 
 from etlstage.observe.status import run_state
 from etlstage.runtime.stats import LatencyHistogram, RateHistory, StageStats

@@ -11,7 +11,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from run_cli import ETLSTAGE
+from tests.support.run_cli import ETLSTAGE
 
 URL_LINE = re.compile(r"status page and metrics on (http://\S+/)")
 SUMMARY_ROW = re.compile(r"^(\S+)\s+([ETL])\s+([\d,]+)\s+([\d,]+)\s", re.M)
