@@ -10,6 +10,7 @@ import time
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+
 from tests.support.live_run import LiveRun
 
 N = 30_000

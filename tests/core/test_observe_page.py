@@ -9,6 +9,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+
 from tests.support.live_run import LiveRun
 
 STAGES = """

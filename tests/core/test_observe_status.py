@@ -12,10 +12,10 @@ import time
 
 import psutil
 import pytest
-from tests.support.run_cli import ETLSTAGE
 
 from etlstage.observe.status import run_state
 from etlstage.runtime.stats import LatencyHistogram, RateHistory, StageStats
+from tests.support.run_cli import ETLSTAGE
 
 ENDLESS = """
     stages:
