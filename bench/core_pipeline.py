@@ -67,9 +67,9 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def scrape(proc: subprocess.Popen[str], url: str) -> None:
+def scrape(done: threading.Event, url: str) -> None:
     """What watching costs: /metrics and /api/status, each once a second, while the run lasts."""
-    while proc.poll() is None:
+    while not done.is_set():
         for path in ("metrics", "api/status"):
             try:
                 with urllib.request.urlopen(url + path, timeout=5) as r:
@@ -88,8 +88,10 @@ def supervised(
     cyclic: bool = False,
     env: dict[str, str] | None = None,
     extra: tuple[str, ...] = (),
+    cpu: list[float] | None = None,
 ) -> tuple[float, int]:
-    """Seconds, and the supervisor's peak RSS in bytes."""
+    """Seconds, and the supervisor's peak RSS in bytes.  ``cpu`` gets the CPU seconds (user +
+    system) of the supervisor and its workers: a figure the machine's other load barely moves."""
     out = work / f"tally-{mode}.txt"
     shutil.rmtree(work / ".etlstage", ignore_errors=True)
     size_key = f"batch_size: {batch}, " if mode == "batch" else ""
@@ -114,13 +116,14 @@ def supervised(
         text=True,
         env=env,
     )
+    done = threading.Event()  # set once the supervisor is reaped (here, by wait4 alone)
     if http:
-        threading.Thread(target=scrape, args=(proc, f"http://{http[1]}/"), daemon=True).start()
+        threading.Thread(target=scrape, args=(done, f"http://{http[1]}/"), daemon=True).start()
     peak = [0]
 
     def watch() -> None:
         p = psutil.Process(proc.pid)
-        while proc.poll() is None:
+        while not done.is_set():
             try:
                 peak[0] = max(peak[0], p.memory_info().rss)
             except psutil.Error:
@@ -129,8 +132,14 @@ def supervised(
 
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
-    _, err = proc.communicate()
+    assert proc.stderr is not None
+    err = proc.stderr.read()
+    _, status, usage = os.wait4(proc.pid, 0)  # its rusage counts the workers it reaped
     elapsed = time.perf_counter() - t0
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    done.set()
+    if cpu is not None:
+        cpu.append(usage.ru_utime + usage.ru_stime)
     watcher.join()
     if proc.returncode != 0:
         raise SystemExit(f"etlstage run failed:\n{err}")
@@ -193,14 +202,20 @@ def checkout(rev: str) -> tuple[Path, dict[str, str]]:
 
 def http_ab(work: Path, n: int, repeat: int) -> None:
     """Batch 1000 with the HTTP endpoints off and on (scraped), alternately, ``repeat`` times each."""
-    off, on = [], []
+    off, on, cpu_off, cpu_on = [], [], [], []  # type: ignore[var-annotated]
     for _ in range(repeat):
-        off.append(supervised(work, n, 100, "batch", 1000)[0])
-        on.append(supervised(work, n, 100, "batch", 1000, extra=("--http",))[0])
+        off.append(supervised(work, n, 100, "batch", 1000, cpu=cpu_off)[0])
+        on.append(supervised(work, n, 100, "batch", 1000, extra=("--http",), cpu=cpu_on)[0])
     print(f"core pipeline, batch 1000, {n:,} messages of 100 B, off/on alternately x{repeat}; {os.cpu_count()} cores")
-    for name, runs in (("--http off", off), ("--http on, scraped every second", on)):
-        print(f"  {name:<34} best {min(runs):6.3f} s  median {statistics.median(runs):6.3f} s  runs {runs_text(runs)}")
-    print(f"  on / off: best {min(on) / min(off):.3f}x, median {statistics.median(on) / statistics.median(off):.3f}x")
+    for name, runs, cpus in (("--http off", off, cpu_off), ("--http on, scraped every second", on, cpu_on)):
+        print(
+            f"  {name:<34} wall best {min(runs):6.3f} s median {statistics.median(runs):6.3f} s; "
+            f"CPU median {statistics.median(cpus):6.3f} s; wall runs {runs_text(runs)}"
+        )
+    print(
+        f"  on / off: wall best {min(on) / min(off):.3f}x, median {statistics.median(on) / statistics.median(off):.3f}x; "
+        f"CPU median {statistics.median(cpu_on) / statistics.median(cpu_off):.3f}x"
+    )
 
 
 def runs_text(runs: list[float]) -> str:
