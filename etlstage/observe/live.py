@@ -10,10 +10,19 @@ pipeline changes is read half-way; it costs one pass over the stages, not per me
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from etlstage.runtime.pipeline import Pipeline
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The serving supervisor's live state and the status document around it."""
+
+    live: dict[str, Any]
+    status: dict[str, Any]
 
 
 def live_state(pipeline: Pipeline) -> dict[str, Any]:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any, TypeGuard
 
 from prometheus_client.metrics_core import (
@@ -24,14 +23,7 @@ from prometheus_client.metrics_core import (
 )
 
 from etlstage import __version__
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """The serving supervisor's live state and the status document around it."""
-
-    live: dict[str, Any]
-    status: dict[str, Any]
+from etlstage.observe.live import Snapshot
 
 
 class _Families:

@@ -23,11 +23,8 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
-from prometheus_client import CollectorRegistry, ProcessCollector, make_wsgi_app
-
 from etlstage.errors import ConfigError
-from etlstage.observe.live import live_state
-from etlstage.observe.metrics import PipelineCollector, Snapshot
+from etlstage.observe.live import Snapshot, live_state
 from etlstage.observe.status import status_document
 
 if TYPE_CHECKING:
@@ -87,10 +84,8 @@ class App:
 
     def __init__(self, snapshots: Snapshots) -> None:
         self.snapshots = snapshots
-        registry = CollectorRegistry(auto_describe=False)
-        registry.register(PipelineCollector(snapshots.get))
-        ProcessCollector(registry=registry)  # the supervisor's own CPU, memory and open files
-        self.metrics = make_wsgi_app(registry)
+        self._metrics: Callable[..., Iterable[bytes]] | None = None
+        self._metrics_lock = threading.Lock()
         page = resources.files("etlstage.observe") / "page"
         self.files = {name: (page / name).read_bytes() for name in [*PAGE_FILES, "index.html"]}
 
@@ -102,7 +97,7 @@ class App:
             )
         try:
             if path == "/metrics":
-                return self.metrics(environ, start_response)  # type: ignore[no-any-return]
+                return self.metrics()(environ, start_response)
             if path == "/api/status":
                 return _reply(start_response, "200 OK", _json(self.snapshots.get().status), "application/json")
             if path in ("/", "/index.html"):
@@ -114,6 +109,21 @@ class App:
             # the event loop is busy for 10 s or gone (the run is ending)
             return _reply(start_response, "503 Service Unavailable", f"not available: {exc}\n".encode(), "text/plain")
         return _reply(start_response, "404 Not Found", f"no page {path}\n".encode(), "text/plain")
+
+    def metrics(self) -> Callable[..., Iterable[bytes]]:
+        """prometheus_client's exposition app, made on the first scrape: a run nobody
+        scrapes does not import the library (tens of milliseconds of start-up)."""
+        with self._metrics_lock:
+            if self._metrics is None:
+                from prometheus_client import CollectorRegistry, ProcessCollector, make_wsgi_app
+
+                from etlstage.observe.metrics import PipelineCollector
+
+                registry = CollectorRegistry(auto_describe=False)
+                registry.register(PipelineCollector(self.snapshots.get))
+                ProcessCollector(registry=registry)  # the supervisor's own CPU, memory and open files
+                self._metrics = make_wsgi_app(registry)
+            return self._metrics
 
     def _page(self) -> bytes:
         """index.html with the state inlined: the first paint needs no second request."""

@@ -340,7 +340,8 @@ class ProcessTransport(Transport):
 
     def cpu_seconds(self) -> float | None:
         total = 0.0
-        tree = self._tree()
+        # the tree resources() found last (at most a second ago): walking /proc again costs more
+        tree = list(self._measured.values()) or self._tree()
         if not tree:
             return None
         for p in tree:
