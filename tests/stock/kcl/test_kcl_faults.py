@@ -105,7 +105,7 @@ def test_sigterm_kills_the_children(tmp_path):
     import subprocess
     import sys
 
-    from kcl_support import ROOT
+    from tests.support.paths import ROOT
 
     env = dict(
         os.environ,
