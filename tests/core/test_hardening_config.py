@@ -9,7 +9,8 @@ import resource
 import subprocess
 
 import pytest
-from run_cli import ETLSTAGE, Run
+
+from tests.support.run_cli import ETLSTAGE, Run
 
 STAGES = """\
 stages:

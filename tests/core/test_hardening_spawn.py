@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from run_cli import ETLSTAGE
+from tests.support.run_cli import ETLSTAGE
 
 TESTS = Path(__file__).parent.parent
 HOSTILE = str(TESTS / "fixtures" / "hostile_stderr.py")
@@ -51,7 +51,7 @@ def run_without_venv_on_path(pdir) -> subprocess.CompletedProcess[str]:
 def test_the_kcl_wrapper_is_found_without_the_venv_on_path(pdir):
     assert shutil.which("etlstage-kcl-adapter", path=NO_VENV_PATH) is None
     child = pdir.path / "mld_child.js"
-    shutil.copy(TESTS / "kcl_children" / "mld_child.js", child)
+    shutil.copy(TESTS / "fixtures" / "kcl_children" / "mld_child.js", child)
     pdir.write(f"""\
         stages:
           - {{name: src, type: E, command: ["{{PY}}", "{{TW}}", count, "30"]}}
