@@ -158,3 +158,40 @@ def test_latency_histogram_is_cumulative_with_an_inf_bucket():
     buckets = dict(h.cumulative())
     assert buckets["0.001"] == 1 and buckets["0.005"] == 3 and buckets["2.5"] == 4 and buckets["+Inf"] == 5
     assert h.count == 5 and h.sum == pytest.approx(10001.0065)
+
+
+def test_reported_counters_become_labelled_gauges_in_base_units():
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from etlstage.observe.live import Snapshot
+    from etlstage.observe.metrics import PipelineCollector
+
+    def stage(reports: dict[str, object]) -> dict[str, object]:
+        return {"in": 1, "out": 1, "jobs": 1, "in_flight": 0, "reports": reports}
+
+    live = {
+        "pipeline": "p",
+        "time": 1000.0,
+        "elapsed": 10.0,
+        "windows_in_flight": 0,
+        "stages": {
+            "kinesis": stage({"records": 7, "lag ms": {"shard-1": 1500, "shard-2": 0}}),
+            "rdss": stage({"errors": {"GENERR001": 2}, "records": {"x": 1}}),  # "records" as named numbers here
+        },
+    }
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(PipelineCollector(lambda: Snapshot(live, {"checkpoints": [], "deadletters": {}})))
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for fam in text_string_to_metric_families(generate_latest(registry).decode())
+        for s in fam.samples
+    }
+    assert (
+        samples[("etlstage_reported_lag_seconds", (("key", "shard-1"), ("pipeline", "p"), ("stage", "kinesis")))] == 1.5
+    )
+    assert samples[("etlstage_reported_errors", (("key", "GENERR001"), ("pipeline", "p"), ("stage", "rdss")))] == 2
+    assert samples[("etlstage_reported_records", (("pipeline", "p"), ("stage", "kinesis")))] == 7
+    # the other shape of the same name is left out rather than mixing label sets in one family
+    assert not [k for k in samples if k[0] == "etlstage_reported_records" and dict(k[1]).get("stage") == "rdss"]
+    assert samples[("etlstage_pipeline_start_time_seconds", (("pipeline", "p"),))] == 990.0
