@@ -31,7 +31,7 @@ def _fail(exc: EtlstageError) -> None:
     sys.exit(exc.exit_code)
 
 
-def _log_options(fn):  # type: ignore[no-untyped-def]
+def _log_options(fn):
     fn = click.option(
         "--log-format",
         type=click.Choice(FORMATS),
@@ -130,7 +130,7 @@ def schema_cmd() -> None:
     click.echo(json.dumps(schema(), indent=2))
 
 
-def _store(pipeline_file: str):  # type: ignore[no-untyped-def]
+def _store(pipeline_file: str):
     from etlstage.state.store import StateStore
 
     config = load_config(pipeline_file)

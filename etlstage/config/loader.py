@@ -23,13 +23,21 @@ import jsonschema
 import yaml
 
 from etlstage.config.listen import parse_listen
-from etlstage.config.model import OffsetPolicy, PipelineConfig, RestartPolicy, StageConfig, Timeouts, split_command
+from etlstage.config.model import (
+    OffsetPolicy,
+    PipelineConfig,
+    RestartPolicy,
+    ServiceConfig,
+    StageConfig,
+    Timeouts,
+    split_command,
+)
 from etlstage.config.yamlshape import MAX_BYTES, check_yaml_shape, too_long
 from etlstage.errors import ConfigError, EtlstageError
 from etlstage.logs import escape_controls
 from etlstage.protocol.markers import Markers
-from etlstage.protocol.scenario import MODES, Scenario
-from etlstage.runtime.services import ServiceConfig
+from etlstage.protocol.scenario import Scenario
+from etlstage.protocol.vocabulary import MODES, BatchDriver, Mode, Offsets, OnFailure, StageType, default_mode
 from etlstage.state.store import state_dir_problems
 
 Path_ = tuple[str | int, ...]
@@ -43,7 +51,7 @@ _SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([kKmMgG]?)(i?)[bB]?\s*$")
 @lru_cache(maxsize=1)
 def schema() -> dict[str, Any]:
     text = resources.files("etlstage.config").joinpath("stages.schema.json").read_text()
-    return json.loads(text)  # type: ignore[no-any-return]
+    return json.loads(text)
 
 
 def parse_size(value: object, where: str = "") -> int:
@@ -261,25 +269,25 @@ def _resolve(data: dict[str, Any], at: Any, source: str, base_dir: str) -> Pipel
         if name in names:
             problems.append(at((*path, "name"), f"stage name {name!r} is used twice; names must be unique"))
         names.add(name)
-        mode = raw.get("mode") or ("plain" if typ == "E" else "single")
+        mode = raw.get("mode") or default_mode(typ)
         if mode not in MODES[typ]:
             problems.append(
                 at((*path, "mode"), f"{mode!r} is not a mode of a {typ}-stage; expected one of {', '.join(MODES[typ])}")
             )
         merged = {**(data.get("markers") or {}), **(raw.get("markers") or {})}
         stage_markers = guard((*path, "markers"), Markers.from_mapping, merged) or markers
-        offsets = raw.get("offsets", "worker")
+        offsets = raw.get("offsets", StageConfig.offsets)
         policy = None
         if "offset_policy" in raw:
             op = raw["offset_policy"]
             policy = OffsetPolicy(op["type"], op.get("start", 0), op.get("step", 1000), op.get("lag"))
-        if typ == "E" and mode == "cyclic" and offsets == "supervisor":
+        if typ == StageType.E and mode == Mode.CYCLIC and offsets == Offsets.SUPERVISOR:
             if policy is None:
                 problems.append(
                     at(path, "offsets: supervisor needs an offset_policy (e.g. {type: counter, start: 0, step: 1000})")
                 )
             else:
-                from etlstage.runtime.offsets import make_policy
+                from etlstage.protocol.offsets import make_policy
 
                 guard(
                     (*path, "offset_policy"),
@@ -297,12 +305,12 @@ def _resolve(data: dict[str, Any], at: Any, source: str, base_dir: str) -> Pipel
                         "supervisor-managed offsets need instances: 1 (one offset sequence per stage)",
                     )
                 )
-        elif policy is not None and not (typ == "E" and mode == "cyclic"):
+        elif policy is not None and not (typ == StageType.E and mode == Mode.CYCLIC):
             problems.append(at((*path, "offset_policy"), "only a cyclic E-stage with offsets: supervisor uses it"))
-        if raw.get("partition_by") and typ == "E":
+        if raw.get("partition_by") and typ == StageType.E:
             problems.append(at((*path, "partition_by"), "an E-stage has no input to partition"))
         protocol = raw.get("protocol", "marker")
-        if protocol == "kcl-multilang" and typ == "E":
+        if protocol == "kcl-multilang" and typ == StageType.E:
             problems.append(at((*path, "protocol"), "kcl-multilang is for T- and L-stages"))
         command = guard((*path, "command"), _command, raw["command"]) or []
         if protocol == "kcl-multilang":
@@ -321,19 +329,19 @@ def _resolve(data: dict[str, Any], at: Any, source: str, base_dir: str) -> Pipel
         try:
             stage = StageConfig(
                 name=name,
-                type=typ,
+                type=StageType(typ),
                 command=command,
-                mode=mode,
+                mode=Mode(mode),
                 markers=stage_markers,
-                batch_size=raw.get("batch_size", 1000 if mode == "batch" else 1),
-                batch_driver=raw.get("batch_driver", "supervisor"),
+                batch_size=raw.get("batch_size", StageConfig.batch_size if mode == Mode.BATCH else 1),
+                batch_driver=BatchDriver(raw.get("batch_driver", StageConfig.batch_driver)),
                 batch_bytes=size_fields.get("batch_bytes") or StageConfig.batch_bytes,
                 replay_bytes=size_fields.get("replay_bytes") or StageConfig.replay_bytes,
-                linger=float(raw.get("linger", 0.2)),
-                offsets=offsets,
+                linger=float(raw.get("linger", StageConfig.linger)),
+                offsets=Offsets(offsets),
                 offset_policy=policy,
-                poll_interval=float(raw.get("poll_interval", 1.0)),
-                instances=raw.get("instances", 1),
+                poll_interval=float(raw.get("poll_interval", StageConfig.poll_interval)),
+                instances=raw.get("instances", StageConfig.instances),
                 partition_by=raw.get("partition_by"),
                 env=guard((*path, "env"), _env, raw.get("env") or {}) or {},
                 cwd=str(Path(base_dir) / cwd) if cwd else None,
@@ -341,13 +349,11 @@ def _resolve(data: dict[str, Any], at: Any, source: str, base_dir: str) -> Pipel
                 restart=replace(
                     RestartPolicy(), **{k: r[k] for k in ("max_restarts", "backoff", "backoff_max") if k in r}
                 ),
-                on_failure=raw.get("on_failure", "fail"),
+                on_failure=OnFailure(raw.get("on_failure", StageConfig.on_failure)),
                 max_message_bytes=size_fields.get("max_message_bytes") or StageConfig.max_message_bytes,
-                prefetch=raw.get("prefetch", 0),
-                stop_timeout=float(raw.get("stop_timeout", 10.0)),
+                prefetch=raw.get("prefetch", StageConfig.prefetch),
+                stop_timeout=float(raw.get("stop_timeout", StageConfig.stop_timeout)),
                 max_rss=size_fields.get("max_rss"),
-                protocol=protocol,
-                protocol_version=raw.get("protocol_version", 2),
             )
         except (TypeError, ValueError) as exc:
             problems.append(at(path, str(exc)))

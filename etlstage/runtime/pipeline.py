@@ -2,7 +2,7 @@
 
 Levels: 0 holds the E-stages, 1..t the T-stages in order, t+1 the L-stages (each
 L-stage receives every result).  A window is done when nothing derived from it is
-left at any level; windows of one extractor commit in order (DESIGN.md §3).
+left at any level; windows of one extractor commit in order (docs/protocol.md: windows).
 """
 
 from __future__ import annotations
@@ -21,11 +21,13 @@ from pathlib import Path
 from etlstage.config.model import PipelineConfig, StageConfig
 from etlstage.errors import MarkerInMessage, PipelineError, escape_bytes
 from etlstage.protocol.framing import check_messages, split_block
+from etlstage.protocol.offsets import make_policy
+from etlstage.protocol.pointer import MISSING, parse_pointer, resolve
 from etlstage.protocol.scenario import Scenario
+from etlstage.protocol.vocabulary import Mode, Offsets, OnFailure, StageType
 from etlstage.runtime.admit import admit
 from etlstage.runtime.driver import STOP, EmitFn, ExtractDriver, TransformDriver
 from etlstage.runtime.flow import Inbox, Job, Piece, Window
-from etlstage.runtime.offsets import make_policy
 from etlstage.runtime.services import Services
 from etlstage.runtime.stats import RateHistory, StageStats
 from etlstage.runtime.tasks import cancel, run_all
@@ -55,9 +57,9 @@ class Pipeline:
         self.extra_env = extra_env or {}
         self.state_dir = Path(config.state_dir)
         self.store = StateStore(self.state_dir)
-        ext = [s for s in config.stages if s.type == "E"]
-        trans = [s for s in config.stages if s.type == "T"]
-        loads = [s for s in config.stages if s.type == "L"]
+        ext = [s for s in config.stages if s.type == StageType.E]
+        trans = [s for s in config.stages if s.type == StageType.T]
+        loads = [s for s in config.stages if s.type == StageType.L]
         self.levels: list[list[StageConfig]] = [ext, *([t] for t in trans), loads]
         self.n_levels = len(self.levels)
         self.stats = {s.name: StageStats(s.name, s.type) for s in config.stages}
@@ -86,7 +88,7 @@ class Pipeline:
                 f"stage {s.name!r}: offset_policy",
             )
             for s in ext
-            if s.mode == "cyclic" and s.offsets == "supervisor" and s.offset_policy
+            if s.mode == Mode.CYCLIC and s.offsets == Offsets.SUPERVISOR and s.offset_policy
         }
 
     # --- spawning ---------------------------------------------------------------------------
@@ -184,7 +186,7 @@ class Pipeline:
         """Wait until ``label`` may be sent its next cycle request, and make it (or STOP)."""
         src = self.sources[label]
         stage = src.stage
-        limit = 1 if stage.offsets == "worker" else self.config.max_inflight_windows
+        limit = 1 if stage.offsets == Offsets.WORKER else self.config.max_inflight_windows
         while True:
             if self.stopping:
                 return STOP
@@ -192,7 +194,7 @@ class Pipeline:
                 break
             src.changed.clear()
             await src.changed.wait()
-        if stage.offsets == "worker":
+        if stage.offsets == Offsets.WORKER:
             return b""
         policy = self._policies[stage.name]
         while True:
@@ -211,7 +213,7 @@ class Pipeline:
 
     def _refuse(self, stage: StageConfig, refused: list[tuple[bytes, str]]) -> None:
         """Messages that cannot be written to ``stage``: its on_failure policy decides."""
-        if stage.on_failure != "deadletter":
+        if stage.on_failure != OnFailure.DEADLETTER:
             message, why = refused[0]
             raise PipelineError(
                 f"{why}; bytes: {escape_bytes(message)}\n"
@@ -278,7 +280,7 @@ class Pipeline:
                         )
                     )
                 else:
-                    emit = self.emitter(level, s) if s.type == "T" else _no_emit
+                    emit = self.emitter(level, s) if s.type == StageType.T else _no_emit
                     out.append(
                         (
                             level,
@@ -402,29 +404,22 @@ def _partition(block: bytes, stage: StageConfig) -> list[tuple[bytes, int]]:
     """Split a block by the hash of each message's ``partition_by`` key (per-message JSON)."""
     eom = stage.markers.EOM
     parts: list[list[bytes]] = [[] for _ in range(stage.instances)]
-    pointer = stage.partition_by or ""
+    tokens = parse_pointer(stage.partition_by or "")
     for m in split_block(block, stage.markers):
-        key = _pointer_key(m, pointer)
+        key = _partition_key(m, tokens)
         parts[zlib.crc32(key) % stage.instances].append(m)
     return [(eom.join(p) + eom if p else b"", len(p)) for p in parts]
 
 
-def _pointer_key(message: bytes, pointer: str) -> bytes:
+def _partition_key(message: bytes, tokens: tuple[str, ...]) -> bytes:
+    """The value at the pointer as canonical JSON (``null`` when absent); a message that is
+    not JSON is its own key."""
     try:
         doc: object = json.loads(message)
     except ValueError:
-        return message  # not JSON: the whole message is its key
-    for token in pointer.split("/")[1:]:
-        token = token.replace("~1", "/").replace("~0", "~")
-        if isinstance(doc, dict):
-            doc = doc.get(token)
-        elif isinstance(doc, list) and token.isdigit() and int(token) < len(doc):
-            doc = doc[int(token)]
-        else:
-            doc = None
-        if doc is None:
-            break
-    return json.dumps(doc, sort_keys=True).encode()
+        return message
+    value = resolve(doc, tokens)
+    return json.dumps(None if value is MISSING else value, sort_keys=True).encode()
 
 
 def install_signal_handlers(pipeline: Pipeline, hard_stop: asyncio.Future[None]) -> None:

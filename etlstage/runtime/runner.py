@@ -67,7 +67,7 @@ async def run_pipeline(
         code = 1
     finally:
         tasks = [t for t in (runner, reporter, drain_over) if t is not None]
-        await cancel(tasks)  # type: ignore[arg-type]
+        await cancel(tasks)
         if detach is not None:
             detach()
     print(summary(pipeline), file=sys.stderr)

@@ -284,7 +284,7 @@ class ProcessTransport(Transport):
         stdin = transport.get_pipe_transport(0)
         if isinstance(stdin, asyncio.WriteTransport):
             stdin.set_write_buffer_limits(high=4 * READ_CHUNK)
-        return cls(transport, protocol, argv, label, tail)  # type: ignore[arg-type]
+        return cls(transport, protocol, argv, label, tail)
 
     async def write(self, data: bytes) -> None:
         stdin = self._transport.get_pipe_transport(0)

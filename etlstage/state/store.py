@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from etlstage.errors import StateError
+from etlstage.protocol.framing import split_block
 
 log = logging.getLogger("etlstage.state")
 SIDE_FILES = ("-wal", "-shm", "-journal")  # what SQLite creates beside the database
@@ -82,9 +83,7 @@ class DeadLetter:
     status: str
 
     def split(self) -> list[bytes]:
-        parts = self.inputs.split(bytes([self.eom]))
-        parts.pop()
-        return parts
+        return split_block(self.inputs, bytes([self.eom]))
 
 
 def _user(uid: int) -> str:
