@@ -6,7 +6,9 @@ Exit codes: 0 done, 1 pipeline failure, 2 usage or configuration error.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as dt
+import functools
 import json
 import logging
 import sys
@@ -16,6 +18,7 @@ from pathlib import Path
 import click
 
 from etlstage import __version__
+from etlstage.config.listen import parse_listen
 from etlstage.config.loader import load_config, schema
 from etlstage.errors import ConfigError, EtlstageError
 from etlstage.logs import FORMATS, log_env, setup_logging
@@ -70,11 +73,20 @@ def main() -> None:
 @click.argument("pipeline_file", type=click.Path(dir_okay=False), default="stages.yaml")
 @click.option("--once", is_flag=True, help="Stop when the extractors have nothing more and everything is loaded.")
 @click.option("--progress/--no-progress", default=True, help="Live progress on a terminal, periodic lines otherwise.")
+@click.option(
+    "--http",
+    "http",
+    default=None,
+    metavar="HOST:PORT",
+    help="Serve the status page, /api/status and Prometheus /metrics here (port 0: any free port; "
+    "loopback unless a host is given; no authentication). Overrides stages.yaml's http.",
+)
 @_log_options
 def run(
     pipeline_file: str,
     once: bool,
     progress: bool,
+    http: str | None,
     log_format: str | None,
     log_level: str | None,
     syslog_address: str | None,
@@ -84,12 +96,19 @@ def run(
     setup_logging("etlstage", log_format, level=log_level, syslog_address=syslog_address, facility=syslog_facility)
     try:
         config = load_config(pipeline_file)
+        if http is not None:
+            config = dataclasses.replace(config, http=parse_listen(http, "--http"))
     except ConfigError as exc:
         _fail(exc)
     from etlstage.runtime.runner import run_pipeline
 
     env = log_env(log_format, log_level, syslog_address, syslog_facility)
-    code = asyncio.run(run_pipeline(config, once=once, progress=progress, extra_env=env))
+    attach = None
+    if config.http is not None:
+        from etlstage.observe.server import serve
+
+        attach = functools.partial(serve, address=config.http)
+    code = asyncio.run(run_pipeline(config, once=once, progress=progress, extra_env=env, attach=attach))
     sys.exit(code)
 
 
@@ -129,64 +148,34 @@ def _when(ts: float | None) -> str:
 @main.command()
 @click.argument("pipeline_file", type=click.Path(dir_okay=False), default="stages.yaml")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def status(pipeline_file: str, as_json: bool) -> None:
-    """Committed offsets, windows in flight, dead letters and the running supervisor."""
+@click.option("--watch", is_flag=True, help="Refresh in place until Ctrl-C.")
+@click.option(
+    "--interval", type=click.FloatRange(0.2), default=2.0, show_default=True, help="Seconds between refreshes."
+)
+def status(pipeline_file: str, as_json: bool, watch: bool, interval: float) -> None:
+    """Committed offsets, windows in flight with their age, dead letters, and the running supervisor with rates."""
     try:
-        config, store = _store(pipeline_file)
+        _, store = _store(pipeline_file)
     except EtlstageError as exc:
         _fail(exc)
-    checkpoints = store.checkpoints()
-    windows = store.open_windows()
-    dead = store.deadletters()
-    runs = [r for r in store.runs() if time.time() - r[2] < 30]
-    if as_json:
-        click.echo(
-            json.dumps(
-                {
-                    "checkpoints": [
-                        {
-                            "source": c[0],
-                            "committed_end": c[1],
-                            "windows_done": c[2],
-                            "messages": c[3],
-                            "updated_at": c[4],
-                        }
-                        for c in checkpoints
-                    ],
-                    "windows_in_flight": [
-                        {
-                            "source": w[0],
-                            "seq": w[1],
-                            "request": w[2],
-                            "opened_at": w[3],
-                            "closed_at": w[4],
-                            "messages": w[5],
-                        }
-                        for w in windows
-                    ],
-                    "deadletters": {"total": len(dead), "new": sum(d.status == "new" for d in dead)},
-                    "running": [{"pid": r[0], "started_at": r[1], "heartbeat": r[2], "progress": r[3]} for r in runs],
-                },
-                indent=2,
-            )
-        )
+    from etlstage.observe.status import render, status_document
+
+    def show() -> str:
+        doc = status_document(store)
+        return json.dumps(doc, indent=2) if as_json else "\n".join(render(doc, str(store.path)))
+
+    if not watch:
+        click.echo(show())
         return
-    click.echo(f"state: {store.path}")
-    click.echo("running: " + (", ".join(f"pid {r[0]} since {_when(r[1])}" for r in runs) or "no"))
-    for r in runs:
-        for name, st in (r[3].get("stages") or {}).items():
-            rss = st.get("rss")
-            extra = f" rss {rss / 1e6:.0f} MB cpu {st.get('cpu', 0):.0f}%" if rss else ""
-            click.echo(f"  {name:<16} in {st['in']:>10,} out {st['out']:>10,} in flight {st['in_flight']}{extra}")
-    click.echo("checkpoints:" if checkpoints else "checkpoints: none yet")
-    for c in checkpoints:
-        end = f" committed end {json.dumps(c[1])}" if c[1] is not None else ""
-        click.echo(f"  {c[0]:<20} windows done {c[2]:>6}  messages {c[3]:>10,}{end}  at {_when(c[4])}")
-    click.echo(f"windows in flight: {len(windows)}")
-    for w in windows:
-        state = "closed" if w[4] else "open"
-        click.echo(f"  {w[0]} #{w[1]} {state} messages {w[5]:,} request {json.dumps(w[2]) if w[2] else '-'}")
-    click.echo(f"dead letters: {len(dead)} ({sum(d.status == 'new' for d in dead)} new)")
+    tty = sys.stdout.isatty()
+    try:
+        while True:
+            text = show()
+            # on a terminal: home, draw, clear what the previous frame left below
+            click.echo("\x1b[H" + text.replace("\n", "\x1b[K\n") + "\x1b[K\x1b[J" if tty else text + "\n")
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        pass
 
 
 @main.group()

@@ -345,6 +345,10 @@ class StateStore:
             sql += " WHERE " + " AND ".join(where)
         return [DeadLetter(*r) for r in self.db.execute(sql + " ORDER BY id", args).fetchall()]
 
+    def deadletter_counts(self) -> dict[str, int]:
+        """Dead letters by status (new, replay, replayed), without reading their messages."""
+        return dict(self.db.execute("SELECT status, COUNT(*) FROM deadletters GROUP BY status").fetchall())
+
     def deadletter(self, ident: int) -> DeadLetter | None:
         found = [d for d in self.deadletters() if d.id == ident]
         return found[0] if found else None
@@ -366,8 +370,12 @@ class StateStore:
                 )
 
     def end_run(self) -> None:
+        """This run is over; so is any run that started before it (one that died unannounced)."""
         with self.tx() as db:
-            db.execute("DELETE FROM runs WHERE pid=?", (os.getpid(),))
+            pid = os.getpid()
+            db.execute(
+                "DELETE FROM runs WHERE pid=? OR started_at < (SELECT started_at FROM runs WHERE pid=?)", (pid, pid)
+            )
 
     def runs(self) -> list[tuple[int, float, float, dict[str, object]]]:
         rows = self.db.execute("SELECT pid, started_at, heartbeat, info FROM runs").fetchall()
