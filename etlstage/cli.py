@@ -26,9 +26,17 @@ from etlstage.logs import FORMATS, log_env, setup_logging
 log = logging.getLogger("etlstage")
 
 
-def _fail(exc: EtlstageError) -> None:
-    click.echo(f"etlstage: {exc}", err=True)
-    sys.exit(exc.exit_code)
+class _Commands(click.Group):
+    """The one place an :class:`EtlstageError` from any command (or subcommand) becomes its
+    message on stderr and its exit code: 1 a pipeline failure, 2 a usage, configuration or
+    state problem."""
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except EtlstageError as exc:
+            click.echo(f"etlstage: {exc}", err=True)
+            ctx.exit(exc.exit_code)
 
 
 def _log_options(fn):
@@ -58,7 +66,7 @@ def _log_options(fn):
     return fn
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="etlstage")
 def main() -> None:
     """etlstage: run ETL pipelines of workers written in any language.
@@ -94,12 +102,9 @@ def run(
 ) -> None:
     """Run the pipeline in PIPELINE_FILE (default: stages.yaml)."""
     setup_logging("etlstage", log_format, level=log_level, syslog_address=syslog_address, facility=syslog_facility)
-    try:
-        config = load_config(pipeline_file)
-        if http is not None:
-            config = dataclasses.replace(config, http=parse_listen(http, "--http"))
-    except ConfigError as exc:
-        _fail(exc)
+    config = load_config(pipeline_file)
+    if http is not None:
+        config = dataclasses.replace(config, http=parse_listen(http, "--http"))
     from etlstage.runtime.runner import run_pipeline
 
     env = log_env(log_format, log_level, syslog_address, syslog_facility)
@@ -116,10 +121,7 @@ def run(
 @click.argument("pipeline_file", type=click.Path(dir_okay=False), default="stages.yaml")
 def validate(pipeline_file: str) -> None:
     """Check PIPELINE_FILE against the schema; report every problem with its line."""
-    try:
-        config = load_config(pipeline_file)
-    except ConfigError as exc:
-        _fail(exc)
+    config = load_config(pipeline_file)
     chain = " → ".join(f"{s.name} ({s.type}, {s.mode})" for s in config.stages)
     click.echo(f"{pipeline_file}: valid. {chain}")
 
@@ -154,10 +156,7 @@ def _when(ts: float | None) -> str:
 )
 def status(pipeline_file: str, as_json: bool, watch: bool, interval: float) -> None:
     """Committed offsets, windows in flight with their age, dead letters, and the running supervisor with rates."""
-    try:
-        _, store = _store(pipeline_file)
-    except EtlstageError as exc:
-        _fail(exc)
+    _, store = _store(pipeline_file)
     from etlstage.observe.status import render, status_document
 
     def show() -> str:
@@ -187,10 +186,9 @@ def deadletter() -> None:
 @click.argument("pipeline_file", type=click.Path(dir_okay=False), default="stages.yaml")
 @click.option("--stage", default=None, help="Only this stage.")
 def deadletter_list(pipeline_file: str, stage: str | None) -> None:
-    try:
-        _, store = _store(pipeline_file)
-    except EtlstageError as exc:
-        _fail(exc)
+    """One line per dead letter of PIPELINE_FILE (default: stages.yaml): id, time, stage,
+    messages, tries, status and the first line of its error."""
+    _, store = _store(pipeline_file)
     rows = store.deadletters(stage=stage)
     if not rows:
         click.echo("no dead letters")
@@ -206,14 +204,11 @@ def deadletter_list(pipeline_file: str, stage: str | None) -> None:
 @click.argument("ident", type=int)
 @click.argument("pipeline_file", type=click.Path(dir_okay=False), default="stages.yaml")
 def deadletter_show(ident: int, pipeline_file: str) -> None:
-    try:
-        _, store = _store(pipeline_file)
-    except EtlstageError as exc:
-        _fail(exc)
+    """Dead letter IDENT in full: its stage, tries, status, error and messages."""
+    _, store = _store(pipeline_file)
     d = store.deadletter(ident)
     if d is None:
-        _fail(ConfigError([f"no dead letter #{ident} (etlstage deadletter list shows them)"]))
-        return
+        raise ConfigError([f"no dead letter #{ident} (etlstage deadletter list shows them)"])
     click.echo(f"#{d.id} stage {d.stage!r} at {_when(d.created_at)}, {d.attempts} attempts, status {d.status}")
     click.echo("error:\n  " + d.error.replace("\n", "\n  "))
     click.echo(f"messages ({d.messages}):")
@@ -222,22 +217,25 @@ def deadletter_show(ident: int, pipeline_file: str) -> None:
 
 
 @deadletter.command("replay")
-@click.argument("idents", type=int, nargs=-1)
+@click.argument("args", nargs=-1, metavar="[PIPELINE_FILE] [IDENT]...")
 @click.option("--all", "everything", is_flag=True, help="Every new dead letter.")
-@click.option("--pipeline", "pipeline_file", type=click.Path(dir_okay=False), default="stages.yaml")
-def deadletter_replay(idents: tuple[int, ...], everything: bool, pipeline_file: str) -> None:
-    """Mark dead letters to be sent again to their stage by the next `etlstage run`."""
-    try:
-        _, store = _store(pipeline_file)
-    except EtlstageError as exc:
-        _fail(exc)
+@click.option("--pipeline", "pipeline_option", default=None, hidden=True)  # the older spelling
+def deadletter_replay(args: tuple[str, ...], everything: bool, pipeline_option: str | None) -> None:
+    """Mark dead letters IDENT... (or --all new ones) of PIPELINE_FILE (default:
+    stages.yaml) to be sent again to their stage by the next `etlstage run`."""
+    files = [a for a in args if not a.isdigit()]
+    if len(files) + (pipeline_option is not None) > 1:
+        raise ConfigError([f"one pipeline file at most, got {', '.join(files + [pipeline_option or ''])}"])
+    pipeline_file = (files or [pipeline_option or "stages.yaml"])[0]
+    idents = [int(a) for a in args if a.isdigit()]
+    _, store = _store(pipeline_file)
     ids = [d.id for d in store.deadletters(status="new")] if everything else list(idents)
     if not ids:
-        _fail(ConfigError(["name dead letters to replay (ids from `etlstage deadletter list`) or use --all"]))
+        raise ConfigError(["name dead letters to replay (ids from `etlstage deadletter list`) or use --all"])
     known = {d.id for d in store.deadletters()}
     missing = [i for i in ids if i not in known]
     if missing:
-        _fail(ConfigError([f"no dead letter(s) {', '.join(f'#{i}' for i in missing)}"]))
+        raise ConfigError([f"no dead letter(s) {', '.join(f'#{i}' for i in missing)}"])
     n = store.set_deadletter_status(ids, "replay")
     click.echo(f"{n} dead letter(s) will be sent again to their stage by the next run")
 
@@ -273,15 +271,15 @@ def check_worker(
 ) -> None:
     """Run the protocol conformance checks against a worker: etlstage check-worker --type T -- ./my-worker ARGS"""
     from etlstage.protocol.markers import Markers
-    from etlstage.protocol.scenario import MODES as MODES_OK
+    from etlstage.protocol.vocabulary import MODES as MODES_OK
     from etlstage.testing.conformance import Options, report, run_checks
 
     if mode and mode not in MODES_OK[stage_type]:
-        _fail(ConfigError([f"--mode {mode} is not a mode of a {stage_type}-stage ({', '.join(MODES_OK[stage_type])})"]))
+        raise ConfigError([f"--mode {mode} is not a mode of a {stage_type}-stage ({', '.join(MODES_OK[stage_type])})"])
     try:
         m = Markers.from_mapping(dict(kv.split("=", 1) for kv in markers.split(","))) if markers else None
     except (ValueError, EtlstageError) as exc:
-        _fail(ConfigError([f"--markers {markers!r}: {exc} (expected e.g. eom=0x7c,eop=#)"]))
+        raise ConfigError([f"--markers {markers!r}: {exc} (expected e.g. eom=0x7c,eop=#)"])
     opts = Options(
         type=stage_type, mode=mode, batch_driver=batch_driver, batch_size=batch_size, markers=m, timeout=timeout
     )

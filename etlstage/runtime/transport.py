@@ -397,4 +397,3 @@ class ProcessTransport(Transport):
                 t = p.cpu_times()
                 total += t.user + t.system
         return total
-
