@@ -55,8 +55,7 @@ def status_document(store: StateStore, live: dict[str, Any] | None = None) -> di
         "running": running,
         "dead": [{k: r[k] for k in ("pid", "started_at", "heartbeat")} for r in runs if r["state"] == "dead"],
         "checkpoints": [
-            {"source": c[0], "committed_end": c[1], "windows_done": c[2], "messages": c[3], "updated_at": c[4]}
-            for c in store.checkpoints()
+            c._asdict() for c in store.checkpoints()
         ],
         "windows_in_flight": _windows(store, running, now),
         "deadletters": {"total": sum(counts.values()), "new": counts.get("new", 0)},
@@ -81,11 +80,11 @@ def _windows(store: StateStore, running: list[dict[str, Any]], now: float) -> li
         ]
     return [
         {
-            "source": w[0],
-            "seq": w[1],
-            "request": w[2],
-            "opened_at": w[3],
-            "age_seconds": round(now - w[3], 1),
+            "source": w.source,
+            "seq": w.seq,
+            "request": w.request,
+            "opened_at": w.opened_at,
+            "age_seconds": round(now - w.opened_at, 1),
             "messages": None,
             "state": "in flight" if running else "left by a stopped run: extracted again by the next run",
         }
