@@ -22,14 +22,14 @@ import pwd
 import sqlite3
 import stat
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
 from etlstage.errors import StateError
 from etlstage.protocol.framing import split_block
+from etlstage.state.sqlite import connect, immediate
 
 log = logging.getLogger("etlstage.state")
 SIDE_FILES = ("-wal", "-shm", "-journal")  # what SQLite creates beside the database
@@ -212,10 +212,7 @@ class StateStore:
             self._check_file(Path(str(self.path) + suffix))
         self._open_file(stage_dirs)
         try:
-            self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-            self.db.execute("PRAGMA journal_mode=WAL")
-            self.db.execute("PRAGMA synchronous=FULL")
-            self.db.executescript(SCHEMA)
+            self.db = connect(self.path, schema=SCHEMA)
             check = self.db.execute("PRAGMA quick_check").fetchall()
             if check != [("ok",)]:
                 raise sqlite3.DatabaseError("; ".join(str(r[0]) for r in check[:3]))
@@ -282,15 +279,8 @@ class StateStore:
     def close(self) -> None:
         self.db.close()
 
-    @contextmanager
-    def tx(self) -> Iterator[sqlite3.Connection]:
-        self.db.execute("BEGIN IMMEDIATE")
-        try:
-            yield self.db
-        except BaseException:
-            self.db.execute("ROLLBACK")
-            raise
-        self.db.execute("COMMIT")
+    def tx(self) -> AbstractContextManager[sqlite3.Connection]:
+        return immediate(self.db)
 
     # --- checkpoints and windows ------------------------------------------------------
 
