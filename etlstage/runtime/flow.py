@@ -229,6 +229,7 @@ class Job:
     bounds: list[int] = field(default_factory=list)  # len(results) at each EOP: per-request grouping
     alone: bool = False  # isolating a failure: nothing else in flight beside it, so blame is exact
     size: int = 0  # bytes of input when written (worker-driven batches grow as they go)
+    resent: bool = False  # sent again after a failure (its answer does not prove the worker healthy)
     after_confirmation: bool = False  # sent again after a failure: only once what went before is in step
 
     @property

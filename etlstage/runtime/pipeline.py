@@ -29,7 +29,7 @@ from etlstage.runtime.admit import admit
 from etlstage.runtime.driver import STOP, EmitFn, ExtractDriver, TransformDriver
 from etlstage.runtime.flow import Inbox, Job, Piece, Window
 from etlstage.runtime.services import Services
-from etlstage.runtime.stats import StageStats
+from etlstage.runtime.stats import RateHistory, StageStats
 from etlstage.runtime.tasks import cancel, run_all
 from etlstage.runtime.transport import ProcessTransport, Transport
 from etlstage.state.store import StateStore, ensure_private_dir
@@ -63,6 +63,7 @@ class Pipeline:
         self.levels: list[list[StageConfig]] = [ext, *([t] for t in trans), loads]
         self.n_levels = len(self.levels)
         self.stats = {s.name: StageStats(s.name, s.type) for s in config.stages}
+        self.history = RateHistory()  # sampled with each heartbeat: current rates, charts
         self.inputs: dict[str, list[Inbox]] = {}
         for level, stages in enumerate(self.levels[1:], start=1):
             for s in stages:
@@ -339,6 +340,7 @@ class Pipeline:
     async def _heartbeat(self) -> None:
         while True:
             await asyncio.sleep(2.0)
+            self.history.sample(self.stats)
             self.store.heartbeat(self.progress())
 
     def stop(self) -> None:
@@ -371,12 +373,26 @@ class Pipeline:
                 "deadletters": s.deadletters,
                 "rss": rss,
                 "cpu": round(cpu, 1),
+                "rate": round(self.history.rate(name), 1),
             }
         return {
             "pid": os.getpid(),
             "elapsed": round(time.monotonic() - self.started, 3),
             "stages": stages,
             "windows_in_flight": sum(len(src.windows) for src in self.sources.values()),
+            "windows": [
+                {
+                    "source": w.source,
+                    "seq": w.seq,
+                    "closed": w.closed,
+                    "done": w.done,
+                    "messages": w.messages,
+                    "opened_at": w.opened,
+                    "request": w.request.decode(errors="replace") if isinstance(w.request, bytes) else None,
+                }
+                for src in self.sources.values()
+                for w in src.windows
+            ],
         }
 
 

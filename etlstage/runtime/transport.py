@@ -152,6 +152,10 @@ class Transport:
         """(RSS bytes, CPU percent) of the worker's process tree, when known."""
         return None
 
+    def cpu_seconds(self) -> float | None:
+        """CPU time (user + system) the worker's live process tree has used, when known."""
+        return None
+
 
 class _WorkerProtocol(asyncio.SubprocessProtocol):
     """Keeps stdout chunks as the kernel delivered them (no copies), splits stderr into lines."""
@@ -253,6 +257,7 @@ class ProcessTransport(Transport):
             self._ps: psutil.Process | None = psutil.Process(self.pid)
         except psutil.Error:
             self._ps = None
+        self._measured: dict[int, psutil.Process] = {}
 
     @classmethod
     async def spawn(cls, argv: list[str], env: dict[str, str], cwd: str | None, label: str) -> ProcessTransport:
@@ -368,9 +373,15 @@ class ProcessTransport(Transport):
     def stderr_tail(self) -> list[str]:
         return list(self._tail)
 
+    def _measured_tree(self) -> list[psutil.Process]:
+        """The tree, with the same Process object for a pid each time: ``cpu_percent(None)``
+        measures since that object's previous call, so a fresh object would always say 0."""
+        self._measured = {p.pid: self._measured.get(p.pid, p) for p in self._tree()}
+        return list(self._measured.values())
+
     def resources(self) -> tuple[int, float] | None:
         rss, cpu = 0, 0.0
-        tree = self._tree()
+        tree = self._measured_tree()
         if not tree:
             return None
         for p in tree:
@@ -378,3 +389,15 @@ class ProcessTransport(Transport):
                 rss += p.memory_info().rss
                 cpu += p.cpu_percent(None)
         return rss, cpu
+
+    def cpu_seconds(self) -> float | None:
+        total = 0.0
+        # the tree resources() found last (at most a second ago): walking /proc again costs more
+        tree = list(self._measured.values()) or self._tree()
+        if not tree:
+            return None
+        for p in tree:
+            with contextlib.suppress(psutil.Error):
+                t = p.cpu_times()
+                total += t.user + t.system
+        return total

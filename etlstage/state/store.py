@@ -22,13 +22,14 @@ import pwd
 import sqlite3
 import stat
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from etlstage.errors import StateError
 from etlstage.protocol.framing import split_block
+from etlstage.state.sqlite import connect, immediate
 
 log = logging.getLogger("etlstage.state")
 SIDE_FILES = ("-wal", "-shm", "-journal")  # what SQLite creates beside the database
@@ -84,6 +85,28 @@ class DeadLetter:
 
     def split(self) -> list[bytes]:
         return split_block(self.inputs, bytes([self.eom]))
+
+
+class Checkpoint(NamedTuple):
+    source: str  # "stage" or "stage#instance" of an E-stage
+    committed_end: object  # supervisor-managed offsets: the last committed end
+    windows_done: int
+    messages: int
+    updated_at: float
+
+
+class OpenWindow(NamedTuple):
+    source: str
+    seq: int
+    request: object
+    opened_at: float
+
+
+class Run(NamedTuple):
+    pid: int
+    started_at: float
+    heartbeat: float
+    info: dict[str, object]  # the pipeline's last progress document
 
 
 def _user(uid: int) -> str:
@@ -189,10 +212,7 @@ class StateStore:
             self._check_file(Path(str(self.path) + suffix))
         self._open_file(stage_dirs)
         try:
-            self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-            self.db.execute("PRAGMA journal_mode=WAL")
-            self.db.execute("PRAGMA synchronous=FULL")
-            self.db.executescript(SCHEMA)
+            self.db = connect(self.path, schema=SCHEMA)
             check = self.db.execute("PRAGMA quick_check").fetchall()
             if check != [("ok",)]:
                 raise sqlite3.DatabaseError("; ".join(str(r[0]) for r in check[:3]))
@@ -259,15 +279,8 @@ class StateStore:
     def close(self) -> None:
         self.db.close()
 
-    @contextmanager
-    def tx(self) -> Iterator[sqlite3.Connection]:
-        self.db.execute("BEGIN IMMEDIATE")
-        try:
-            yield self.db
-        except BaseException:
-            self.db.execute("ROLLBACK")
-            raise
-        self.db.execute("COMMIT")
+    def tx(self) -> AbstractContextManager[sqlite3.Connection]:
+        return immediate(self.db)
 
     # --- checkpoints and windows ------------------------------------------------------
 
@@ -283,13 +296,6 @@ class StateStore:
             db.execute(
                 "INSERT OR REPLACE INTO windows(source, seq, request, opened_at) VALUES (?,?,?,?)",
                 (source, seq, None if request is None else json.dumps(request), time.time()),
-            )
-
-    def close_window(self, source: str, seq: int, messages: int) -> None:
-        with self.tx() as db:
-            db.execute(
-                "UPDATE windows SET closed_at=?, messages=? WHERE source=? AND seq=?",
-                (time.time(), messages, source, seq),
             )
 
     def commit(self, source: str, seq: int, end: object, messages: int) -> None:
@@ -309,17 +315,16 @@ class StateStore:
         with self.tx() as db:
             return db.execute("DELETE FROM windows").rowcount
 
-    def checkpoints(self) -> list[tuple[str, object, int, int, float]]:
+    def checkpoints(self) -> list[Checkpoint]:
         rows = self.db.execute(
             "SELECT source, committed_end, window_seq, messages, updated_at FROM checkpoints ORDER BY source"
         ).fetchall()
-        return [(r[0], json.loads(r[1]) if r[1] else None, r[2], r[3], r[4]) for r in rows]
+        return [Checkpoint(r[0], json.loads(r[1]) if r[1] else None, r[2], r[3], r[4]) for r in rows]
 
-    def open_windows(self) -> list[tuple[str, int, object, float, float | None, int]]:
-        rows = self.db.execute(
-            "SELECT source, seq, request, opened_at, closed_at, messages FROM windows ORDER BY source, seq"
-        ).fetchall()
-        return [(r[0], r[1], json.loads(r[2]) if r[2] else None, r[3], r[4], r[5]) for r in rows]
+    def open_windows(self) -> list[OpenWindow]:
+        """Windows opened and not yet committed (what a dead supervisor left is replayed)."""
+        rows = self.db.execute("SELECT source, seq, request, opened_at FROM windows ORDER BY source, seq").fetchall()
+        return [OpenWindow(r[0], r[1], json.loads(r[2]) if r[2] else None, r[3]) for r in rows]
 
     # --- dead letters -------------------------------------------------------------------
 
@@ -345,6 +350,10 @@ class StateStore:
             sql += " WHERE " + " AND ".join(where)
         return [DeadLetter(*r) for r in self.db.execute(sql + " ORDER BY id", args).fetchall()]
 
+    def deadletter_counts(self) -> dict[str, int]:
+        """Dead letters by status (new, replay, replayed), without reading their messages."""
+        return dict(self.db.execute("SELECT status, COUNT(*) FROM deadletters GROUP BY status").fetchall())
+
     def deadletter(self, ident: int) -> DeadLetter | None:
         found = [d for d in self.deadletters() if d.id == ident]
         return found[0] if found else None
@@ -366,9 +375,13 @@ class StateStore:
                 )
 
     def end_run(self) -> None:
+        """This run is over; so is any run that started before it (one that died unannounced)."""
         with self.tx() as db:
-            db.execute("DELETE FROM runs WHERE pid=?", (os.getpid(),))
+            pid = os.getpid()
+            db.execute(
+                "DELETE FROM runs WHERE pid=? OR started_at < (SELECT started_at FROM runs WHERE pid=?)", (pid, pid)
+            )
 
-    def runs(self) -> list[tuple[int, float, float, dict[str, object]]]:
+    def runs(self) -> list[Run]:
         rows = self.db.execute("SELECT pid, started_at, heartbeat, info FROM runs").fetchall()
-        return [(r[0], r[1], r[2], json.loads(r[3] or "{}")) for r in rows]
+        return [Run(r[0], r[1], r[2], json.loads(r[3] or "{}")) for r in rows]
