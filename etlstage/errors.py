@@ -116,3 +116,21 @@ def escape_bytes(data: bytes, limit: int = 80) -> str:
     if len(data) > limit:
         text += f"... ({len(data)} bytes)"
     return text
+
+
+def describe_status(code: int | None) -> str:
+    """A process's exit status in words: ``"3"``, ``"killed by SIGKILL"``, ``"still running"``.
+
+    >>> describe_status(-9), describe_status(None)
+    ('killed by SIGKILL', 'still running')
+    """
+    if code is None:
+        return "still running"
+    if code < 0:
+        import signal
+
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return str(code)

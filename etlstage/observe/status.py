@@ -54,9 +54,7 @@ def status_document(store: StateStore, live: dict[str, Any] | None = None) -> di
         "time": now,
         "running": running,
         "dead": [{k: r[k] for k in ("pid", "started_at", "heartbeat")} for r in runs if r["state"] == "dead"],
-        "checkpoints": [
-            c._asdict() for c in store.checkpoints()
-        ],
+        "checkpoints": [c._asdict() for c in store.checkpoints()],
         "windows_in_flight": _windows(store, running, now),
         "deadletters": {"total": sum(counts.values()), "new": counts.get("new", 0)},
     }

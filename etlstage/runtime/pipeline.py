@@ -14,7 +14,6 @@ import logging
 import os
 import signal
 import time
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,7 +21,7 @@ from etlstage.config.model import PipelineConfig, StageConfig
 from etlstage.errors import MarkerInMessage, PipelineError, escape_bytes
 from etlstage.protocol.framing import check_messages, split_block
 from etlstage.protocol.offsets import make_policy
-from etlstage.protocol.pointer import MISSING, parse_pointer, resolve
+from etlstage.protocol.partition import parse_pointer, partition_key, partition_of
 from etlstage.protocol.scenario import Scenario
 from etlstage.protocol.vocabulary import Mode, Offsets, OnFailure, StageType
 from etlstage.runtime.admit import admit
@@ -406,20 +405,8 @@ def _partition(block: bytes, stage: StageConfig) -> list[tuple[bytes, int]]:
     parts: list[list[bytes]] = [[] for _ in range(stage.instances)]
     tokens = parse_pointer(stage.partition_by or "")
     for m in split_block(block, stage.markers):
-        key = _partition_key(m, tokens)
-        parts[zlib.crc32(key) % stage.instances].append(m)
+        parts[partition_of(partition_key(m, tokens), stage.instances)].append(m)
     return [(eom.join(p) + eom if p else b"", len(p)) for p in parts]
-
-
-def _partition_key(message: bytes, tokens: tuple[str, ...]) -> bytes:
-    """The value at the pointer as canonical JSON (``null`` when absent); a message that is
-    not JSON is its own key."""
-    try:
-        doc: object = json.loads(message)
-    except ValueError:
-        return message
-    value = resolve(doc, tokens)
-    return json.dumps(None if value is MISSING else value, sort_keys=True).encode()
 
 
 def install_signal_handlers(pipeline: Pipeline, hard_stop: asyncio.Future[None]) -> None:

@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 from etlstage.config.model import Timeouts
-from etlstage.errors import ProtocolViolation, WorkerError, WorkerGone, WorkerTimeout, escape_bytes
+from etlstage.errors import ProtocolViolation, WorkerError, WorkerGone, WorkerTimeout, describe_status, escape_bytes
 from etlstage.protocol.framing import ReplyParser, Token
 from etlstage.protocol.replies import ReplyRules
 from etlstage.protocol.scenario import Scenario
@@ -70,7 +70,7 @@ class WorkerSession:
             + ")",
             f"command: {self.argv!r}",
             f"pid: {self.transport.pid}",
-            f"exit status: {_describe_status(code)}",
+            f"exit status: {describe_status(code)}",
         ]
         if snippet:
             lines.append(f"bytes: {escape_bytes(snippet)}")
@@ -210,16 +210,3 @@ class WorkerSession:
         if self._read is not None:
             self._read.cancel()
         await self.transport.abort()
-
-
-def _describe_status(code: int | None) -> str:
-    if code is None:
-        return "still running"
-    if code < 0:
-        import signal
-
-        try:
-            return f"killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"killed by signal {-code}"
-    return str(code)

@@ -29,8 +29,7 @@ from collections.abc import Callable
 
 import psutil
 
-from etlstage.errors import WorkerGone, WorkerTimeout
-from etlstage.runtime.session import _describe_status
+from etlstage.errors import WorkerGone, WorkerTimeout, describe_status
 from etlstage.runtime.transport import READ_CHUNK, STDERR_TAIL, grow_pipe, resolve_program, start_error
 
 log = logging.getLogger("etlstage.spark.worker")
@@ -90,7 +89,7 @@ class WorkerProcess:
             f"stage: {self.label} on executor host {socket.gethostname()}",
             f"command: {self.argv!r}",
             f"pid: {self.pid}",
-            f"exit status: {_describe_status(self.proc.poll())}",
+            f"exit status: {describe_status(self.proc.poll())}",
         ]
         if snippet:
             lines.append(f"bytes: {escape_bytes(snippet)}")

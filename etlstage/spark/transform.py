@@ -9,7 +9,6 @@ partition in every batch and under either engine.
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
@@ -73,8 +72,7 @@ KEYED_SCHEMA = "value binary, pid int"
 
 def key_task(stage: StageConfig, source: Markers) -> ArrowFn:
     """Rows with the partition (``pid``) their ``partition_by`` key belongs to."""
-    from etlstage.protocol.pointer import parse_pointer
-    from etlstage.runtime.pipeline import _partition_key  # the supervisor's: same key, same partition
+    from etlstage.protocol.partition import parse_pointer, partition_key, partition_of  # the supervisor's rule
 
     tokens = parse_pointer(stage.partition_by or "")
     eom_len = 1
@@ -85,7 +83,7 @@ def key_task(stage: StageConfig, source: Markers) -> ArrowFn:
             if not block:
                 continue
             ids = [
-                zlib.crc32(_partition_key(block[s : e - eom_len], tokens)) % stage.instances
+                partition_of(partition_key(block[s : e - eom_len], tokens), stage.instances)
                 for s, e in spans(message_ends(block, source.eom))
             ]
             pids = pa.array(np.asarray(ids, dtype=np.int32))

@@ -302,7 +302,7 @@ def test_worker_reports_are_summed_over_this_runs_processes_in_the_summary(pdir)
 def test_partition_by_assignments_are_pinned():
     """A key's instance must not change between versions: a stage's per-instance state (the
     RDSS sequence store) would no longer meet the key's later messages."""
-    from etlstage.runtime.pipeline import _partition_key
+    from etlstage.protocol.partition import partition_key as _partition_key
 
     tokens = parse_pointer("/h/seq")
     expected = {

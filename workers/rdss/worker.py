@@ -195,9 +195,7 @@ class RdssTransformer(Transformer):
             c.by_code[code] = c.by_code.get(code, 0) + 1
             log.warning("Message %s to the %s queue: %s %s", mid, queue_of(code), code, description)
         if seen:
-            log.info(
-                "%d message(s) with a messageId seen before: processed again (the loader de-duplicates)", seen
-            )
+            log.info("%d message(s) with a messageId seen before: processed again (the loader de-duplicates)", seen)
 
 
 @dataclass
