@@ -32,6 +32,7 @@ import textwrap
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -186,9 +187,15 @@ def big_messages(work: Path, n: int, repeat: int, env: dict[str, str] | None = N
     return min(pipe() for _ in range(repeat)), min(supervised_big() for _ in range(repeat))
 
 
-def best(fn, repeat: int):  # type: ignore[no-untyped-def]
-    runs = [fn() for _ in range(repeat)]
-    return min(runs, key=lambda r: r[0] if isinstance(r, tuple) else r)
+def interleaved(runs: dict[str, Callable[[], float | tuple[float, int]]], repeat: int) -> dict[str, tuple[float, int]]:
+    """Each run once per round, in turn; the best (shortest) of ``repeat`` rounds, as
+    (seconds, peak RSS or 0)."""
+    results: dict[str, list[tuple[float, int]]] = {k: [] for k in runs}
+    for _ in range(repeat):
+        for name, fn in runs.items():
+            r = fn()
+            results[name].append(r if isinstance(r, tuple) else (r, 0))
+    return {k: min(v) for k, v in results.items()}
 
 
 def checkout(rev: str) -> tuple[Path, dict[str, str]]:
@@ -240,28 +247,39 @@ def main() -> None:
     old_tree, old_env = checkout(a.compare) if a.compare else (None, None)
     envs: list[tuple[str, dict[str, str] | None]] = [("", None)] + ([(f" [{a.compare}]", old_env)] if a.compare else [])
     rows = []  # (name, messages, seconds, baseline seconds for that many messages)
-    base = best(lambda: shell_baseline(work, n, 100, 1000), a.repeat)
+    # Every row of a group runs once per round, in turn, so a change in the machine's load
+    # falls on all of them alike (best of --repeat rounds).
+    runs: dict[str, Callable[[], float | tuple[float, int]]] = {"base": lambda: shell_baseline(work, n, 100, 1000)}
+    for tag, env in envs:
+        runs[f"batch{tag}"] = lambda env=env: supervised(work, n, 100, "batch", 1000, env=env)
+        runs[f"cyclic{tag}"] = lambda env=env: supervised(work, n, 100, "batch", 1000, cyclic=True, env=env)
+    if a.http:
+        runs["http"] = lambda: supervised(work, n, 100, "batch", 1000, extra=("--http",))
+    got = interleaved(runs, a.repeat)
+    base = got["base"][0]
+    rss_n = got["batch"][1]
     rows.append(("shell pipe, no supervisor (baseline)", n, base, base))
-    rss_n = 0
-    for tag, env in envs:
-        batch, rss = best(lambda env=env: supervised(work, n, 100, "batch", 1000, env=env), a.repeat)
-        rss_n = rss_n or rss
-        rows.append((f"etlstage run, batch 1000{tag}", n, batch, base))
-        if a.http and not tag:
-            on, _ = best(lambda: supervised(work, n, 100, "batch", 1000, extra=("--http",)), a.repeat)
-            rows.append(("etlstage run, batch 1000, --http on, scraped", n, on, base))
-        cyclic, _ = best(lambda env=env: supervised(work, n, 100, "batch", 1000, cyclic=True, env=env), a.repeat)
-        rows.append((f"etlstage run, batch 1000, cyclic E (10 windows){tag}", n, cyclic, base))
+    for tag, _ in envs:
+        rows.append((f"etlstage run, batch 1000{tag}", n, got[f"batch{tag}"][0], base))
+    if a.http:
+        rows.append(("etlstage run, batch 1000, --http on, scraped", n, got["http"][0], base))
+    for tag, _ in envs:
+        rows.append((f"etlstage run, batch 1000, cyclic E (10 windows){tag}", n, got[f"cyclic{tag}"][0], base))
     n_single = max(1, n // 5)
+    runs = {"base": lambda: shell_baseline(work, n_single, 100, 1000)}
     for tag, env in envs:
-        single, _ = best(lambda env=env: supervised(work, n_single, 100, "single", 1, env=env), a.repeat)
-        rows.append((f"etlstage run, single-message{tag}", n_single, single, base * n_single / n))
+        runs[f"single{tag}"] = lambda env=env: supervised(work, n_single, 100, "single", 1, env=env)
+    got = interleaved(runs, a.repeat)
+    for tag, _ in envs:
+        rows.append((f"etlstage run, single-message{tag}", n_single, got[f"single{tag}"][0], got["base"][0]))
     n64 = max(16, n // 100 // 16 * 16)
-    base64 = best(lambda: shell_baseline(work, n64, 65536, 16), a.repeat)
-    rows.append(("64 KiB: shell pipe through the T (baseline)", n64, base64, base64))
+    runs = {"base": lambda: shell_baseline(work, n64, 65536, 16)}
     for tag, env in envs:
-        t64, _ = best(lambda env=env: supervised(work, n64, 65536, "batch", 16, env=env), a.repeat)
-        rows.append((f"64 KiB: etlstage run, batch 16{tag}", n64, t64, base64))
+        runs[f"t64{tag}"] = lambda env=env: supervised(work, n64, 65536, "batch", 16, env=env)
+    got = interleaved(runs, a.repeat)
+    rows.append(("64 KiB: shell pipe through the T (baseline)", n64, got["base"][0], got["base"][0]))
+    for tag, _ in envs:
+        rows.append((f"64 KiB: etlstage run, batch 16{tag}", n64, got[f"t64{tag}"][0], got["base"][0]))
 
     print(f"core pipeline, best of {a.repeat}; machine: {os.cpu_count()} cores\n")
     print(f"{'run':<56} {'messages':>10} {'seconds':>8} {'msg/s':>12} {'vs baseline':>11}")
