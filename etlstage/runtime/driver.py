@@ -268,7 +268,7 @@ class TransformDriver(_Driver):
                 while unanswered_bytes and unanswered_bytes + self.stage.batch_bytes > self.stage.replay_bytes:
                     answered.clear()
                     await answered.wait()
-                if held and held.due():
+                if held and held.due() and not (inbox.closed and not len(inbox)):  # at the end: EOF confirms
                     await held.empty.wait()  # the reader confirms once the worker is quiet
                 job = retry.pop(0) if retry else await self._assemble(inbox)
                 if job is None:
