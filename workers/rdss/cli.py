@@ -79,11 +79,16 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> None:
-    argv = list(sys.argv[1:] if argv is None else argv)
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """The command line as ``main`` reads it: without a command, ``run`` is meant."""
+    argv = list(argv)
     if not argv or argv[0] not in COMMANDS + ("-h", "--help"):
         argv.insert(0, "run")
-    args = parser().parse_args(argv)
+    return parser().parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
     if args.command == "demo-data":
         from etlstage_workers.rdss.demo import write_demo
 
