@@ -5,11 +5,16 @@ input; the Parquet tables must hold exactly the expected messages."""
 from __future__ import annotations
 
 import json
+import os
+import random
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
+import psutil
 import pyarrow.dataset as ds
+import pytest
 
 from tests.support.run_cli import RUN_ONCE, etlstage
 
@@ -70,48 +75,68 @@ def test_stock_pipeline_loads_exactly_the_expected_tables(tmp_path):
     assert tables(tmp_path / "output/rdss") == got
 
 
+# Bounds of the kill test, inside its pytest timeout: kills and restarts, the run after the
+# last kill, and a final undisturbed run (the stream is consumed by then: it only checks).
+KILL_PHASE_S = 300
+FINISH_S = 180
+FINAL_RUN_S = 120
+TARGETS = ("etlstage-kinesis", "etlstage-rdss", "etlstage-spark-load", "supervisor")
+
+
+def _victim(proc: subprocess.Popen, target: str, rng: random.Random, until: float) -> psutil.Process | None:
+    """The process to kill for ``target`` (waiting for it to be started), or None once the run ended."""
+    while proc.poll() is None and time.monotonic() < until:
+        if target == "supervisor":
+            return psutil.Process(proc.pid)
+        try:
+            found = [p for p in psutil.Process(proc.pid).children() if any(target in a for a in p.cmdline())]
+        except psutil.Error:  # a child exited while we looked
+            found = []
+        if found:
+            return rng.choice(found)
+        time.sleep(0.1)
+    return None
+
+
+@pytest.mark.timeout(KILL_PHASE_S + FINISH_S + FINAL_RUN_S + 60)
 def test_stock_pipeline_survives_kills_of_every_worker_and_the_supervisor(tmp_path):
-    """SIGKILL at seeded random moments — each stage's worker and the supervisor, >= 10
-    kills — restarting `etlstage run --once` whenever the supervisor died: the same
-    tables as an undisturbed run, exactly."""
-    import os
-    import random
-    import signal
-    import time
-
-    import psutil
-
+    """SIGKILL at seeded random moments — each stage's worker and the supervisor, each at
+    least once, 10 kills — restarting `etlstage run --once` whenever the supervisor died:
+    the same tables as an undisturbed run, exactly."""
     shutil.copy(ROOT / "stages.yaml", tmp_path / "stages.yaml")
     seed = int(os.environ.get("ETLSTAGE_CRASH_SEED", "8"))
+    print(f"ETLSTAGE_CRASH_SEED={seed}")
     rng = random.Random(seed)
+    plan = [*rng.sample(TARGETS, len(TARGETS)), *(rng.choice(TARGETS) for _ in range(6))]
     cmd = RUN_ONCE
-    targets = ["etlstage-kinesis", "etlstage-rdss", "etlstage-spark-load", "supervisor"]
     kills: list[str] = []
-    deadline = time.time() + 900
+    deadline = time.monotonic() + KILL_PHASE_S
     with open(tmp_path / "log.txt", "ab") as log:
-        while len(kills) < 10 and time.time() < deadline:
+        while len(kills) < len(plan) and time.monotonic() < deadline:
             proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=log, stderr=log)
-            while proc.poll() is None and len(kills) < 10:
+            while len(kills) < len(plan):
                 time.sleep(rng.uniform(1.0, 4.0))
-                if proc.poll() is not None:
+                victim = _victim(proc, plan[len(kills)], rng, deadline)
+                if victim is None:
                     break
-                target = rng.choice(targets)
-                if target == "supervisor":
-                    proc.send_signal(signal.SIGKILL)
+                try:
+                    victim.kill()
+                except psutil.NoSuchProcess:
+                    continue  # it ended just now: draw the moment again
+                if victim.pid == proc.pid:
                     proc.wait()
-                else:
-                    victims = [
-                        p for p in psutil.Process(proc.pid).children() if any(target in part for part in p.cmdline())
-                    ]
-                    if not victims:
-                        continue
-                    rng.choice(victims).kill()
-                kills.append(target)
-            if proc.poll() is None:
-                proc.wait(timeout=600)
-            if proc.returncode == 0 and len(kills) < 10:
-                break  # the run finished before all kills: the tables must still be exact
-        final = subprocess.run(cmd, cwd=tmp_path, stdout=log, stderr=log, timeout=600)
+                kills.append(plan[len(kills)])
+            try:
+                proc.wait(timeout=max(1.0, deadline - time.monotonic()) if len(kills) < len(plan) else FINISH_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+                raise
+            if proc.returncode == 0 and len(kills) < len(plan):
+                break  # the run finished before all kills: fails below, naming the seed
+        final = subprocess.run(cmd, cwd=tmp_path, stdout=log, stderr=log, timeout=FINAL_RUN_S)
+    assert kills == plan, f"seed {seed}: killed {kills} of the planned {plan} before the pipeline finished"
+    assert set(kills) == set(TARGETS)
     assert final.returncode == 0, (tmp_path / "log.txt").read_text()[-4000:]
     expected = json.loads((tmp_path / ".etlstage/demo/expected.json").read_text())
     want: dict[str, list[tuple[str, str | None]]] = {"valid": [], "invalid": [], "error": []}
@@ -120,4 +145,3 @@ def test_stock_pipeline_survives_kills_of_every_worker_and_the_supervisor(tmp_pa
     got = tables(tmp_path / "output/rdss")
     for table in want:
         assert got[table] == sorted(want[table]), f"seed {seed}, kills {kills}: table {table} differs"
-    assert len(kills) >= 10, f"seed {seed}: only {len(kills)} kills before the pipeline finished: {kills}"

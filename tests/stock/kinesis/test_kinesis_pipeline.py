@@ -8,6 +8,7 @@ import random
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 from tests.support.run_cli import RUN_ONCE
 
@@ -27,19 +28,31 @@ def test_every_kinesis_record_arrives_despite_supervisor_kills(pdir):
     """)
     rng = random.Random(5)
     cmd = RUN_ONCE
-    kills = 0
+    out = pdir.path / "out.txt"
+    at_kill: list[tuple[int, int]] = []  # records in the sink when each run started, and when it was killed
     with open(pdir.path / "log.txt", "ab") as log:
-        while kills < 5:
+        while len(at_kill) < 5:
+            before = _loaded(out)
             proc = subprocess.Popen(cmd, cwd=pdir.path, stdout=log, stderr=log)
-            time.sleep(rng.uniform(1.0, 3.0))  # the emulator takes ~2 s to start and seed
+            deadline = time.monotonic() + 60
+            while _loaded(out) <= before and proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.02)  # the emulator takes ~2 s to start and seed; kill only once records flow
+            time.sleep(rng.uniform(0.0, 0.3))  # then somewhere in the flow, not always at its first batch
             if proc.poll() is not None:
                 break
             proc.send_signal(signal.SIGKILL)
             proc.wait()
-            kills += 1
+            at_kill.append((before, _loaded(out)))
         final = subprocess.run(cmd, cwd=pdir.path, stdout=log, stderr=log, timeout=300)
-    assert kills == 5, "the pipeline finished before it was killed five times"
+    assert len(at_kill) == 5, f"the pipeline finished before it was killed five times: {at_kill}"
+    # every kill cut a flowing pipeline: records had reached the sink in that run, and not all of them
+    assert all(before < killed < len(records) for before, killed in at_kill), at_kill
     assert final.returncode == 0, (pdir.path / "log.txt").read_text()[-3000:]
     got = pdir.lines("out.txt")
     assert len(got) == len(set(got)) == len(records)
     assert set(got) == set(records)
+
+
+def _loaded(path: Path) -> int:
+    """Records the idempotent sink holds (complete lines)."""
+    return path.read_bytes().count(b"\n") if path.exists() else 0
