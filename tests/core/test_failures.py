@@ -177,8 +177,13 @@ def test_sigterm_stops_an_endless_pipeline_gracefully(pdir):
     deadline = time.time() + 30
     while time.time() < deadline and len(pdir.lines("out.txt")) < 500:
         time.sleep(0.1)
-    time.sleep(2.5)  # one heartbeat: `status` reads the running supervisor from the state store
-    status = pdir.etlstage("status")
+    # `status` reads the running supervisor from the state store, as its heartbeat last wrote it
+    deadline = time.time() + 15
+    while True:
+        status = pdir.etlstage("status")
+        if "MB cpu" in status.stdout or time.time() > deadline:  # the first periodic beat samples resources
+            break
+        time.sleep(0.2)
     assert f"running: pid {proc.pid}" in status.stdout, status.stdout
     assert "MB cpu" in status.stdout and "windows in flight:" in status.stdout
     proc.send_signal(signal.SIGTERM)
