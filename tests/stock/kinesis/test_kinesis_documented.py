@@ -72,7 +72,8 @@ def test_max_gets_per_second_is_the_cap_per_shard(emulator, stream, proxy, tmp_p
     )
     calls = proxy.get_records_calls
     assert len(calls) == 5
-    assert all(calls[i + 2] - calls[i] >= 0.99 for i in range(len(calls) - 2)), calls
+    # stamped on arrival at the proxy (a little jitter); 5 per second would give 0.4 s
+    assert all(calls[i + 2] - calls[i] >= 0.9 for i in range(len(calls) - 2)), calls
 
 
 def test_offsets_supervisor_is_refused_with_the_reason(emulator, stream, spawn, tmp_path) -> None:
