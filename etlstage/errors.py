@@ -1,4 +1,4 @@
-"""One small error tree, grouped by phase (DESIGN.md §7).
+"""One small error tree, grouped by phase (docs/architecture.md).
 
 Every message names the bad value and what was expected.  "The worker went away"
 (:class:`WorkerGone`: it exited or closed a pipe unasked) is kept apart from a worker we
@@ -45,7 +45,7 @@ class MarkerError(ConfigError):
 
 
 class ProtocolViolation(EtlstageError):
-    """A peer broke the marker protocol (DESIGN.md §2).
+    """A peer broke the marker protocol (docs/protocol.md).
 
     ``snippet`` holds an escaped excerpt of the offending bytes; the stage driver adds
     the stage, command, pid, exit status and stderr tail before reporting it.

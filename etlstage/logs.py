@@ -9,6 +9,13 @@ version, the pid) — to stderr, or to a syslog socket with ``syslog_address``
 (``/dev/log``, ``udp://host:514``).  Workers inherit the supervisor's choice through
 ``ETLSTAGE_LOG_FORMAT``, ``ETLSTAGE_LOG_LEVEL``, ``ETLSTAGE_SYSLOG_ADDRESS`` and
 ``ETLSTAGE_SYSLOG_FACILITY``.
+
+Text from outside — names, worker stderr lines, anything a worker reported — is logged
+with its control characters escaped (``\\n``, ``\\r``, ``\\x1b``; tabs stay), so it can
+neither forge a log line nor drive the terminal: every string argument of a record is
+escaped, and worker stderr lines are escaped where they are read.  A record of several
+lines (an error report the supervisor wrote) keeps its own line breaks in ``text``; in
+``syslog`` it is one line, ``json`` encodes it.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ import json
 import logging
 import logging.handlers
 import os
+import re
 import socket
 import sys
 import time
@@ -25,6 +33,44 @@ from typing import Any, TextIO
 FORMATS = ("text", "json", "syslog")
 FACILITIES = {f"local{i}": 16 + i for i in range(8)}
 _SEVERITY = {"CRITICAL": 2, "ERROR": 3, "WARNING": 4, "INFO": 6, "DEBUG": 7}
+
+
+# C0 controls but tab, DEL, C1 controls, and the Unicode line and paragraph separators.
+_CONTROLS = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")
+_NAMED = {"\n": "\\n", "\r": "\\r"}
+
+
+def _escape_one(m: re.Match[str]) -> str:
+    c = m.group()
+    return _NAMED.get(c) or (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
+
+
+def escape_controls(text: str) -> str:
+    """``text`` with control characters written as escapes (tabs kept): one printable line.
+
+    >>> escape_controls("a\\nb\\r\\x1b[2Kc\\td")
+    'a\\\\nb\\\\r\\\\x1b[2Kc\\td'
+    """
+    return _CONTROLS.sub(_escape_one, text)
+
+
+class EscapeOutsideText(logging.Filter):
+    """Escapes the control characters of every string argument of a record (see the module docstring)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, tuple):
+            record.args = tuple(escape_controls(a) if isinstance(a, str) else a for a in args)
+        elif isinstance(args, dict):
+            record.args = {k: escape_controls(v) if isinstance(v, str) else v for k, v in args.items()}
+        return True
+
+
+class TextFormatter(logging.Formatter):
+    """``time LEVEL logger: message``; no control character but the record's own line breaks and tabs."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return "\n".join(escape_controls(line) for line in super().format(record).split("\n"))
 
 
 def _iso(created: float) -> str:
@@ -48,6 +94,7 @@ class Rfc5424Formatter(logging.Formatter):
         text = record.getMessage()
         if record.exc_info:
             text += " " + self.formatException(record.exc_info).replace("\n", " | ")
+        text = escape_controls(text.replace("\n", " | "))  # one record, one line
         return (
             f"<{pri}>1 {_iso(record.created)} {self.host} {self.app} {record.process} - - [{record.levelname}] {text}"
         )
@@ -137,7 +184,8 @@ def setup_logging(
     elif fmt == "json":
         handler.setFormatter(JsonFormatter())
     else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        handler.setFormatter(TextFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(EscapeOutsideText())
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)

@@ -5,9 +5,23 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, field
 
+from etlstage.protocol import vocabulary
 from etlstage.protocol.markers import Markers
 from etlstage.protocol.scenario import Scenario
-from etlstage.runtime.services import ServiceConfig
+from etlstage.protocol.vocabulary import BatchDriver, Mode, Offsets, OnFailure, StageType
+
+
+@dataclass(frozen=True)
+class ServiceConfig:
+    """A program started before the stages (see ``etlstage.runtime.services``)."""
+
+    name: str
+    command: list[str]
+    ready: str = "line"  # "line": READY on stdout; "exit": runs to completion
+    timeout: float = 120.0
+    enabled: bool = True
+    creates: str | None = None  # ready: exit — skipped when this path exists already
+    env: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -41,16 +55,16 @@ class OffsetPolicy:
 @dataclass(frozen=True)
 class StageConfig:
     name: str
-    type: str
+    type: StageType
     command: list[str]
-    mode: str
+    mode: Mode
     markers: Markers
-    batch_size: int = 1000
-    batch_driver: str = "supervisor"
+    batch_size: int = 1000  # the loader makes it 1 outside batch mode
+    batch_driver: BatchDriver = BatchDriver.SUPERVISOR
     batch_bytes: int = 4 << 20  # a batch is closed at batch_size messages or at this many bytes
     replay_bytes: int = 8 << 20  # input one worker holds for sending again: in flight, and answered-unconfirmed
     linger: float = 0.2
-    offsets: str = "worker"
+    offsets: Offsets = Offsets.WORKER
     offset_policy: OffsetPolicy | None = None
     poll_interval: float = 1.0
     instances: int = 1
@@ -59,13 +73,11 @@ class StageConfig:
     cwd: str | None = None
     timeouts: Timeouts = field(default_factory=Timeouts)
     restart: RestartPolicy = field(default_factory=RestartPolicy)
-    on_failure: str = "fail"
+    on_failure: OnFailure = OnFailure.FAIL
     max_message_bytes: int = 64 << 20
     prefetch: int = 0  # requests written ahead; 0: the mode's default (see jobs_in_flight)
     stop_timeout: float = 10.0
     max_rss: int | None = None
-    protocol: str = "marker"
-    protocol_version: int = 2
 
     def scenario(self, instance: int, state_dir: str) -> Scenario:
         return Scenario(
@@ -82,11 +94,15 @@ class StageConfig:
         )
 
     @property
+    def worker_driven(self) -> bool:
+        return vocabulary.worker_driven(self.mode, self.batch_driver)
+
+    @property
     def jobs_in_flight(self) -> int:
         """Jobs written ahead of the worker's replies (it reads them when it is ready)."""
-        if self.mode == "batch" and self.batch_driver == "worker":
+        if self.worker_driven:
             return 1
-        if self.mode == "single":
+        if self.mode == Mode.SINGLE:
             return 1 if self.prefetch == 1 else 2
         return self.prefetch or 2
 

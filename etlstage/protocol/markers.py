@@ -1,4 +1,4 @@
-"""The four protocol markers: single bytes, pairwise distinct (DESIGN.md §2).
+"""The four protocol markers: single bytes, pairwise distinct (docs/protocol.md).
 
 Defaults: EOM ``0x0A`` (``\\n``), EOP ``0x00``, EOB ``0x17``, BNC ``0x11``.
 

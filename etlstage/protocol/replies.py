@@ -132,7 +132,8 @@ class ReplyRules(Generic[R]):
                     head.results.append(tok)  # type: ignore[arg-type]
                 else:
                     raise ProtocolViolation(
-                        "an L-stage worker wrote a result; L-workers answer with EOP only", tok  # type: ignore[arg-type]
+                        "an L-stage worker wrote a result; L-workers answer with EOP only",
+                        tok,  # type: ignore[arg-type]
                     )
         except ProtocolViolation as exc:
             reading.violation = exc

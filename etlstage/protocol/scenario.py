@@ -1,4 +1,4 @@
-"""Scenarios: which conversation a stage has with its worker (DESIGN.md §2).
+"""Scenarios: which conversation a stage has with its worker (docs/protocol.md).
 
 A :class:`Scenario` is the run instruction: the same values reach a worker as the
 ``ETLSTAGE_*`` environment variables and as ``{eom}``-style command placeholders.
@@ -24,19 +24,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from etlstage.errors import ConfigError
+from etlstage.protocol import vocabulary
 from etlstage.protocol.markers import DEFAULT_MARKERS, Markers
-
-STAGE_TYPES = ("E", "T", "L")
-MODES = {"E": ("plain", "cyclic"), "T": ("single", "batch"), "L": ("single", "batch")}
+from etlstage.protocol.vocabulary import MODES, BatchDriver, Mode, Offsets, StageType, word_of
 
 
 @dataclass(frozen=True)
 class Scenario:
-    type: str = "T"
-    mode: str = "single"
+    type: StageType = StageType.T
+    mode: Mode = Mode.SINGLE
     batch_size: int = 1
-    batch_driver: str = "supervisor"  # or "worker" (BNC)
-    offsets: str = "worker"  # cyclic E only: "worker" or "supervisor"
+    batch_driver: BatchDriver = BatchDriver.SUPERVISOR  # or WORKER (BNC)
+    offsets: Offsets = Offsets.WORKER  # cyclic E only
     markers: Markers = field(default=DEFAULT_MARKERS)
     stage: str = "stage"
     instance: int = 0
@@ -45,16 +44,16 @@ class Scenario:
 
     def __post_init__(self) -> None:
         problems = []
-        if self.type not in STAGE_TYPES:
-            problems.append(f"type {self.type!r}: expected one of E, T, L")
-        elif self.mode not in MODES[self.type]:
+        for name, words in (("type", StageType), ("mode", Mode), ("batch_driver", BatchDriver), ("offsets", Offsets)):
+            value = getattr(self, name)
+            if value in tuple(words):
+                object.__setattr__(self, name, words(value))  # the plain strings of a caller become members
+            else:
+                problems.append(f"{name} {value!r}: expected one of {', '.join(words)}")
+        if not problems and self.mode not in MODES[self.type]:
             problems.append(
                 f"mode {self.mode!r} for a {self.type}-stage: expected one of {', '.join(MODES[self.type])}"
             )
-        if self.batch_driver not in ("supervisor", "worker"):
-            problems.append(f"batch_driver {self.batch_driver!r}: expected supervisor or worker")
-        if self.offsets not in ("worker", "supervisor"):
-            problems.append(f"offsets {self.offsets!r}: expected worker or supervisor")
         if not isinstance(self.batch_size, int) or self.batch_size < 1:
             problems.append(f"batch_size {self.batch_size!r}: expected an integer >= 1")
         if problems:
@@ -64,16 +63,16 @@ class Scenario:
 
     @property
     def is_batch(self) -> bool:
-        return self.mode == "batch"
+        return self.mode == Mode.BATCH
 
     @property
     def worker_driven(self) -> bool:
-        return self.mode == "batch" and self.batch_driver == "worker"
+        return vocabulary.worker_driven(self.mode, self.batch_driver)
 
     @property
     def has_requests(self) -> bool:
         """Plain E is the one scenario with no requests and no EOP."""
-        return not (self.type == "E" and self.mode == "plain")
+        return vocabulary.has_requests(self.type, self.mode)
 
     def to_env(self) -> dict[str, str]:
         env = self.markers.to_env()
@@ -122,12 +121,13 @@ class Scenario:
             instances = int(get("INSTANCES", "1"))
         except ValueError as exc:
             raise ConfigError([f"ETLSTAGE_* environment: {exc}"]) from None
+        stage_type = word_of(StageType, get("TYPE", "T"), "ETLSTAGE_TYPE")
         scenario = cls(
-            type=get("TYPE", "T"),
-            mode=get("MODE", "single" if get("TYPE", "T") != "E" else "plain"),
+            type=stage_type,
+            mode=word_of(Mode, get("MODE", vocabulary.default_mode(stage_type)), "ETLSTAGE_MODE"),
             batch_size=batch_size,
-            batch_driver=get("BATCH_DRIVER", "supervisor"),
-            offsets=get("OFFSETS", "worker"),
+            batch_driver=word_of(BatchDriver, get("BATCH_DRIVER", "supervisor"), "ETLSTAGE_BATCH_DRIVER"),
+            offsets=word_of(Offsets, get("OFFSETS", "worker"), "ETLSTAGE_OFFSETS"),
             markers=Markers.from_env(env),
             stage=get("STAGE", "stage"),
             instance=instance,

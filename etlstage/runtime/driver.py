@@ -6,7 +6,7 @@ to a BNC), writes them, reads replies, and hands results on.  :class:`ExtractDri
 runs an E-stage: plain (one window, the whole run) or cyclic (one window per request).
 
 Both restart a failed worker with backoff and send again what it had not answered
-(DESIGN.md §3); a job that keeps failing goes to the stage's ``on_failure`` policy.
+(docs/protocol.md: windows); a job that keeps failing goes to the stage's ``on_failure`` policy.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from etlstage.config.model import StageConfig
 from etlstage.errors import PipelineError, ProtocolViolation, UnaskedReply, WorkerError, WorkerGone, WorkerTimeout
 from etlstage.protocol.framing import EOP, count_eom, split_block
 from etlstage.protocol.scenario import Scenario
+from etlstage.protocol.vocabulary import Mode, OnFailure, StageType
 from etlstage.runtime.confirm import Unconfirmed
 from etlstage.runtime.flow import Inbox, Job, Piece, Window
 from etlstage.runtime.session import WorkerSession
@@ -196,7 +197,7 @@ class TransformDriver(_Driver):
             job.reset()
         if head.attempts <= self.stage.restart.max_restarts:
             return jobs
-        if self.stage.on_failure == "fail":
+        if self.stage.on_failure == OnFailure.FAIL:
             raise PipelineError(
                 f"stage {self.stage.name!r}: a {'batch' if head.batch else 'request'} of {head.messages} message(s) "
                 f"failed {head.attempts} times; on_failure=fail stops the pipeline (nothing committed past it).\n"
@@ -326,9 +327,9 @@ class TransformDriver(_Driver):
     async def _assemble(self, inbox: Inbox) -> Job | None:
         """The next job from the inbox; None once it is closed and empty."""
         st = self.stage
-        single = st.mode == "single"
+        single = st.mode == Mode.SINGLE
         want = st.single_job_size if single else st.batch_size
-        if st.batch_driver == "worker" and not single:
+        if st.worker_driven:
             want = 1  # worker-driven: one message now, more on each BNC
         pieces: list[Piece] = []
         n = size = 0
@@ -360,7 +361,7 @@ class TransformDriver(_Driver):
                     await inbox.changed.wait()
             except TimeoutError:
                 pass
-        batch = st.mode == "batch"
+        batch = st.mode == Mode.BATCH
         job = Job(pieces, 1 if batch else n, batch)
         self.stats.messages_in += n
         return job
@@ -448,7 +449,7 @@ class TransformDriver(_Driver):
             n = count_eom(block, self.eom)
             self.stats.messages_out += n
             await self.emit(Piece(block, n, job.oldest_window()))
-        if self.stage.type == "T":
+        if self.stage.type == StageType.T:
             # An L-worker's EOP is its word that the data is durable: trusted as it comes.
             held.add(job, time.monotonic() - job.started)
         self._release(job)
@@ -483,7 +484,7 @@ class ExtractDriver(_Driver):
     def request_stop(self) -> None:
         """Graceful stop: a plain E-worker is asked to end (stdin closed, then SIGTERM)."""
         self.stopping = True
-        if self.stage.mode == "plain":
+        if self.stage.mode == Mode.PLAIN:
             # held here so that the loop keeps them until they end (it keeps only weak references)
             self._stop_tasks = [asyncio.ensure_future(s.stop(self.stage.stop_timeout)) for s in self.sessions.values()]
 
@@ -498,7 +499,7 @@ class ExtractDriver(_Driver):
         while True:
             session = await self.start(i)
             try:
-                if self.stage.mode == "plain":
+                if self.stage.mode == Mode.PLAIN:
                     window = window or self.open_window(label, None)
                     await self._plain(session, window)
                     code = await session.stop(self.stage.stop_timeout)

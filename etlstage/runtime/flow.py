@@ -1,4 +1,4 @@
-"""What flows between stages: windows, pieces, inboxes and jobs (DESIGN.md §3).
+"""What flows between stages: windows, pieces, inboxes and jobs (docs/protocol.md: windows).
 
 A **piece** is a block of complete messages (each followed by EOM) that all belong to
 one window.  A **window** counts, per pipeline level, how many of its messages are still

@@ -2,7 +2,7 @@
 
 Levels: 0 holds the E-stages, 1..t the T-stages in order, t+1 the L-stages (each
 L-stage receives every result).  A window is done when nothing derived from it is
-left at any level; windows of one extractor commit in order (DESIGN.md §3).
+left at any level; windows of one extractor commit in order (docs/protocol.md: windows).
 """
 
 from __future__ import annotations
@@ -21,11 +21,12 @@ from pathlib import Path
 from etlstage.config.model import PipelineConfig, StageConfig
 from etlstage.errors import MarkerInMessage, PipelineError, escape_bytes
 from etlstage.protocol.framing import check_messages, split_block
+from etlstage.protocol.offsets import make_policy
 from etlstage.protocol.scenario import Scenario
+from etlstage.protocol.vocabulary import Mode, Offsets, OnFailure, StageType
 from etlstage.runtime.admit import admit
 from etlstage.runtime.driver import STOP, EmitFn, ExtractDriver, TransformDriver
 from etlstage.runtime.flow import Inbox, Job, Piece, Window
-from etlstage.runtime.offsets import make_policy
 from etlstage.runtime.services import Services
 from etlstage.runtime.stats import StageStats
 from etlstage.runtime.tasks import cancel, run_all
@@ -55,9 +56,9 @@ class Pipeline:
         self.extra_env = extra_env or {}
         self.state_dir = Path(config.state_dir)
         self.store = StateStore(self.state_dir)
-        ext = [s for s in config.stages if s.type == "E"]
-        trans = [s for s in config.stages if s.type == "T"]
-        loads = [s for s in config.stages if s.type == "L"]
+        ext = [s for s in config.stages if s.type == StageType.E]
+        trans = [s for s in config.stages if s.type == StageType.T]
+        loads = [s for s in config.stages if s.type == StageType.L]
         self.levels: list[list[StageConfig]] = [ext, *([t] for t in trans), loads]
         self.n_levels = len(self.levels)
         self.stats = {s.name: StageStats(s.name, s.type) for s in config.stages}
@@ -85,7 +86,7 @@ class Pipeline:
                 f"stage {s.name!r}: offset_policy",
             )
             for s in ext
-            if s.mode == "cyclic" and s.offsets == "supervisor" and s.offset_policy
+            if s.mode == Mode.CYCLIC and s.offsets == Offsets.SUPERVISOR and s.offset_policy
         }
 
     # --- spawning ---------------------------------------------------------------------------
@@ -183,7 +184,7 @@ class Pipeline:
         """Wait until ``label`` may be sent its next cycle request, and make it (or STOP)."""
         src = self.sources[label]
         stage = src.stage
-        limit = 1 if stage.offsets == "worker" else self.config.max_inflight_windows
+        limit = 1 if stage.offsets == Offsets.WORKER else self.config.max_inflight_windows
         while True:
             if self.stopping:
                 return STOP
@@ -191,7 +192,7 @@ class Pipeline:
                 break
             src.changed.clear()
             await src.changed.wait()
-        if stage.offsets == "worker":
+        if stage.offsets == Offsets.WORKER:
             return b""
         policy = self._policies[stage.name]
         while True:
@@ -210,7 +211,7 @@ class Pipeline:
 
     def _refuse(self, stage: StageConfig, refused: list[tuple[bytes, str]]) -> None:
         """Messages that cannot be written to ``stage``: its on_failure policy decides."""
-        if stage.on_failure != "deadletter":
+        if stage.on_failure != OnFailure.DEADLETTER:
             message, why = refused[0]
             raise PipelineError(
                 f"{why}; bytes: {escape_bytes(message)}\n"
@@ -277,7 +278,7 @@ class Pipeline:
                         )
                     )
                 else:
-                    emit = self.emitter(level, s) if s.type == "T" else _no_emit
+                    emit = self.emitter(level, s) if s.type == StageType.T else _no_emit
                     out.append(
                         (
                             level,

@@ -12,6 +12,7 @@ import sys
 import time
 from typing import TextIO
 
+from etlstage.protocol.vocabulary import StageType
 from etlstage.runtime.pipeline import Pipeline
 
 log = logging.getLogger("etlstage.progress")
@@ -32,7 +33,7 @@ def table(pipeline: Pipeline, live: bool = True) -> list[str]:
         head += f" {'rss':>8} {'cpu':>6}"
     rows = [head]
     for s in pipeline.stats.values():
-        n = s.messages_out if s.type == "E" else s.messages_in
+        n = s.messages_out if s.type == StageType.E else s.messages_in
         row = (
             f"{s.name:<16} {s.type:<4} {s.messages_in:>12,} {s.messages_out:>12,} {_rate(n, elapsed):>12} "
             f"{s.in_flight:>9} {s.restarts:>8}"
@@ -92,7 +93,7 @@ def summary(pipeline: Pipeline) -> str:
     elapsed = time.monotonic() - pipeline.started
     rows = table(pipeline, live=False)
     rows.extend(counter_lines(pipeline))
-    extract = sum(s.messages_out for s in pipeline.stats.values() if s.type == "E")
+    extract = sum(s.messages_out for s in pipeline.stats.values() if s.type == StageType.E)
     dead = sum(s.deadletters for s in pipeline.stats.values())
     rows.append(
         f"extracted {extract:,} messages in {elapsed:,.2f}s ({_rate(extract, elapsed)})"

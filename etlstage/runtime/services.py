@@ -15,25 +15,14 @@ import logging
 import os
 import re
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
+from etlstage.config.model import ServiceConfig
 from etlstage.errors import PipelineError, WorkerError
 from etlstage.runtime.transport import ProcessTransport
 
 log = logging.getLogger("etlstage.services")
 _EXPORT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
-
-
-@dataclass(frozen=True)
-class ServiceConfig:
-    name: str
-    command: list[str]
-    ready: str = "line"  # "line": READY on stdout; "exit": runs to completion
-    timeout: float = 120.0
-    enabled: bool = True
-    creates: str | None = None  # ready: exit — skipped when this path exists already
-    env: dict[str, str] = field(default_factory=dict)
 
 
 class Services:

@@ -19,6 +19,7 @@ from etlstage.errors import ProtocolViolation, WorkerError, WorkerGone, WorkerTi
 from etlstage.protocol.framing import ReplyParser, Token
 from etlstage.protocol.replies import ReplyRules
 from etlstage.protocol.scenario import Scenario
+from etlstage.protocol.vocabulary import StageType
 from etlstage.runtime.flow import Job
 from etlstage.runtime.transport import Transport
 
@@ -45,7 +46,7 @@ class WorkerSession:
             max_message_bytes=max_message_bytes,
         )
         self.rules: ReplyRules[Job] = ReplyRules(
-            results=scenario.type == "T", worker_driven=scenario.worker_driven, batch_size=scenario.batch_size
+            results=scenario.type == StageType.T, worker_driven=scenario.worker_driven, batch_size=scenario.batch_size
         )
         self.inflight: collections.deque[Job] = self.rules.outstanding
         self.quiet_until: float | None = None  # with nothing outstanding: read_tokens returns [] then

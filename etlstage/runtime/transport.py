@@ -15,15 +15,18 @@ import ctypes
 import fcntl
 import logging
 import os
+import shutil
 import signal
 import subprocess
+import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import psutil
 
 from etlstage.errors import WorkerError
+from etlstage.logs import escape_controls
 
 log = logging.getLogger("etlstage.worker")
 
@@ -45,6 +48,41 @@ def _die_with_parent() -> None:  # runs in the child between fork and exec
         libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: no orphan if the supervisor is killed
     except (OSError, AttributeError):
         pass
+
+
+def _beside_etlstage() -> list[str]:
+    """The folders of the running etlstage: its interpreter's (a venv's bin/) and its script's."""
+    folders = [os.path.dirname(sys.executable)]
+    if os.path.basename(sys.argv[0]) == "etlstage":
+        folders.append(os.path.dirname(os.path.abspath(sys.argv[0])))
+    return [f for f in dict.fromkeys(folders) if f]
+
+
+def resolve_program(argv: list[str], env: Mapping[str, str]) -> list[str]:
+    """``argv``, its bare program name replaced by the copy beside the running etlstage when not on PATH.
+
+    Running ``/path/to/venv/bin/etlstage`` without activating the venv should still find
+    the venv's other console scripts (``etlstage-rdss``...), as a user expects.
+    """
+    name = argv[0] if argv else ""
+    if not name or "/" in name or shutil.which(name, path=os.pathsep.join(os.get_exec_path(dict(env)))):
+        return argv
+    for folder in _beside_etlstage():
+        candidate = os.path.join(folder, name)
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            log.debug("%r is not on PATH; using %s, beside the running etlstage", name, candidate)
+            return [candidate, *argv[1:]]
+    return argv
+
+
+def _cwd_problem(cwd: str | None) -> str | None:
+    if cwd is None:
+        return None
+    if not os.path.isdir(cwd):
+        return f"its working directory {cwd} does not exist" if not os.path.exists(cwd) else f"{cwd} is not a directory"
+    if not os.access(cwd, os.X_OK):
+        return f"you may not enter its working directory {cwd}"
+    return None
 
 
 class Transport:
@@ -133,7 +171,7 @@ class _WorkerProtocol(asyncio.SubprocessProtocol):
                 self._line(raw)
 
     def _line(self, raw: bytes) -> None:
-        text = raw.decode("utf-8", "replace").rstrip("\r")
+        text = escape_controls(raw.decode("utf-8", "replace").rstrip("\r"))
         self.tail.append(text)
         log.info("[%s] %s", self.label, text)
 
@@ -193,6 +231,7 @@ class ProcessTransport(Transport):
     async def spawn(cls, argv: list[str], env: dict[str, str], cwd: str | None, label: str) -> ProcessTransport:
         loop = asyncio.get_running_loop()
         tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL)
+        argv = resolve_program(argv, env)
         try:
             transport, protocol = await loop.subprocess_exec(
                 lambda: _WorkerProtocol(label, tail, 4 * READ_CHUNK),
@@ -205,21 +244,32 @@ class ProcessTransport(Transport):
                 start_new_session=True,
                 preexec_fn=_die_with_parent,
             )
-        except FileNotFoundError:
-            raise WorkerError(
-                f"cannot start {label}: program {argv[0]!r} not found",
-                [
-                    f"command: {argv!r}",
-                    f"cwd: {cwd or os.getcwd()}",
-                    "fix: install it, or give its full path in 'command'",
-                ],
-            ) from None
-        except PermissionError:
-            raise WorkerError(
-                f"cannot start {label}: {argv[0]!r} is not executable",
-                [f"command: {argv!r}", "fix: chmod +x it, or run it through its interpreter (e.g. ['sh', 'x.sh'])"],
-            ) from None
-        except (OSError, ValueError) as exc:
+        except OSError as exc:
+            cwd_problem = _cwd_problem(cwd)
+            if cwd_problem:
+                raise WorkerError(
+                    f"cannot start {label}: {cwd_problem}",
+                    [f"command: {argv!r}", "fix: create it, or correct the stage's 'cwd' (relative to the file)"],
+                ) from None
+            if isinstance(exc, FileNotFoundError):
+                raise WorkerError(
+                    f"cannot start {label}: program {argv[0]!r} not found",
+                    [
+                        f"command: {argv!r}",
+                        f"cwd: {cwd or os.getcwd()}",
+                        "fix: install it, or give its full path in 'command'",
+                    ],
+                ) from None
+            if isinstance(exc, PermissionError):
+                raise WorkerError(
+                    f"cannot start {label}: {argv[0]!r} is not executable",
+                    [
+                        f"command: {argv!r}",
+                        "fix: chmod +x it, or run it through its interpreter (e.g. ['sh', 'x.sh'])",
+                    ],
+                ) from None
+            raise WorkerError(f"cannot start {label}: {exc}", [f"command: {argv!r}"]) from None
+        except ValueError as exc:
             raise WorkerError(f"cannot start {label}: {exc}", [f"command: {argv!r}"]) from None
         for fd in (0, 1):
             with contextlib.suppress(AttributeError, ValueError, OSError):

@@ -3,14 +3,24 @@
 It holds each E-stage's committed offsets (supervisor-managed) or progress
 (worker-managed), the windows in flight, the dead-letter store and the running
 supervisor's heartbeat, so ``etlstage status`` can read it while a pipeline runs.
-Files and folders are created owner-only (0700 / 0600).
+
+Files and folders are created owner-only (0700 / 0600).  Where state is written, nothing
+is taken on trust: the state directory, ``stages/``, each stage's directory, ``state.db``
+and the files SQLite keeps beside it (``-wal``, ``-shm``, ``-journal``) must not be
+symbolic links and must belong to the user running etlstage; a state directory others
+could write is made owner-only (with a warning).  Once the directory is ours and 0700,
+no one else can swap what is in it, so the checks made at opening hold for the run.
 """
 
 from __future__ import annotations
 
+import errno
 import json
+import logging
 import os
+import pwd
 import sqlite3
+import stat
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,6 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from etlstage.errors import StateError
+
+log = logging.getLogger("etlstage.state")
+SIDE_FILES = ("-wal", "-shm", "-journal")  # what SQLite creates beside the database
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS checkpoints (
@@ -74,10 +87,95 @@ class DeadLetter:
         return parts
 
 
-def ensure_private_dir(path: str | Path) -> Path:
+def _user(uid: int) -> str:
+    try:
+        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except KeyError:
+        return f"uid {uid}"
+
+
+def _on_pseudo_fs(path: Path) -> bool:
+    """On /proc, /sys and the like: no blocks and no inodes to hold a file."""
+    try:
+        fs = os.statvfs(path)
+    except OSError:
+        return False
+    return fs.f_blocks == 0 and fs.f_files == 0
+
+
+def _entry_problem(path: Path, st: os.stat_result, kind: str) -> str | None:
+    """Why an existing entry where state is written cannot be used, or None."""
+    if stat.S_ISLNK(st.st_mode):
+        return (
+            f"{path} is a symbolic link (to {os.readlink(path)}); etlstage does not follow links where it writes "
+            f"state: put the real {kind} there, or point state_dir at the real directory"
+        )
+    wanted = stat.S_ISDIR if kind == "directory" else stat.S_ISREG
+    if not wanted(st.st_mode):
+        return f"{path} exists and is not a {kind}"
+    if st.st_uid != os.geteuid():
+        return (
+            f"{path} belongs to {_user(st.st_uid)}, not to you ({_user(os.geteuid())}): another user could read "
+            f"or change the pipeline's state; chown it to you, or choose another state_dir"
+        )
+    return None
+
+
+def state_dir_problems(path: str | Path) -> list[str]:
+    """What would keep :func:`ensure_private_dir` from using ``path``, found without changing anything."""
     p = Path(path)
-    p.mkdir(parents=True, exist_ok=True, mode=0o700)
-    os.chmod(p, 0o700)
+    if "\x00" in str(p):
+        return [f"{str(p)!r} holds a NUL byte; no directory name can"]
+    try:
+        problem = _entry_problem(p, os.lstat(p), "directory")
+        if problem is None and _on_pseudo_fs(p):
+            problem = f"{p} is on a kernel file system (like /proc or /sys) that holds no files"
+        return [problem] if problem else []
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        return [f"{p}: {exc.strerror}"]
+    parent = p.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        return [f"{p} cannot be created: {parent} is not a directory"]
+    if _on_pseudo_fs(parent):
+        return [f"{p} cannot be created: {parent} is on a kernel file system (like /proc or /sys) that holds no files"]
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return [f"{p} cannot be created: you may not write in {parent}"]
+    return []
+
+
+def ensure_private_dir(path: str | Path) -> Path:
+    """The directory ``path``, created owner-only (every missing level 0700) and checked (module docstring)."""
+    p = Path(path)
+    if "\x00" in str(p):
+        raise StateError(f"{str(p)!r} holds a NUL byte; no directory name can")
+    missing = []
+    level = p
+    while not os.path.lexists(level) and level != level.parent:
+        missing.append(level)
+        level = level.parent
+    try:
+        for d in reversed(missing):
+            try:
+                os.mkdir(d, 0o700)
+            except FileExistsError:
+                pass
+        st = os.lstat(p)
+    except OSError as exc:
+        raise StateError(f"cannot create the state directory {p}: {exc.strerror}") from None
+    problem = _entry_problem(p, st, "directory")
+    if problem:
+        raise StateError(problem)
+    if stat.S_IMODE(st.st_mode) != 0o700:
+        if st.st_mode & 0o022:
+            log.warning("%s was writable by others (mode %03o); made owner-only (0700)", p, stat.S_IMODE(st.st_mode))
+        try:
+            os.chmod(p, 0o700)
+        except OSError as exc:
+            raise StateError(f"cannot make {p} owner-only: {exc.strerror}") from None
     return p
 
 
@@ -87,21 +185,77 @@ class StateStore:
     def __init__(self, state_dir: str | Path) -> None:
         self.dir = ensure_private_dir(state_dir)
         self.path = self.dir / self.FILE
-        fresh = not self.path.exists()
-        if fresh:
-            fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600)
-            os.close(fd)
+        stage_dirs = self._stage_dirs()
+        for suffix in SIDE_FILES:
+            self._check_file(Path(str(self.path) + suffix))
+        self._open_file(stage_dirs)
         try:
             self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=FULL")
             self.db.executescript(SCHEMA)
+            check = self.db.execute("PRAGMA quick_check").fetchall()
+            if check != [("ok",)]:
+                raise sqlite3.DatabaseError("; ".join(str(r[0]) for r in check[:3]))
+        except sqlite3.OperationalError as exc:  # locked, unreadable...: the file may well be fine
+            raise StateError(f"cannot use the state store {self.path}: {exc}") from None
         except sqlite3.DatabaseError as exc:
-            raise StateError(f"state store {self.path}: {exc} (is it a SQLite file written by etlstage?)") from None
-        for extra in ("-wal", "-shm"):
-            side = Path(str(self.path) + extra)
+            raise StateError(
+                f"the state store {self.path} is damaged or is not etlstage's ({exc}). Move it aside "
+                f"(mv {self.path} {self.path}.damaged) and put back a copy from a backup; or run without it to "
+                "start afresh: its committed offsets and dead letters are then lost and extractors start again "
+                "from their beginning"
+            ) from None
+        for suffix in SIDE_FILES:
+            side = Path(str(self.path) + suffix)
             if side.exists():
                 os.chmod(side, 0o600)
+
+    def _stage_dirs(self) -> list[str]:
+        """Names of the stage directories under ``stages/`` (created 0700 if missing); no links among them."""
+        stages = ensure_private_dir(self.dir / "stages")
+        names = []
+        with os.scandir(stages) as entries:
+            for entry in entries:
+                problem = _entry_problem(Path(entry.path), entry.stat(follow_symlinks=False), "directory")
+                if problem:
+                    raise StateError(problem)
+                names.append(entry.name)
+        return sorted(names)
+
+    def _check_file(self, path: Path) -> None:
+        try:
+            problem = _entry_problem(path, os.lstat(path), "file")
+        except FileNotFoundError:
+            return
+        if problem:
+            raise StateError(problem)
+
+    def _open_file(self, stage_dirs: list[str]) -> None:
+        """Create or check ``state.db`` without following a link; refuse an emptied one that held state."""
+        existed = os.path.lexists(self.path)
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                self._check_file(self.path)  # names the link and its target
+            raise StateError(f"cannot open the state store {self.path}: {exc.strerror}") from None
+        try:
+            st = os.fstat(fd)
+            problem = _entry_problem(self.path, st, "file")
+            if problem:
+                raise StateError(problem)
+            if existed and st.st_size == 0 and stage_dirs:
+                raise StateError(
+                    f"{self.path} is empty (0 bytes), but {self.dir / 'stages'} holds the directories of stages "
+                    f"that ran before ({', '.join(stage_dirs)}): the committed offsets and dead letters it held "
+                    "are gone, and running on would start every extractor again from its beginning. Put back "
+                    f"{self.FILE} from a backup; or, to start afresh on purpose, delete the empty file and run again"
+                )
+            if stat.S_IMODE(st.st_mode) != 0o600:
+                os.fchmod(fd, 0o600)
+        finally:
+            os.close(fd)
 
     def close(self) -> None:
         self.db.close()

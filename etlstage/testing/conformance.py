@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from etlstage.protocol.markers import DEFAULT_MARKERS, Markers
+from etlstage.protocol.vocabulary import Mode, StageType
 from etlstage.testing.harness import HarnessResult, StageHarness, WorkerFailed
 
 PRINTABLE = Markers(eom=ord("|"), eop=ord("#"), eob=ord("~"), bnc=ord("^"))
@@ -90,7 +91,7 @@ def check_empty_messages(h: StageHarness, w: Any, o: Options) -> str | None:
         inputs=[b"", b"", b""],
         prefetch=1,
     )
-    return _expect_groups(r, _batch_sizes(3, 1 if mode == "single" else o.batch_size), "empty messages, groups")
+    return _expect_groups(r, _batch_sizes(3, 1 if mode == Mode.SINGLE else o.batch_size), "empty messages, groups")
 
 
 CONTROL = Markers(eom=0x1E, eop=0x03, eob=0x04, bnc=0x05)
@@ -112,7 +113,7 @@ def _with_markers(markers: Markers, label: str) -> Check:
             inputs=SAMPLE,
             prefetch=1,
         )
-        sizes = _batch_sizes(len(SAMPLE), 1 if mode == "single" else o.batch_size)
+        sizes = _batch_sizes(len(SAMPLE), 1 if mode == Mode.SINGLE else o.batch_size)
         return _expect_groups(r, sizes, f"groups with markers {label} from ETLSTAGE_*,")
 
     return check
@@ -163,7 +164,7 @@ def check_extract_printable(h: StageHarness, w: Any, o: Options) -> str | None:
 
 
 def checks_for(o: Options) -> list[tuple[str, Check]]:
-    if o.type == "E":
+    if o.type == StageType.E:
         plan: list[tuple[str, Check]] = []
         if o.mode in (None, "plain"):
             plan.append(("plain run: messages, then exit 0", check_extract_plain))

@@ -24,6 +24,7 @@ from etlstage.config.model import RestartPolicy, StageConfig, Timeouts
 from etlstage.errors import EtlstageError, PipelineError
 from etlstage.protocol.markers import DEFAULT_MARKERS, Markers
 from etlstage.protocol.scenario import Scenario
+from etlstage.protocol.vocabulary import BatchDriver, Mode, Offsets, OnFailure, StageType, default_mode, word_of
 from etlstage.runtime.driver import STOP, ExtractDriver, TransformDriver
 from etlstage.runtime.flow import Inbox, Job, Piece, Window
 from etlstage.runtime.stats import StageStats
@@ -86,24 +87,25 @@ class StageHarness:
         the first request, so bytes a worker writes unasked are caught.
         """
         m = markers if isinstance(markers, Markers) else Markers.from_mapping(markers or {}, DEFAULT_MARKERS)
-        mode = mode or ("plain" if type == "E" else "single")
+        stage_type = word_of(StageType, type, "type")
+        mode = mode or default_mode(stage_type)
         in_process = not (isinstance(worker, (list, tuple)))
         python_worker: Any = worker  # an SDK worker whenever in_process
         stage = StageConfig(
             name="harness",
-            type=type,
+            type=stage_type,
             command=[str(a) for a in worker] if not in_process else ["<in-process>"],  # type: ignore[union-attr]
-            mode=mode,
+            mode=word_of(Mode, mode, "mode"),
             markers=m,
             batch_size=batch_size,
-            batch_driver=batch_driver,
+            batch_driver=word_of(BatchDriver, batch_driver, "batch_driver"),
             linger=linger,
-            offsets=offsets,
+            offsets=word_of(Offsets, offsets, "offsets"),
             poll_interval=0.0,
             env=env or {},
             timeouts=Timeouts(startup=timeout, request=timeout, idle=None),
             restart=RestartPolicy(max_restarts=0, backoff=0.0),
-            on_failure="fail",
+            on_failure=OnFailure.FAIL,
             prefetch=prefetch,
             stop_timeout=timeout,
         )
@@ -124,7 +126,7 @@ class StageHarness:
             transports.append(t)
             return t
 
-        run = _extract if type == "E" else _transform
+        run = _extract if stage_type == StageType.E else _transform
         try:
             batches, sent = asyncio.run(run(stage, sdir, spawn, list(inputs), cycles, requests, settle))
         except PipelineError as exc:
@@ -222,7 +224,7 @@ async def _extract(
 
     driver = ExtractDriver(stage, sdir, spawn, StageStats("harness", "E"), emit, open_window, next_request, once=False)
     await driver.run()
-    if stage.mode == "plain":
+    if stage.mode == Mode.PLAIN:
         sent = [[]]
     return [outputs[w.seq] for w in windows], sent
 

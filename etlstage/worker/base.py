@@ -78,7 +78,7 @@ class Extractor(Worker):
 
     def on_window_done(self, request: Request) -> None:
         """Worker-managed offsets: a new request arrived, so the previous cycle's window
-        was fully loaded downstream — commit its offsets now (DESIGN.md §3).  Never
+        was fully loaded downstream — commit its offsets now (docs/protocol.md: windows).  Never
         commit on stdin EOF: that may mean the supervisor died."""
 
 

@@ -23,6 +23,7 @@ from typing import Any, BinaryIO
 from etlstage.errors import ProtocolViolation
 from etlstage.protocol.framing import EOB, RequestParser, check_messages
 from etlstage.protocol.scenario import Scenario
+from etlstage.protocol.vocabulary import Mode, StageType
 from etlstage.worker.acks import PendingAcks
 from etlstage.worker.base import Extractor, Loader, Request, Transformer, Worker, as_worker
 
@@ -121,7 +122,7 @@ def _protected_stdout() -> BinaryIO:
 
 def _loop(w: Worker, sc: Scenario, stdin: BinaryIO, out: _Output) -> None:
     m = sc.markers
-    if sc.type == "E" and sc.mode == "plain":
+    if sc.type == StageType.E and sc.mode == Mode.PLAIN:
         assert isinstance(w, Extractor), "an E-stage needs an Extractor"
         out.messages(w.extract(None))
         write_report(w)
@@ -158,14 +159,14 @@ def _serve_requests(
             return
         for token in parser.feed(chunk):
             if token is EOB:
-                if sc.type == "E" or not sc.is_batch:
+                if sc.type == StageType.E or not sc.is_batch:
                     raise ProtocolViolation(f"EOB received by a {sc.type}-worker in {sc.mode} mode")
                 _run_batch(w, batch, out, m.EOP, acks)
                 out.flush()  # acknowledge now, not after the next batch (which may take long)
                 batch = []
                 continue
             assert isinstance(token, list)
-            if sc.type == "E":
+            if sc.type == StageType.E:
                 for raw in token:
                     request = Request.parse(raw, cycle)
                     assert isinstance(w, Extractor), "an E-stage needs an Extractor"

@@ -97,3 +97,19 @@ def test_schema_command_prints_the_shipped_json_schema(pdir):
     schema = json.loads(r.stdout)
     assert schema["$defs"]["stage"]["additionalProperties"] is False
     assert "partition_by" in schema["$defs"]["stage"]["properties"]
+
+
+def test_every_key_of_the_schema_is_documented():
+    """docs/stages-yaml.md has a row for every pipeline, stage and service key."""
+    import json
+    import re
+    from importlib import resources
+
+    from tests.support.paths import ROOT
+
+    schema = json.loads(resources.files("etlstage.config").joinpath("stages.schema.json").read_text())
+    doc = (ROOT / "docs" / "stages-yaml.md").read_text()
+    rows = set(re.findall(r"^\| `([a-z_]+)` \|", doc, flags=re.M))
+    stage = schema["$defs"]["stage"]["properties"]
+    wanted = set(schema["properties"]) | set(stage)
+    assert not wanted - rows, f"keys with no row in docs/stages-yaml.md: {sorted(wanted - rows)}"

@@ -12,6 +12,7 @@ import threading
 import time
 
 from etlstage.errors import StateError
+from etlstage.state.sqlite import connect, immediate
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS kcl_checkpoint (
@@ -32,11 +33,7 @@ class CheckpointStore:
         try:
             if path != ":memory:":
                 os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-            self._db = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
-            if path != ":memory:":
-                self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.executescript(SCHEMA)
+            self._db = connect(path, synchronous="NORMAL", threads=True, schema=SCHEMA)
         except (sqlite3.Error, OSError) as exc:
             raise StateError(f"KCL checkpoint store {path!r}: cannot open ({exc})") from None
 
@@ -63,9 +60,7 @@ class CheckpointStore:
             return self._allocate(shard_id, count)
 
     def _allocate(self, shard_id: str, count: int) -> int:
-        db = self._db
-        db.execute("BEGIN IMMEDIATE")
-        try:
+        with immediate(self._db) as db:
             row = db.execute(
                 "SELECT next_value FROM kcl_counter WHERE stage=? AND shard_id=?", (self.stage, shard_id)
             ).fetchone()
@@ -75,10 +70,6 @@ class CheckpointStore:
                 "next_value=excluded.next_value",
                 (self.stage, shard_id, first + count),
             )
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
         return first
 
     def close(self) -> None:

@@ -1,6 +1,6 @@
 """The Kinesis E-worker: cycles of one GetRecords per readable shard, checkpoints on ack.
 
-Cyclic mode, worker-managed offsets (DESIGN.md §3): ``extract`` reads each readable
+Cyclic mode, worker-managed offsets (docs/protocol.md: windows): ``extract`` reads each readable
 shard once and remembers, per shard, the position of the last record it emitted (and
 whether the shard ended).  Those positions are committed by ``on_window_done`` — called
 when the *next* request arrives, i.e. when everything emitted before is loaded.  Stdin

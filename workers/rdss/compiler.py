@@ -25,7 +25,7 @@ import referencing.jsonschema
 
 Resolver = Any  # referencing's Resolver (generic, not exported at the top level)
 
-_ANNOTATIONS = frozenset(
+ANNOTATIONS = frozenset(
     {"$schema", "id", "$id", "definitions", "$defs", "title", "description", "$comment", "default", "examples"}
 )
 _TYPE_TEST = {
@@ -42,23 +42,51 @@ class UnsupportedSchema(ValueError):
     """The schema uses a keyword this compiler does not implement."""
 
 
-def _unique(items: list[Any]) -> bool:
-    if len(items) < 2:
+def unique(items: list[Any]) -> bool:
+    """No two items serialise alike (``True`` and ``1``, ``1`` and ``1.0`` are different JSON).
+
+    Serialising every item is slow, and short arrays are the rule: compare their pairs with ``==``
+    first.  ``==`` is looser (``True == 1 == 1.0``), so no equal pair proves the items unique; only
+    a pair it finds equal needs the serialised comparison.  (NaN, the one value unequal to itself,
+    never reaches here: the message parser rejects it.)
+
+    >>> unique([{"a": 1}, {"a": 2}]), unique([{"a": 1}, {"a": 1}]), unique([1, True]), unique([1, 1.0])
+    (True, False, True, True)
+    """
+    n = len(items)
+    if n < 2:
+        return True
+    if n <= 16 and not any(items[i] == items[j] for i in range(n - 1) for j in range(i + 1, n)):
         return True
     keys = [json.dumps(x, sort_keys=True) for x in items]
     return len(set(keys)) == len(keys)
 
 
-def _anchored(pattern: str) -> str:
+def anchored(pattern: str) -> str:
     # JSON Schema patterns use search semantics; a trailing "$" must not accept a trailing newline.
     return pattern[:-1] + r"\Z" if pattern.endswith("$") and not pattern.endswith("\\$") else pattern
+
+
+def type_test(t: str, v: str, draft4: bool) -> str:
+    """The Python test that the value named ``v`` has JSON type ``t`` (draft-04: no integral floats).
+
+    >>> type_test("integer", "x", True), type_test("string", "x", False)
+    ('type(x) is int', 'type(x) is str')
+    """
+    if t == "integer":
+        if draft4:
+            return f"type({v}) is int"
+        return f"(type({v}) is int or (type({v}) is float and {v}.is_integer()))"
+    if t not in _TYPE_TEST:
+        raise UnsupportedSchema(f"unknown type {t!r}")
+    return _TYPE_TEST[t].format(v=v)
 
 
 class _Compiler:
     def __init__(self, resolver: Resolver, formats: Mapping[str, Callable[[object], bool]], draft4: bool):
         self.formats = formats
         self.draft4 = draft4
-        self.consts: dict[str, Any] = {"_unique": _unique}
+        self.consts: dict[str, Any] = {"_unique": unique}
         self.lines: list[str] = []
         self.names: dict[int, str] = {}  # id(schema) -> function name (refs compile once)
         self.keep: list[Any] = []  # schemas whose id() is used as a key stay alive
@@ -97,15 +125,15 @@ class _Compiler:
             resolved = resolver.lookup(s["$ref"])
             target = self.function(resolved.contents, resolved.resolver)
             out.append(f"{ind}if not {target}({v}): return False")
-            if self.draft4 or len(s.keys() - _ANNOTATIONS) == 1:
+            if self.draft4 or len(s.keys() - ANNOTATIONS) == 1:
                 return  # draft-04/06/07: siblings of $ref are ignored
-        for kw in s.keys() - _ANNOTATIONS - {"$ref"}:
-            if kw not in _HANDLED:
+        for kw in s.keys() - ANNOTATIONS - {"$ref"}:
+            if kw not in HANDLED:
                 raise UnsupportedSchema(f"keyword {kw!r} is not supported by the compiler")
         t = s.get("type")
         if t is not None:
             types = [t] if isinstance(t, str) else list(t)
-            out.append(f"{ind}if not ({' or '.join(self.type_test(x, v) for x in types)}): return False")
+            out.append(f"{ind}if not ({' or '.join(type_test(x, v, self.draft4) for x in types)}): return False")
         if "enum" in s:
             values = s["enum"]
             if all(isinstance(x, str) for x in values):
@@ -135,15 +163,6 @@ class _Compiler:
         if "not" in s:
             out.append(f"{ind}if {self.function(s['not'], resolver)}({v}): return False")
 
-    def type_test(self, t: str, v: str) -> str:
-        if t == "integer":
-            if self.draft4:
-                return f"type({v}) is int"
-            return f"(type({v}) is int or (type({v}) is float and {v}.is_integer()))"
-        if t not in _TYPE_TEST:
-            raise UnsupportedSchema(f"unknown type {t!r}")
-        return _TYPE_TEST[t].format(v=v)
-
     def emit_string(self, s: dict[str, Any], v: str, out: list[str], ind: str) -> None:
         checks = []
         if "minLength" in s:
@@ -151,7 +170,7 @@ class _Compiler:
         if "maxLength" in s:
             checks.append(f"len({v}) > {int(s['maxLength'])}")
         if "pattern" in s:
-            checks.append(f"{self.const(re.compile(_anchored(s['pattern'])).search)}({v}) is None")
+            checks.append(f"{self.const(re.compile(anchored(s['pattern'])).search)}({v}) is None")
         if "format" in s and s["format"] in self.formats:
             checks.append(f"not {self.const(self.formats[s['format']])}({v})")
         if checks:
@@ -249,7 +268,7 @@ class _Compiler:
         out.append(f"{ind}if not {self.function(sub, resolver)}({w}): return False")
 
 
-_HANDLED = frozenset(
+HANDLED = frozenset(
     {
         "type",
         "enum",
@@ -276,6 +295,14 @@ _HANDLED = frozenset(
 )
 
 
+def root_resolver(schema: Mapping[str, Any], registry: referencing.Registry | None, draft4: bool) -> Resolver:
+    """A resolver of ``schema``'s references: local ones against ``schema``, others through ``registry``."""
+    spec = referencing.jsonschema.DRAFT4 if draft4 else referencing.jsonschema.DRAFT7
+    resource = referencing.Resource.from_contents(schema, default_specification=spec)
+    registry = (registry or referencing.Registry()).with_resource("urn:etlstage:root", resource)
+    return registry.resolver_with_root(resource)
+
+
 def compile_schema(
     schema: Mapping[str, Any],
     *,
@@ -289,10 +316,7 @@ def compile_schema(
     >>> valid({"a": 1}), valid({"a": "1"}), valid({})
     (True, False, False)
     """
-    spec = referencing.jsonschema.DRAFT4 if draft4 else referencing.jsonschema.DRAFT7
-    resource = referencing.Resource.from_contents(schema, default_specification=spec)
-    registry = (registry or referencing.Registry()).with_resource("urn:etlstage:root", resource)
-    resolver = registry.resolver_with_root(resource)
+    resolver = root_resolver(schema, registry, draft4)
     compiler = _Compiler(resolver, formats or {}, draft4)
     entry = compiler.function(schema, resolver)
     source = "\n".join(compiler.lines)

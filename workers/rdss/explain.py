@@ -1,6 +1,9 @@
 """Why a message failed its schema: every problem, the spec error code, one precise sentence.
 
-Run only on messages the compiled validator rejected.  The code is chosen by precedence:
+Run only on messages the compiled validator rejected, over the problems found by
+:mod:`problems` (compiled) or, for what that cannot name, by jsonschema: both give errors with
+the same attributes (``absolute_path``, ``validator``, ``validator_value``, ``instance``,
+``schema``, ``context``, ``schema_path``, ``message``).  The code is chosen by precedence:
 an invalid UUID anywhere (GENERR010: the spec says such a message MUST get that code) before
 header problems (GENERR004) before an unsupported messageType (GENERR002) before body
 problems (GENERR001).  Timestamps count as header problems in the header and body problems
@@ -11,11 +14,30 @@ other problems were found.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import jsonschema
 from etlstage_workers.rdss.codes import GENERR001, GENERR002, GENERR004, GENERR010
 from etlstage_workers.rdss.formats import TIMESTAMP_EXPECTED, TIMESTAMP_FORMATS, UUID_EXPECTED, UUID_PATTERN
+
+
+class SchemaError(Protocol):
+    """What a ``jsonschema.ValidationError`` and a :class:`problems.Problem` both offer."""
+
+    validator: Any
+    validator_value: Any
+    instance: Any
+    schema: Any
+
+    @property
+    def absolute_path(self) -> Iterable[Any]: ...
+    @property
+    def context(self) -> Any: ...
+    @property
+    def schema_path(self) -> Any: ...
+    @property
+    def message(self) -> str: ...
+
 
 _PRECEDENCE = (GENERR010, GENERR004, GENERR002, GENERR001)
 _JSON_TYPES = {dict: "object", list: "array", str: "string", int: "integer", float: "number", bool: "boolean"}
@@ -38,12 +60,12 @@ def short(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _leaves(errors: Iterable[jsonschema.ValidationError]) -> list[jsonschema.ValidationError]:
+def _leaves(errors: Iterable[SchemaError]) -> list[SchemaError]:
     """anyOf/oneOf failures replaced by the problems of their closest alternative."""
-    out: list[jsonschema.ValidationError] = []
+    out: list[SchemaError] = []
     for error in errors:
         if error.context and error.validator in ("anyOf", "oneOf"):
-            branches: dict[Any, list[jsonschema.ValidationError]] = {}
+            branches: dict[Any, list[SchemaError]] = {}
             for sub in error.context:
                 branches.setdefault(sub.schema_path[0] if sub.schema_path else 0, []).append(sub)
             best = min(branches.values(), key=len)
@@ -53,7 +75,7 @@ def _leaves(errors: Iterable[jsonschema.ValidationError]) -> list[jsonschema.Val
     return out
 
 
-def code_of(error: jsonschema.ValidationError) -> str:
+def code_of(error: SchemaError) -> str:
     path = list(error.absolute_path)
     if error.validator == "pattern" and error.validator_value == UUID_PATTERN:
         return GENERR010
@@ -69,7 +91,7 @@ def code_of(error: jsonschema.ValidationError) -> str:
     return GENERR001
 
 
-def describe(error: jsonschema.ValidationError) -> str:
+def describe(error: SchemaError) -> str:
     where = location(error.absolute_path)
     v, value = error.validator, error.instance
     if v == "required" and isinstance(value, dict):
@@ -109,14 +131,23 @@ def describe(error: jsonschema.ValidationError) -> str:
 
 def explain(validator: jsonschema.protocols.Validator, doc: Any) -> tuple[str, str] | None:
     """``(code, description)`` of the problems ``validator`` finds in ``doc``; None if it finds none."""
-    errors = _leaves(validator.iter_errors(doc))
-    if not errors:
+    return explain_errors(validator.iter_errors(doc))
+
+
+def explain_errors(errors: Iterable[SchemaError]) -> tuple[str, str] | None:
+    """``(code, description)`` of a schema's errors (each anyOf/oneOf as its closest alternative); None if none.
+
+    Reading ``message`` of a :class:`problems.Problem` raises :class:`problems.Unnamed`: the caller
+    then asks jsonschema.
+    """
+    leaves = _leaves(errors)
+    if not leaves:
         return None
-    return pick(errors)
+    return pick(leaves)
 
 
-def pick(errors: Sequence[jsonschema.ValidationError]) -> tuple[str, str]:
-    by_code: dict[str, list[jsonschema.ValidationError]] = {}
+def pick(errors: Sequence[SchemaError]) -> tuple[str, str]:
+    by_code: dict[str, list[SchemaError]] = {}
     for error in errors:
         by_code.setdefault(code_of(error), []).append(error)
     code = next(c for c in _PRECEDENCE if c in by_code)

@@ -18,10 +18,11 @@ Instances of a stage may share the file: every batch is one ``BEGIN IMMEDIATE`` 
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
+
+from etlstage.state.sqlite import connect
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS messages (
@@ -71,24 +72,10 @@ class LocalDataRepository:
     def __init__(self, path: str | Path, busy_timeout_s: float = 60.0) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.db = sqlite3.connect(str(self.path), timeout=busy_timeout_s, isolation_level=None)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=FULL")
-        self.db.executescript(SCHEMA)
+        self.db = connect(self.path, timeout=busy_timeout_s, schema=SCHEMA)
 
     def close(self) -> None:
         self.db.close()
-
-    # -- transactions -------------------------------------------------------------------
-    def begin(self) -> None:
-        self.db.execute("BEGIN IMMEDIATE")
-
-    def commit(self) -> None:
-        self.db.execute("COMMIT")
-
-    def rollback(self) -> None:
-        if self.db.in_transaction:
-            self.db.execute("ROLLBACK")
 
     # -- messages -----------------------------------------------------------------------
     def known_ids(self, ids: Sequence[str]) -> set[str]:

@@ -3,8 +3,10 @@
 A :class:`SchemaSet` maps a *key* to two validators of the same schema:
 
 - ``fast[key]`` — a predicate compiled by :mod:`compiler` (the hot path: valid messages);
-- ``explain[key]`` — a jsonschema validator, run only on a message the fast one rejected,
-  to list every problem with its place.
+- ``problems[key]`` — every problem with its place, compiled by :mod:`problems` when first
+  needed: run only on a message the fast one rejected (:meth:`SchemaSet.why`);
+- ``explain[key]`` — a jsonschema validator, for the rare problem the compiled lister cannot
+  name (and the schemas it cannot compile).
 
 Keys: ``message_<messageType>`` (requests; Command and Event), ``message_<messageType>_Document``
 (responses, where the spec defines one), ``part`` (one part of a multi-message sequence: any
@@ -28,7 +30,9 @@ import jsonschema
 import referencing
 import referencing.jsonschema
 from etlstage_workers.rdss.compiler import UnsupportedSchema, compile_schema
+from etlstage_workers.rdss.explain import explain, explain_errors
 from etlstage_workers.rdss.formats import FORMAT_CHECKS
+from etlstage_workers.rdss.problems import ProblemFinder, Unnamed, compile_problems
 
 SPEC_VERSIONS = ("3.0.2", "4.0.0")
 DEFAULT_SPEC = "3.0.2"
@@ -99,6 +103,7 @@ class SchemaSet:
     draft: str = ""
     fast: dict[str, Callable[[Any], bool]] = field(default_factory=dict)
     explain: dict[str, jsonschema.protocols.Validator] = field(default_factory=dict)
+    problems: dict[str, ProblemFinder | None] = field(default_factory=dict)  # compiled on first use; None: cannot
 
     @property
     def message_types(self) -> tuple[str, ...]:
@@ -118,6 +123,28 @@ class SchemaSet:
             if fallback:
                 self.fast[key] = self.explain[key].is_valid
         return self
+
+    def problem_finder(self, key: str) -> ProblemFinder | None:
+        """The compiled lister of schema ``key``'s problems (compiled when first needed: a stream of valid
+        messages never pays for it); None when the schema uses a keyword the compiler lacks."""
+        if key not in self.problems:
+            try:
+                self.problems[key] = compile_problems(
+                    self.roots[key], registry=self.registry, formats=FORMAT_CHECKS, draft4=self.draft == DRAFT4
+                )
+            except UnsupportedSchema:
+                self.problems[key] = None
+        return self.problems[key]
+
+    def why(self, key: str, doc: Any) -> tuple[str, str] | None:
+        """``(code, description)`` of what schema ``key`` finds wrong with ``doc``; None if nothing."""
+        problems = self.problem_finder(key)
+        if problems is not None:
+            try:
+                return explain_errors(problems(doc))
+            except Unnamed:  # the problem to describe is one only jsonschema's message text names
+                pass
+        return explain(self.explain[key], doc)
 
     def _inlined(self, root: dict[str, Any]) -> dict[str, Any]:
         """``root`` with every ``$ref`` replaced by its target: jsonschema explains ~2.5x faster without

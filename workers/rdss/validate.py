@@ -2,7 +2,8 @@
 
 The hot path for a valid message is: a length check, ``json.loads``, a few dictionary
 look-ups to choose the schema, one compiled predicate, one expiry comparison.  Only a
-rejected message pays for :mod:`explain` (a full jsonschema pass listing every problem).
+rejected message pays for :mod:`explain` (a second compiled pass listing every problem, see
+:mod:`problems`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from etlstage_workers.rdss.codes import GENERR001, GENERR002, GENERR003, GENERR004, GENERR006, GENERR007
-from etlstage_workers.rdss.explain import explain, short
+from etlstage_workers.rdss.explain import short
 from etlstage_workers.rdss.formats import timestamp_seconds
 from etlstage_workers.rdss.schemas import SchemaSet, schema_key
 
@@ -104,7 +105,7 @@ class MessageValidator:
         else:
             key = "any"
         if not self.schemas.fast[key](doc) or key == "any":
-            found = explain(self.schemas.explain[key], doc)
+            found = self.schemas.why(key, doc)
             if found is None:
                 supported = ", ".join(self.schemas.message_types)
                 found = (

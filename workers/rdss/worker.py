@@ -23,6 +23,7 @@ from etlstage_workers.rdss.reassembly import Reassembler, input_key
 from etlstage_workers.rdss.schemas import DEFAULT_SPEC, load_schema_set
 from etlstage_workers.rdss.validate import DEFAULT_MAX_BYTES, MessageValidator, Verdict
 
+from etlstage.state.sqlite import immediate
 from etlstage.worker import Transformer
 
 log = logging.getLogger("etlstage.rdss")
@@ -122,41 +123,36 @@ class RdssTransformer(Transformer):
                 continue
             copies.add(raw)
             unique.append(raw)
-        verdicts = [(raw, self._check(raw, now)) for raw in unique]
-        out: list[bytes] = []
+        # Validate and serialise before taking the LDR's write lock (instances may share the file), one
+        # message at a time: a parsed document dies with its message, so a batch of them never sits in
+        # memory at once (the garbage collector would spend a fifth of the batch walking them).  Only a
+        # valid sequence part keeps its verdict, for the reassembler inside the transaction.
+        results: list[bytes | tuple[bytes, Verdict]] = []
         rows: list[tuple[Any, ...]] = []
-        for raw, v in verdicts:
-            h = v.header
-            seq_value = h.get("messageSequence")
-            seq: dict[str, Any] = seq_value if isinstance(seq_value, dict) else {}
-            mid = h.get("messageId")
-            if not isinstance(mid, str):  # recorded under the id its wrapped result carries
-                mid = derived_message_id(raw)
-            rows.append(
-                (
-                    mid,
-                    _text(h.get("messageClass")),
-                    _text(h.get("messageType")),
-                    _text(seq.get("sequence")),
-                    seq.get("position") if type(seq.get("position")) is int else None,
-                    "part" if v.part else (v.code or "valid"),
-                )
-            )
+        tally = _Tally()
+        for raw in unique:
+            v = self._check(raw, now)
+            row = _ldr_row(raw, v)
+            rows.append(row)
+            if v.part:
+                tally.parts += 1
+                results.append((raw, v))
+            elif v.code is None:
+                tally.valid += 1
+                results.append(passthrough(raw, v.doc))
+            else:
+                own_id = isinstance(v.header.get("messageId"), str)
+                tally.invalid.append((row[0] if own_id else f"{row[0]} (derived)", v.code, v.description))
+                results.append(error_result(raw, v.doc, v.code, v.description or v.code))
+            if self.options.log_messages:
+                log.info("[INFO] Message received: %s (%d bytes)", v.header.get("messageId"), len(raw))
         ldr = self.ldr
         # Parts must survive even a power loss once acknowledged; other rows are bookkeeping.
-        ldr.db.execute(f"PRAGMA synchronous={'FULL' if any(v.part for _, v in verdicts) else 'NORMAL'}")
-        ldr.begin()
-        try:
+        ldr.db.execute(f"PRAGMA synchronous={'FULL' if tally.parts else 'NORMAL'}")
+        with immediate(ldr.db):
             known = ldr.known_ids([r[0] for r in rows])
             ldr.record(rows, now)
-            emitted: set[str] = set()
-            for raw, v in verdicts:
-                if v.part:
-                    out.extend(self.reassembler.add(raw, v, now, emitted))
-                elif v.code is not None:
-                    out.append(error_result(raw, v.doc, v.code, v.description or v.code))
-                else:
-                    out.append(passthrough(raw, v.doc))
+            out = self._reassemble(results, now)
             keys: list[bytes] = []
             if self.reassembler.replay_keys:
                 keys = [input_key(raw) for raw in unique]
@@ -166,11 +162,19 @@ class RdssTransformer(Transformer):
             if now - self._last_purge >= PURGE_EVERY_S:
                 self._last_purge = now
                 ldr.purge(now - self.options.retention_s)
-            ldr.commit()
-        except BaseException:
-            ldr.rollback()
-            raise
-        self._count(verdicts, rows, known)
+        self._count(tally, [r[0] for r in rows], known)
+        return out
+
+    def _reassemble(self, results: list[bytes | tuple[bytes, Verdict]], now: float) -> list[bytes]:
+        """``results`` with each sequence part replaced by what it produces (usually nothing), in order."""
+        out: list[bytes] = []
+        emitted: set[str] = set()
+        for r in results:
+            if type(r) is bytes:
+                out.append(r)
+            else:
+                raw, verdict = r
+                out.extend(self.reassembler.add(raw, verdict, now, emitted))
         return out
 
     def _check(self, raw: bytes, now: float) -> Verdict:
@@ -180,30 +184,48 @@ class RdssTransformer(Transformer):
             log.exception("[ERROR] unexpected error validating a message of %d bytes", len(raw))
             return Verdict(None, GENERR009, f"message: unexpected error while validating: {type(exc).__name__}: {exc}")
 
-    def _count(self, verdicts: list[tuple[bytes, Verdict]], rows: list[tuple[Any, ...]], known: set[str]) -> None:
+    def _count(self, tally: _Tally, ids: list[str], known: set[str]) -> None:
         c = self.counters
-        c.received += len(verdicts)
-        ids = [r[0] for r in rows]
+        c.received += tally.parts + tally.valid + len(tally.invalid)
+        c.parts += tally.parts
+        c.valid += tally.valid
         seen = sum(1 for i in ids if i in known) + (len(ids) - len(set(ids)))
         c.seen_before += seen
-        invalid = 0
-        for raw, v in verdicts:
-            if v.part:
-                c.parts += 1
-            elif v.code is None:
-                c.valid += 1
-            else:
-                invalid += 1
-                c.by_code[v.code] = c.by_code.get(v.code, 0) + 1
-                mid = v.header.get("messageId")
-                mid = mid if isinstance(mid, str) else f"{derived_message_id(raw)} (derived)"
-                log.warning("[WARNING] Message %s to the %s queue: %s %s", mid, queue_of(v.code), v.code, v.description)
-            if self.options.log_messages:
-                log.info("[INFO] Message received: %s (%d bytes)", v.header.get("messageId"), len(raw))
+        for mid, code, description in tally.invalid:
+            c.by_code[code] = c.by_code.get(code, 0) + 1
+            log.warning("[WARNING] Message %s to the %s queue: %s %s", mid, queue_of(code), code, description)
         if seen:
             log.info(
                 "[INFO] %d message(s) with a messageId seen before: processed again (the loader de-duplicates)", seen
             )
+
+
+@dataclass
+class _Tally:
+    """One batch's outcomes, added to the counters (and logged) once its transaction commits."""
+
+    valid: int = 0
+    parts: int = 0
+    invalid: list[tuple[str, str, str | None]] = field(default_factory=list)  # (messageId, code, description)
+
+
+def _ldr_row(raw: bytes, v: Verdict) -> tuple[Any, ...]:
+    """The LDR's record of one message: (messageId, messageClass, messageType, sequence, position, outcome)."""
+    h = v.header
+    seq_value = h.get("messageSequence")
+    seq: dict[str, Any] = seq_value if isinstance(seq_value, dict) else {}
+    mid = h.get("messageId")
+    if not isinstance(mid, str):  # recorded under the id its wrapped result carries
+        mid = derived_message_id(raw)
+    position = seq.get("position")
+    return (
+        mid,
+        _text(h.get("messageClass")),
+        _text(h.get("messageType")),
+        _text(seq.get("sequence")),
+        position if type(position) is int else None,
+        "part" if v.part else (v.code or "valid"),
+    )
 
 
 def _text(value: object) -> str | None:

@@ -1,0 +1,59 @@
+"""SQLite the way every store of the project opens it: autocommit connections, WAL,
+and write transactions that take the write lock up front.
+
+``BEGIN IMMEDIATE`` rather than ``BEGIN``: a deferred transaction that reads first and
+writes later must upgrade its lock and can deadlock against another writer; taking the
+lock at the start makes it wait (``timeout``) instead.
+
+>>> db = connect(":memory:", schema="CREATE TABLE t (x INTEGER)")
+>>> with immediate(db):
+...     _ = db.execute("INSERT INTO t VALUES (1)")
+>>> db.execute("SELECT x FROM t").fetchall()
+[(1,)]
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+
+def connect(
+    path: str | Path,
+    *,
+    synchronous: str = "FULL",
+    timeout: float = 30.0,
+    threads: bool = False,
+    schema: str = "",
+) -> sqlite3.Connection:
+    """An autocommit connection in WAL mode (``:memory:`` has none) with ``schema`` applied.
+
+    ``synchronous``: ``FULL`` where a commit must survive a power cut (offsets, the LDR),
+    ``NORMAL`` where a lost last commit is redone (claims, counters).  ``threads``: the
+    connection is shared by threads that take turns (the caller holds a lock).
+    """
+    db = sqlite3.connect(str(path), timeout=timeout, isolation_level=None, check_same_thread=not threads)
+    if str(path) != ":memory:":
+        db.execute("PRAGMA journal_mode=WAL")
+    db.execute(f"PRAGMA synchronous={synchronous}")
+    if schema:
+        db.executescript(schema)
+    return db
+
+
+@contextmanager
+def immediate(db: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """``BEGIN IMMEDIATE`` … ``COMMIT``; ``ROLLBACK`` when the block raises."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        yield db
+    except BaseException:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
+
+
+__all__ = ["connect", "immediate"]

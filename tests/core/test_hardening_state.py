@@ -1,0 +1,164 @@
+"""A broken or hostile state directory: refused with exit 2 and what to do, nothing written through a link."""
+
+from __future__ import annotations
+
+import os
+import pwd
+import random
+import stat
+from pathlib import Path
+
+import pytest
+
+STAGES = """\
+stages:
+  - {name: src, type: E, command: ["{PY}", "{TW}", count, "20"]}
+  - {name: sink, type: L, command: ["{PY}", "{TW}", append, out.txt]}
+"""
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(os.lstat(path).st_mode)
+
+
+@pytest.fixture
+def ran(pdir):
+    """A pipeline that ran once: state.db and stages/src, stages/sink exist."""
+    pdir.write(STAGES)
+    r = pdir.run("--once")
+    assert r.code == 0, r.stderr
+    assert len(pdir.lines("out.txt")) == 20
+    return pdir
+
+
+def test_a_first_run_creates_every_state_folder_owner_only(ran):
+    state = ran.path / ".etlstage"
+    assert mode(state) == 0o700
+    assert mode(state / "stages") == 0o700
+    assert mode(state / "stages" / "src") == 0o700
+    assert mode(state / "state.db") == 0o600
+
+
+def test_a_damaged_state_db_is_refused_by_status_and_run(ran):
+    db = ran.path / ".etlstage" / "state.db"
+    data = bytearray(db.read_bytes())
+    rng = random.Random(14)
+    data[4096:] = bytes(rng.randrange(256) for _ in range(len(data) - 4096))  # header page intact, the rest garbage
+    db.write_bytes(bytes(data))
+    for r in (ran.etlstage("status", "stages.yaml"), ran.run("--once")):
+        assert r.code == 2, r.stderr
+        assert "Traceback" not in r.stderr, r.stderr
+        assert f"the state store {db} is damaged" in r.stderr, r.stderr
+        assert f"mv {db} {db}.damaged" in r.stderr, r.stderr
+    assert len(ran.lines("out.txt")) == 20  # nothing extracted again
+
+
+def test_an_emptied_state_db_beside_stage_folders_is_refused(ran):
+    db = ran.path / ".etlstage" / "state.db"
+    db.write_bytes(b"")
+    r = ran.run("--once")
+    assert r.code == 2, r.stderr
+    assert f"{db} is empty (0 bytes)" in r.stderr and "(sink, src)" in r.stderr, r.stderr
+    assert "delete the empty file" in r.stderr
+    assert len(ran.lines("out.txt")) == 20  # nothing extracted again
+    assert ran.etlstage("status", "stages.yaml").code == 2
+    db.unlink()  # deleting it is how to start afresh on purpose
+    assert ran.run("--once").code == 0
+    assert len(ran.lines("out.txt")) == 40
+
+
+def test_an_empty_state_db_without_stage_folders_is_a_fresh_start(pdir):
+    pdir.write(STAGES)
+    (pdir.path / ".etlstage").mkdir(mode=0o700)
+    (pdir.path / ".etlstage" / "state.db").write_bytes(b"")
+    r = pdir.run("--once")
+    assert r.code == 0, r.stderr
+    assert len(pdir.lines("out.txt")) == 20
+
+
+def test_a_state_db_linked_elsewhere_is_refused_and_its_target_untouched(pdir, tmp_path_factory):
+    target = tmp_path_factory.mktemp("elsewhere") / "victim"
+    target.write_bytes(b"")
+    target.chmod(0o644)
+    pdir.write(STAGES)
+    (pdir.path / ".etlstage").mkdir(mode=0o700)
+    (pdir.path / ".etlstage" / "state.db").symlink_to(target)
+    r = pdir.run("--once")
+    assert r.code == 2, r.stderr
+    assert f"state.db is a symbolic link (to {target})" in r.stderr, r.stderr
+    assert target.read_bytes() == b"" and mode(target) == 0o644
+    assert pdir.etlstage("status", "stages.yaml").code == 2
+
+
+@pytest.mark.parametrize("suffix", ["-wal", "-shm", "-journal"])
+def test_a_file_sqlite_keeps_beside_the_db_linked_elsewhere_is_refused(ran, tmp_path_factory, suffix):
+    target = tmp_path_factory.mktemp("elsewhere") / "victim"
+    target.write_bytes(b"keep")
+    side = ran.path / ".etlstage" / f"state.db{suffix}"
+    side.unlink(missing_ok=True)
+    side.symlink_to(target)
+    r = ran.run("--once")
+    assert r.code == 2, r.stderr
+    assert f"state.db{suffix} is a symbolic link (to {target})" in r.stderr, r.stderr
+    assert target.read_bytes() == b"keep"
+
+
+def test_a_stage_folder_linked_elsewhere_is_refused_and_its_target_not_chmoded(ran, tmp_path_factory):
+    target = tmp_path_factory.mktemp("elsewhere")
+    target.chmod(0o755)
+    sink = ran.path / ".etlstage" / "stages" / "sink"
+    sink.rmdir()
+    sink.symlink_to(target, target_is_directory=True)
+    r = ran.run("--once")
+    assert r.code == 2, r.stderr
+    assert f"stages/sink is a symbolic link (to {target})" in r.stderr, r.stderr
+    assert mode(target) == 0o755
+
+
+def test_a_stages_folder_linked_elsewhere_is_refused(pdir, tmp_path_factory):
+    target = tmp_path_factory.mktemp("elsewhere")
+    target.chmod(0o755)
+    pdir.write(STAGES)
+    (pdir.path / ".etlstage").mkdir(mode=0o700)
+    (pdir.path / ".etlstage" / "stages").symlink_to(target, target_is_directory=True)
+    r = pdir.run("--once")
+    assert r.code == 2, r.stderr
+    assert "stages is a symbolic link" in r.stderr, r.stderr
+    assert mode(target) == 0o755 and not list(target.iterdir())
+
+
+def test_a_state_dir_that_is_a_link_is_refused_by_validate_and_run(pdir, tmp_path_factory):
+    target = tmp_path_factory.mktemp("elsewhere")
+    target.chmod(0o755)
+    pdir.write(STAGES)
+    (pdir.path / ".etlstage").symlink_to(target, target_is_directory=True)
+    for r in (pdir.etlstage("validate", "stages.yaml"), pdir.run("--once")):
+        assert r.code == 2, r.stderr
+        assert f".etlstage is a symbolic link (to {target})" in r.stderr, r.stderr
+    assert mode(target) == 0o755 and not list(target.iterdir())
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give the folder to another user")
+def test_a_state_dir_owned_by_another_user_is_refused(pdir):
+    nobody = pwd.getpwnam("nobody").pw_uid
+    pdir.write(STAGES)
+    state = pdir.path / ".etlstage"
+    state.mkdir()
+    os.chown(state, nobody, -1)
+    state.chmod(0o777)
+    for r in (pdir.etlstage("validate", "stages.yaml"), pdir.run("--once"), pdir.etlstage("status", "stages.yaml")):
+        assert r.code == 2, r.stderr
+        assert f"{state} belongs to nobody (uid {nobody}), not to you" in r.stderr, r.stderr
+    assert mode(state) == 0o777 and not list(state.iterdir())
+    assert not (pdir.path / "out.txt").exists()
+
+
+def test_a_state_dir_others_could_write_is_made_owner_only_with_a_warning(pdir):
+    pdir.write(STAGES)
+    state = pdir.path / ".etlstage"
+    state.mkdir()
+    state.chmod(0o777)
+    r = pdir.run("--once")
+    assert r.code == 0, r.stderr
+    assert f"{state} was writable by others (mode 777); made owner-only (0700)" in r.stderr
+    assert mode(state) == 0o700

@@ -1,0 +1,78 @@
+"""The package's layers point one way: a module imports only from layers below its own.
+
+    5  cli
+    4  testing, spark, observe      (the harness and the engines' front ends)
+    3  runtime, worker              (the supervisor engine; the worker SDK)
+    2  config
+    1  protocol, state
+    0  errors, logs
+
+docs/architecture.md draws the same picture and says where a new feature goes.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from tests.support.paths import ROOT
+
+LAYERS = {
+    "errors": 0,
+    "logs": 0,
+    "protocol": 1,
+    "state": 1,
+    "config": 2,
+    "runtime": 3,
+    "worker": 3,
+    "testing": 4,
+    "spark": 4,
+    "observe": 4,
+    "cli": 5,
+}
+
+
+def imports_of(package: str) -> list[tuple[str, str, int]]:
+    """(file, imported etlstage package, line) for every import in ``package``."""
+    base = ROOT / "etlstage"
+    files = [base / f"{package}.py"] if (base / f"{package}.py").exists() else sorted((base / package).rglob("*.py"))
+    found = []
+    for f in files:
+        for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
+            names = []
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            for name in names:
+                parts = name.split(".")
+                if parts[0] == "etlstage" and len(parts) > 1 and parts[1] != package:
+                    found.append((str(f.relative_to(ROOT)), parts[1], node.lineno))
+    return found
+
+
+def test_every_package_has_a_layer():
+    packages = {p.stem for p in (ROOT / "etlstage").iterdir() if p.suffix == ".py" or (p / "__init__.py").exists()}
+    packages.discard("__init__")
+    assert packages <= set(LAYERS), f"give {sorted(packages - set(LAYERS))} a layer here and in docs/architecture.md"
+
+
+def test_imports_point_down():
+    wrong = [
+        f"{f}:{line}: {package} (layer {LAYERS[package]}) imports {target} (layer {LAYERS.get(target, '?')})"
+        for package in LAYERS
+        for f, target, line in imports_of(package)
+        if LAYERS.get(target, 99) >= LAYERS[package]
+    ]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_loading_a_pipeline_file_does_not_start_the_runtime():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, etlstage.config.loader as l; "
+        "print(sorted(m for m in sys.modules if m.startswith('etlstage.runtime') or m in ('psutil', 'fcntl')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
