@@ -63,6 +63,45 @@ def test_a_hanging_worker_times_out(pdir):
     assert time.monotonic() - started < 30
 
 
+def timed_t(t_command: str, timeouts: str, n: int, mode: str) -> str:
+    return f"""
+        stages:
+          - {{name: src, type: E, command: ["{{PY}}", "{{TW}}", count, "{n}"]}}
+          - {{name: t, type: T, {mode}, restart: {{max_restarts: 0}}, timeouts: {timeouts},
+              command: {t_command}}}
+          - {{name: sink, type: L, command: ["{{PY}}", "{{TW}}", append, out.txt]}}
+    """
+
+
+BATCHES_OF_2 = "mode: batch, batch_size: 2"
+
+
+def test_the_request_timeout_ends_a_later_request(pdir):
+    pdir.write(timed_t('["{PY}", "{TW}", hang-after-first]', "{startup: 30, request: 1}", 4, BATCHES_OF_2))
+    started = time.monotonic()
+    r = pdir.run("--once", timeout=60)
+    assert r.code == 1
+    assert "did not answer within its request timeout of 1s" in r.stderr
+    assert time.monotonic() - started < 25  # not the 30 s start-up limit
+
+
+def test_the_idle_timeout_ends_a_silent_request_before_the_request_timeout(pdir):
+    pdir.write(timed_t('["{PY}", "{TW}", hang-after-first]', "{startup: 30, request: 30, idle: 1}", 4, BATCHES_OF_2))
+    started = time.monotonic()
+    r = pdir.run("--once", timeout=60)
+    assert r.code == 1
+    assert "did not answer within its idle timeout of 1s (no output)" in r.stderr
+    assert time.monotonic() - started < 25
+
+
+def test_any_output_keeps_an_idle_timeout_from_firing(pdir):
+    # each answer takes 1.2 s, a byte every 0.4 s: longer than the idle limit, never silent for it
+    pdir.write(timed_t('["{PY}", "{TW}", dribble]', "{startup: 30, request: 30, idle: 1}", 2, "mode: single"))
+    r = pdir.run("--once", timeout=60)
+    assert r.code == 0, r.stderr
+    assert pdir.lines("out.txt") == ["0", "1"]
+
+
 @pytest.mark.parametrize("driver", ["supervisor", "worker"])
 def test_crash_mid_batch_is_restarted_and_the_batch_sent_again(pdir, tmp_path, driver):
     # crashes the first time it sees message 17, then (flag file present) works

@@ -115,7 +115,7 @@ def test_stock_pipeline_survives_kills_of_every_worker_and_the_supervisor(tmp_pa
         while len(kills) < len(plan) and time.monotonic() < deadline:
             proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=log, stderr=log)
             while len(kills) < len(plan):
-                time.sleep(rng.uniform(1.0, 4.0))
+                time.sleep(rng.uniform(0.5, 2.5))
                 victim = _victim(proc, plan[len(kills)], rng, deadline)
                 if victim is None:
                     break
