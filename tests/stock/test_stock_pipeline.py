@@ -8,6 +8,7 @@ import json
 import os
 import random
 import shutil
+import sqlite3
 import subprocess
 import time
 from pathlib import Path
@@ -83,26 +84,47 @@ FINAL_RUN_S = 120
 TARGETS = ("etlstage-kinesis", "etlstage-rdss", "etlstage-spark-load", "supervisor")
 
 
-def _victim(proc: subprocess.Popen, target: str, rng: random.Random, until: float) -> psutil.Process | None:
-    """The process to kill for ``target`` (waiting for it to be started), or None once the run ended."""
+def _loader_holds_a_batch(state_dir: Path) -> bool:
+    """The Spark loader has claimed a batch's keys and not committed it yet (its key index)."""
+    for db in state_dir.glob("stages/spark/spark-load-*.sqlite"):
+        try:
+            with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=0.5) as conn:
+                if conn.execute("SELECT count(*) FROM batches WHERE state = 'claimed'").fetchone()[0]:
+                    return True
+        except sqlite3.Error:  # not created yet, or busy
+            pass
+    return False
+
+
+def _children(proc: subprocess.Popen, target: str) -> list[psutil.Process]:
+    found = []
+    for child in psutil.Process(proc.pid).children():
+        try:
+            if any(target in a for a in child.cmdline()):
+                found.append(child)
+        except psutil.Error:  # it exited (or is a zombie) while we looked
+            pass
+    return found
+
+
+def _victim(proc: subprocess.Popen, target: str, rng: random.Random, until: float, state_dir: Path):
+    """The process to kill for ``target`` once it is there (the loader: once it holds a batch),
+    or None when the run ended first."""
     while proc.poll() is None and time.monotonic() < until:
         if target == "supervisor":
             return psutil.Process(proc.pid)
-        try:
-            found = [p for p in psutil.Process(proc.pid).children() if any(target in a for a in p.cmdline())]
-        except psutil.Error:  # a child exited while we looked
-            found = []
-        if found:
+        found = _children(proc, target)
+        if found and (target != "etlstage-spark-load" or _loader_holds_a_batch(state_dir)):
             return rng.choice(found)
-        time.sleep(0.1)
+        time.sleep(0.05)
     return None
 
 
 @pytest.mark.timeout(KILL_PHASE_S + FINISH_S + FINAL_RUN_S + 60)
 def test_stock_pipeline_survives_kills_of_every_worker_and_the_supervisor(tmp_path):
     """SIGKILL at seeded random moments — each stage's worker and the supervisor, each at
-    least once, 10 kills — restarting `etlstage run --once` whenever the supervisor died:
-    the same tables as an undisturbed run, exactly."""
+    least once, 10 kills; the Spark loader while it holds a batch — restarting `etlstage run
+    --once` whenever the supervisor died: the same tables as an undisturbed run, exactly."""
     shutil.copy(ROOT / "stages.yaml", tmp_path / "stages.yaml")
     seed = int(os.environ.get("ETLSTAGE_CRASH_SEED", "8"))
     print(f"ETLSTAGE_CRASH_SEED={seed}")
@@ -116,7 +138,7 @@ def test_stock_pipeline_survives_kills_of_every_worker_and_the_supervisor(tmp_pa
             proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=log, stderr=log)
             while len(kills) < len(plan):
                 time.sleep(rng.uniform(0.5, 2.5))
-                victim = _victim(proc, plan[len(kills)], rng, deadline)
+                victim = _victim(proc, plan[len(kills)], rng, deadline, tmp_path / ".etlstage")
                 if victim is None:
                     break
                 try:
