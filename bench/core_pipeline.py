@@ -65,8 +65,9 @@ def supervised(
     cyclic: bool = False,
     env: dict[str, str] | None = None,
     extra: tuple[str, ...] = (),
+    per_cycle: int | None = None,
 ) -> tuple[float, int]:
-    """Seconds, and the supervisor's peak RSS in bytes."""
+    """Seconds, and the supervisor's peak RSS in bytes (cyclic: ``per_cycle`` messages a window, default n/10)."""
     out = work / f"tally-{mode}.txt"
     shutil.rmtree(work / ".etlstage", ignore_errors=True)
     size_key = f"batch_size: {batch}, " if mode == "batch" else ""
@@ -74,7 +75,7 @@ def supervised(
         textwrap.dedent(f"""
         stages:
           - {{name: gen, type: E, mode: {"cyclic" if cyclic else "plain"},
-             command: ["{PY}", "{W / "gen.py"}", "{n}", --size, "{size}", --per-cycle, "{max(1, n // 10)}"]}}
+             command: ["{PY}", "{W / "gen.py"}", "{n}", --size, "{size}", --per-cycle, "{per_cycle or max(1, n // 10)}"]}}
           - {{name: pass, type: T, mode: {mode}, {size_key}command: ["{PY}", "{W / "passthru.py"}"]}}
           - {{name: tally, type: L, mode: {mode}, {size_key}command: ["{PY}", "{W / "tally.py"}", "{out}"]}}
     """)

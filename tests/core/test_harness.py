@@ -154,7 +154,7 @@ def test_check_worker_says_exactly_what_is_wrong_with_a_late_bnc():
 
 
 def test_check_worker_catches_a_stray_print():
-    # --timeout 3: two checks (printable, control-byte markers) wait for it; awk only knows \\n
+    # --timeout 3: two checks (printable and control-byte markers) wait for it: awk splits on newlines only
     r = check_worker("--type", "T", "--mode", "single", "--timeout", "3", "--", "sh", "tests/fixtures/stray_print.sh")
     assert r.code == 1
     assert "the worker wrote bytes with no request outstanding" in r.stdout
