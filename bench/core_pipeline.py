@@ -13,7 +13,9 @@ Measured side by side in one run:
 
 --compare REV runs every supervised row a second time on the code of git revision REV
 (a temporary worktree, imported through PYTHONPATH), in the same run: before and after.
---http adds the row with the status server on (etlstage run --http 127.0.0.1:0).
+--http adds the row with the status server on (etlstage run --http 127.0.0.1:PORT), scraped
+while it runs: /metrics and /api/status, each every second.  --http-only runs just that
+A/B, off and on alternately, and prints the ratio of their best times.
 """
 
 from __future__ import annotations
@@ -21,12 +23,15 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import socket
+import statistics
 import subprocess
 import sys
 import tempfile
 import textwrap
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 import psutil
@@ -56,6 +61,24 @@ def shell_baseline(work: Path, n: int, size: int, batch: int) -> float:
     return elapsed
 
 
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def scrape(done: threading.Event, url: str) -> None:
+    """What watching costs: /metrics and /api/status, each once a second, while the run lasts."""
+    while not done.is_set():
+        for path in ("metrics", "api/status"):
+            try:
+                with urllib.request.urlopen(url + path, timeout=5) as r:
+                    r.read()
+            except OSError:
+                pass  # not listening yet, or the run just ended
+            time.sleep(0.5)
+
+
 def supervised(
     work: Path,
     n: int,
@@ -65,9 +88,12 @@ def supervised(
     cyclic: bool = False,
     env: dict[str, str] | None = None,
     extra: tuple[str, ...] = (),
+    cpu: list[float] | None = None,
     per_cycle: int | None = None,
 ) -> tuple[float, int]:
-    """Seconds, and the supervisor's peak RSS in bytes (cyclic: ``per_cycle`` messages a window, default n/10)."""
+    """Seconds, and the supervisor's peak RSS in bytes.  ``cpu`` gets the CPU seconds (user +
+    system) of the supervisor and its workers: a figure the machine's other load barely moves.
+    Cyclic: ``per_cycle`` messages a window (default n/10)."""
     out = work / f"tally-{mode}.txt"
     shutil.rmtree(work / ".etlstage", ignore_errors=True)
     size_key = f"batch_size: {batch}, " if mode == "batch" else ""
@@ -80,19 +106,26 @@ def supervised(
           - {{name: tally, type: L, mode: {mode}, {size_key}command: ["{PY}", "{W / "tally.py"}", "{out}"]}}
     """)
     )
+    http = ()
+    if "--http" in extra:
+        http = ("--http", f"127.0.0.1:{free_port()}")
+        extra = tuple(x for x in extra if x != "--http")
     t0 = time.perf_counter()
     proc = subprocess.Popen(
-        [PY, "-m", "etlstage.cli", "run", "stages.yaml", "--once", "--no-progress", *extra],
+        [PY, "-m", "etlstage.cli", "run", "stages.yaml", "--once", "--no-progress", *http, *extra],
         cwd=work,
         stderr=subprocess.PIPE,
         text=True,
         env=env,
     )
+    done = threading.Event()  # set once the supervisor is reaped (here, by wait4 alone)
+    if http:
+        threading.Thread(target=scrape, args=(done, f"http://{http[1]}/"), daemon=True).start()
     peak = [0]
 
     def watch() -> None:
         p = psutil.Process(proc.pid)
-        while proc.poll() is None:
+        while not done.is_set():
             try:
                 peak[0] = max(peak[0], p.memory_info().rss)
             except psutil.Error:
@@ -101,8 +134,14 @@ def supervised(
 
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
-    _, err = proc.communicate()
+    assert proc.stderr is not None
+    err = proc.stderr.read()
+    _, status, usage = os.wait4(proc.pid, 0)  # its rusage counts the workers it reaped
     elapsed = time.perf_counter() - t0
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    done.set()
+    if cpu is not None:
+        cpu.append(usage.ru_utime + usage.ru_stime)
     watcher.join()
     if proc.returncode != 0:
         raise SystemExit(f"etlstage run failed:\n{err}")
@@ -163,6 +202,28 @@ def checkout(rev: str) -> tuple[Path, dict[str, str]]:
     return path, {**os.environ, "PYTHONPATH": str(path)}
 
 
+def http_ab(work: Path, n: int, repeat: int) -> None:
+    """Batch 1000 with the HTTP endpoints off and on (scraped), alternately, ``repeat`` times each."""
+    off, on, cpu_off, cpu_on = [], [], [], []  # type: ignore[var-annotated]
+    for _ in range(repeat):
+        off.append(supervised(work, n, 100, "batch", 1000, cpu=cpu_off)[0])
+        on.append(supervised(work, n, 100, "batch", 1000, extra=("--http",), cpu=cpu_on)[0])
+    print(f"core pipeline, batch 1000, {n:,} messages of 100 B, off/on alternately x{repeat}; {os.cpu_count()} cores")
+    for name, runs, cpus in (("--http off", off, cpu_off), ("--http on, scraped every second", on, cpu_on)):
+        print(
+            f"  {name:<34} wall best {min(runs):6.3f} s median {statistics.median(runs):6.3f} s; "
+            f"CPU median {statistics.median(cpus):6.3f} s; wall runs {runs_text(runs)}"
+        )
+    print(
+        f"  on / off: wall best {min(on) / min(off):.3f}x, median {statistics.median(on) / statistics.median(off):.3f}x; "
+        f"CPU median {statistics.median(cpu_on) / statistics.median(cpu_off):.3f}x"
+    )
+
+
+def runs_text(runs: list[float]) -> str:
+    return " ".join(f"{r:.2f}" for r in runs)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=1_000_000)
@@ -170,9 +231,14 @@ def main() -> None:
     ap.add_argument("--skip-rss", action="store_true")
     ap.add_argument("--compare", metavar="REV", help="also run every supervised row on git revision REV")
     ap.add_argument("--http", action="store_true", help="add the row with etlstage run --http 127.0.0.1:0")
+    ap.add_argument("--http-only", action="store_true", help="only batch 1000 with --http off and on, alternately")
     a = ap.parse_args()
     n = a.n
     work = Path(tempfile.mkdtemp(prefix="etlstage-bench-"))
+    if a.http_only:
+        http_ab(work, n, a.repeat)
+        shutil.rmtree(work, ignore_errors=True)
+        return
     old_tree, old_env = checkout(a.compare) if a.compare else (None, None)
     envs: list[tuple[str, dict[str, str] | None]] = [("", None)] + ([(f" [{a.compare}]", old_env)] if a.compare else [])
     rows = []  # (name, messages, seconds, baseline seconds for that many messages)
@@ -184,8 +250,8 @@ def main() -> None:
         rss_n = rss_n or rss
         rows.append((f"etlstage run, batch 1000{tag}", n, batch, base))
         if a.http and not tag:
-            on, _ = best(lambda: supervised(work, n, 100, "batch", 1000, extra=("--http", "127.0.0.1:0")), a.repeat)
-            rows.append(("etlstage run, batch 1000, --http on", n, on, base))
+            on, _ = best(lambda: supervised(work, n, 100, "batch", 1000, extra=("--http",)), a.repeat)
+            rows.append(("etlstage run, batch 1000, --http on, scraped", n, on, base))
         cyclic, _ = best(lambda env=env: supervised(work, n, 100, "batch", 1000, cyclic=True, env=env), a.repeat)
         rows.append((f"etlstage run, batch 1000, cyclic E (10 windows){tag}", n, cyclic, base))
     n_single = max(1, n // 5)

@@ -6,7 +6,9 @@ Exit codes: 0 done, 1 pipeline failure, 2 usage or configuration error.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as dt
+import functools
 import json
 import logging
 import sys
@@ -16,6 +18,7 @@ from pathlib import Path
 import click
 
 from etlstage import __version__
+from etlstage.config.listen import parse_listen
 from etlstage.config.loader import load_config, schema
 from etlstage.errors import ConfigError, EtlstageError
 from etlstage.logs import FORMATS, log_env, setup_logging
@@ -23,12 +26,20 @@ from etlstage.logs import FORMATS, log_env, setup_logging
 log = logging.getLogger("etlstage")
 
 
-def _fail(exc: EtlstageError) -> None:
-    click.echo(f"etlstage: {exc}", err=True)
-    sys.exit(exc.exit_code)
+class _Commands(click.Group):
+    """The one place an :class:`EtlstageError` from any command (or subcommand) becomes its
+    message on stderr and its exit code: 1 a pipeline failure, 2 a usage, configuration or
+    state problem."""
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except EtlstageError as exc:
+            click.echo(f"etlstage: {exc}", err=True)
+            ctx.exit(exc.exit_code)
 
 
-def _log_options(fn):  # type: ignore[no-untyped-def]
+def _log_options(fn):
     fn = click.option(
         "--log-format",
         type=click.Choice(FORMATS),
@@ -55,7 +66,7 @@ def _log_options(fn):  # type: ignore[no-untyped-def]
     return fn
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="etlstage")
 def main() -> None:
     """etlstage: run ETL pipelines of workers written in any language.
@@ -70,11 +81,20 @@ def main() -> None:
 @click.argument("pipeline_file", type=click.Path(dir_okay=False), default="stages.yaml")
 @click.option("--once", is_flag=True, help="Stop when the extractors have nothing more and everything is loaded.")
 @click.option("--progress/--no-progress", default=True, help="Live progress on a terminal, periodic lines otherwise.")
+@click.option(
+    "--http",
+    "http",
+    default=None,
+    metavar="HOST:PORT",
+    help="Serve the status page, /api/status and Prometheus /metrics here (port 0: any free port; "
+    "loopback unless a host is given; no authentication). Overrides stages.yaml's http.",
+)
 @_log_options
 def run(
     pipeline_file: str,
     once: bool,
     progress: bool,
+    http: str | None,
     log_format: str | None,
     log_level: str | None,
     syslog_address: str | None,
@@ -82,14 +102,18 @@ def run(
 ) -> None:
     """Run the pipeline in PIPELINE_FILE (default: stages.yaml)."""
     setup_logging("etlstage", log_format, level=log_level, syslog_address=syslog_address, facility=syslog_facility)
-    try:
-        config = load_config(pipeline_file)
-    except ConfigError as exc:
-        _fail(exc)
+    config = load_config(pipeline_file)
+    if http is not None:
+        config = dataclasses.replace(config, http=parse_listen(http, "--http"))
     from etlstage.runtime.runner import run_pipeline
 
     env = log_env(log_format, log_level, syslog_address, syslog_facility)
-    code = asyncio.run(run_pipeline(config, once=once, progress=progress, extra_env=env))
+    attach = None
+    if config.http is not None:
+        from etlstage.observe.server import serve
+
+        attach = functools.partial(serve, address=config.http)
+    code = asyncio.run(run_pipeline(config, once=once, progress=progress, extra_env=env, attach=attach))
     sys.exit(code)
 
 
@@ -97,10 +121,7 @@ def run(
 @click.argument("pipeline_file", type=click.Path(dir_okay=False), default="stages.yaml")
 def validate(pipeline_file: str) -> None:
     """Check PIPELINE_FILE against the schema; report every problem with its line."""
-    try:
-        config = load_config(pipeline_file)
-    except ConfigError as exc:
-        _fail(exc)
+    config = load_config(pipeline_file)
     chain = " → ".join(f"{s.name} ({s.type}, {s.mode})" for s in config.stages)
     click.echo(f"{pipeline_file}: valid. {chain}")
 
@@ -111,7 +132,7 @@ def schema_cmd() -> None:
     click.echo(json.dumps(schema(), indent=2))
 
 
-def _store(pipeline_file: str):  # type: ignore[no-untyped-def]
+def _store(pipeline_file: str):
     from etlstage.state.store import StateStore
 
     config = load_config(pipeline_file)
@@ -129,64 +150,31 @@ def _when(ts: float | None) -> str:
 @main.command()
 @click.argument("pipeline_file", type=click.Path(dir_okay=False), default="stages.yaml")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def status(pipeline_file: str, as_json: bool) -> None:
-    """Committed offsets, windows in flight, dead letters and the running supervisor."""
-    try:
-        config, store = _store(pipeline_file)
-    except EtlstageError as exc:
-        _fail(exc)
-    checkpoints = store.checkpoints()
-    windows = store.open_windows()
-    dead = store.deadletters()
-    runs = [r for r in store.runs() if time.time() - r[2] < 30]
-    if as_json:
-        click.echo(
-            json.dumps(
-                {
-                    "checkpoints": [
-                        {
-                            "source": c[0],
-                            "committed_end": c[1],
-                            "windows_done": c[2],
-                            "messages": c[3],
-                            "updated_at": c[4],
-                        }
-                        for c in checkpoints
-                    ],
-                    "windows_in_flight": [
-                        {
-                            "source": w[0],
-                            "seq": w[1],
-                            "request": w[2],
-                            "opened_at": w[3],
-                            "closed_at": w[4],
-                            "messages": w[5],
-                        }
-                        for w in windows
-                    ],
-                    "deadletters": {"total": len(dead), "new": sum(d.status == "new" for d in dead)},
-                    "running": [{"pid": r[0], "started_at": r[1], "heartbeat": r[2], "progress": r[3]} for r in runs],
-                },
-                indent=2,
-            )
-        )
+@click.option("--watch", is_flag=True, help="Refresh in place until Ctrl-C.")
+@click.option(
+    "--interval", type=click.FloatRange(0.2), default=2.0, show_default=True, help="Seconds between refreshes."
+)
+def status(pipeline_file: str, as_json: bool, watch: bool, interval: float) -> None:
+    """Committed offsets, windows in flight with their age, dead letters, and the running supervisor with rates."""
+    _, store = _store(pipeline_file)
+    from etlstage.observe.status import render, status_document
+
+    def show() -> str:
+        doc = status_document(store)
+        return json.dumps(doc, indent=2) if as_json else "\n".join(render(doc, str(store.path)))
+
+    if not watch:
+        click.echo(show())
         return
-    click.echo(f"state: {store.path}")
-    click.echo("running: " + (", ".join(f"pid {r[0]} since {_when(r[1])}" for r in runs) or "no"))
-    for r in runs:
-        for name, st in (r[3].get("stages") or {}).items():  # type: ignore[union-attr]
-            rss = st.get("rss")
-            extra = f" rss {rss / 1e6:.0f} MB cpu {st.get('cpu', 0):.0f}%" if rss else ""
-            click.echo(f"  {name:<16} in {st['in']:>10,} out {st['out']:>10,} in flight {st['in_flight']}{extra}")
-    click.echo("checkpoints:" if checkpoints else "checkpoints: none yet")
-    for c in checkpoints:
-        end = f" committed end {json.dumps(c[1])}" if c[1] is not None else ""
-        click.echo(f"  {c[0]:<20} windows done {c[2]:>6}  messages {c[3]:>10,}{end}  at {_when(c[4])}")
-    click.echo(f"windows in flight: {len(windows)}")
-    for w in windows:
-        state = "closed" if w[4] else "open"
-        click.echo(f"  {w[0]} #{w[1]} {state} messages {w[5]:,} request {json.dumps(w[2]) if w[2] else '-'}")
-    click.echo(f"dead letters: {len(dead)} ({sum(d.status == 'new' for d in dead)} new)")
+    tty = sys.stdout.isatty()
+    try:
+        while True:
+            text = show()
+            # on a terminal: home, draw, clear what the previous frame left below
+            click.echo("\x1b[H" + text.replace("\n", "\x1b[K\n") + "\x1b[K\x1b[J" if tty else text + "\n")
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        pass
 
 
 @main.group()
@@ -198,10 +186,9 @@ def deadletter() -> None:
 @click.argument("pipeline_file", type=click.Path(dir_okay=False), default="stages.yaml")
 @click.option("--stage", default=None, help="Only this stage.")
 def deadletter_list(pipeline_file: str, stage: str | None) -> None:
-    try:
-        _, store = _store(pipeline_file)
-    except EtlstageError as exc:
-        _fail(exc)
+    """One line per dead letter of PIPELINE_FILE (default: stages.yaml): id, time, stage,
+    messages, tries, status and the first line of its error."""
+    _, store = _store(pipeline_file)
     rows = store.deadletters(stage=stage)
     if not rows:
         click.echo("no dead letters")
@@ -217,14 +204,11 @@ def deadletter_list(pipeline_file: str, stage: str | None) -> None:
 @click.argument("ident", type=int)
 @click.argument("pipeline_file", type=click.Path(dir_okay=False), default="stages.yaml")
 def deadletter_show(ident: int, pipeline_file: str) -> None:
-    try:
-        _, store = _store(pipeline_file)
-    except EtlstageError as exc:
-        _fail(exc)
+    """Dead letter IDENT in full: its stage, tries, status, error and messages."""
+    _, store = _store(pipeline_file)
     d = store.deadletter(ident)
     if d is None:
-        _fail(ConfigError([f"no dead letter #{ident} (etlstage deadletter list shows them)"]))
-        return
+        raise ConfigError([f"no dead letter #{ident} (etlstage deadletter list shows them)"])
     click.echo(f"#{d.id} stage {d.stage!r} at {_when(d.created_at)}, {d.attempts} attempts, status {d.status}")
     click.echo("error:\n  " + d.error.replace("\n", "\n  "))
     click.echo(f"messages ({d.messages}):")
@@ -233,22 +217,25 @@ def deadletter_show(ident: int, pipeline_file: str) -> None:
 
 
 @deadletter.command("replay")
-@click.argument("idents", type=int, nargs=-1)
+@click.argument("args", nargs=-1, metavar="[PIPELINE_FILE] [IDENT]...")
 @click.option("--all", "everything", is_flag=True, help="Every new dead letter.")
-@click.option("--pipeline", "pipeline_file", type=click.Path(dir_okay=False), default="stages.yaml")
-def deadletter_replay(idents: tuple[int, ...], everything: bool, pipeline_file: str) -> None:
-    """Mark dead letters to be sent again to their stage by the next `etlstage run`."""
-    try:
-        _, store = _store(pipeline_file)
-    except EtlstageError as exc:
-        _fail(exc)
+@click.option("--pipeline", "pipeline_option", default=None, hidden=True)  # the older spelling
+def deadletter_replay(args: tuple[str, ...], everything: bool, pipeline_option: str | None) -> None:
+    """Mark dead letters IDENT... (or --all new ones) of PIPELINE_FILE (default:
+    stages.yaml) to be sent again to their stage by the next `etlstage run`."""
+    files = [a for a in args if not a.isdigit()]
+    if len(files) + (pipeline_option is not None) > 1:
+        raise ConfigError([f"one pipeline file at most, got {', '.join(files + [pipeline_option or ''])}"])
+    pipeline_file = (files or [pipeline_option or "stages.yaml"])[0]
+    idents = [int(a) for a in args if a.isdigit()]
+    _, store = _store(pipeline_file)
     ids = [d.id for d in store.deadletters(status="new")] if everything else list(idents)
     if not ids:
-        _fail(ConfigError(["name dead letters to replay (ids from `etlstage deadletter list`) or use --all"]))
+        raise ConfigError(["name dead letters to replay (ids from `etlstage deadletter list`) or use --all"])
     known = {d.id for d in store.deadletters()}
     missing = [i for i in ids if i not in known]
     if missing:
-        _fail(ConfigError([f"no dead letter(s) {', '.join(f'#{i}' for i in missing)}"]))
+        raise ConfigError([f"no dead letter(s) {', '.join(f'#{i}' for i in missing)}"])
     n = store.set_deadletter_status(ids, "replay")
     click.echo(f"{n} dead letter(s) will be sent again to their stage by the next run")
 
@@ -284,15 +271,15 @@ def check_worker(
 ) -> None:
     """Run the protocol conformance checks against a worker: etlstage check-worker --type T -- ./my-worker ARGS"""
     from etlstage.protocol.markers import Markers
-    from etlstage.protocol.scenario import MODES as MODES_OK
+    from etlstage.protocol.vocabulary import MODES as MODES_OK
     from etlstage.testing.conformance import Options, report, run_checks
 
     if mode and mode not in MODES_OK[stage_type]:
-        _fail(ConfigError([f"--mode {mode} is not a mode of a {stage_type}-stage ({', '.join(MODES_OK[stage_type])})"]))
+        raise ConfigError([f"--mode {mode} is not a mode of a {stage_type}-stage ({', '.join(MODES_OK[stage_type])})"])
     try:
         m = Markers.from_mapping(dict(kv.split("=", 1) for kv in markers.split(","))) if markers else None
     except (ValueError, EtlstageError) as exc:
-        _fail(ConfigError([f"--markers {markers!r}: {exc} (expected e.g. eom=0x7c,eop=#)"]))
+        raise ConfigError([f"--markers {markers!r}: {exc} (expected e.g. eom=0x7c,eop=#)"])
     opts = Options(
         type=stage_type, mode=mode, batch_driver=batch_driver, batch_size=batch_size, markers=m, timeout=timeout
     )

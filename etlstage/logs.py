@@ -141,7 +141,7 @@ class _RawSyslogHandler(logging.Handler):
                     inner.socket.send(line)
                 except OSError:
                     inner.socket.close()
-                    inner._connect_unixsocket(inner.address)  # type: ignore[attr-defined]
+                    inner._connect_unixsocket(inner.address)
                     inner.socket.send(line)
             elif inner.socktype == socket.SOCK_DGRAM:
                 inner.socket.sendto(line, inner.address)

@@ -22,6 +22,7 @@ from typing import Any
 import jsonschema
 import yaml
 
+from etlstage.config.listen import parse_listen
 from etlstage.config.model import (
     OffsetPolicy,
     PipelineConfig,
@@ -50,7 +51,7 @@ _SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([kKmMgG]?)(i?)[bB]?\s*$")
 @lru_cache(maxsize=1)
 def schema() -> dict[str, Any]:
     text = resources.files("etlstage.config").joinpath("stages.schema.json").read_text()
-    return json.loads(text)  # type: ignore[no-any-return]
+    return json.loads(text)
 
 
 def parse_size(value: object, where: str = "") -> int:
@@ -375,6 +376,7 @@ def _resolve(data: dict[str, Any], at: Any, source: str, base_dir: str) -> Pipel
                 f"stages must be one or more E, then any T, then one or more L, in that order; got {' → '.join(types)}",
             )
         )
+    http = guard(("http",), parse_listen, data["http"], "") if data.get("http") is not None else None
     state_dir = Path(data.get("state_dir", ".etlstage"))
     if not state_dir.is_absolute():
         state_dir = Path(base_dir) / state_dir
@@ -414,4 +416,5 @@ def _resolve(data: dict[str, Any], at: Any, source: str, base_dir: str) -> Pipel
         max_inflight_windows=data.get("max_inflight_windows", 4),
         buffer_bytes=buffer_bytes,
         drain_timeout=float(data.get("drain_timeout", 30.0)),
+        http=http,
     )

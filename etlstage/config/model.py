@@ -127,6 +127,7 @@ class PipelineConfig:
     buffer_bytes: int = 16 << 20
     drain_timeout: float = 30.0  # a graceful stop waits this long for in-flight work, then stops the workers
     services: list[ServiceConfig] = field(default_factory=list)
+    http: tuple[str, int] | None = None  # (host, port) of the status page and /metrics; None: off
 
     def stage(self, name: str) -> StageConfig:
         for s in self.stages:

@@ -51,19 +51,20 @@ def encode_block(messages: Sequence[bytes], markers: Markers = DEFAULT_MARKERS) 
     return eom.join(messages) + eom
 
 
-def split_block(block: bytes, markers: Markers = DEFAULT_MARKERS, keep_eom: bool = False) -> list[bytes]:
+def split_block(block: bytes, markers: Markers | bytes = DEFAULT_MARKERS, keep_eom: bool = False) -> list[bytes]:
     """The messages of a block (every message ends with EOM, so the last piece is empty);
-    ``keep_eom``: each still framed, ready to be written on its own.
+    ``markers``: the stage's markers, or its EOM byte alone; ``keep_eom``: each message
+    still framed, ready to be written on its own.
 
     >>> split_block(b'a\\nb\\n', keep_eom=True)
     [b'a\\n', b'b\\n']
     """
     if not block:
         return []
-    parts = block.split(markers.EOM)
+    eom = markers if isinstance(markers, bytes) else markers.EOM
+    parts = block.split(eom)
     parts.pop()
     if keep_eom:
-        eom = markers.EOM
         return [m + eom for m in parts]
     return parts
 

@@ -166,8 +166,10 @@ class TransformDriver(_Driver):
                 resend = self._after_failure(failed, exc)
                 if again and resend:
                     resend[0].after_confirmation = True  # blame stays exact: the rest is in step first
+                for job in again + resend:
+                    job.resent = True
                 retry[:0] = again + resend
-                self.stats.restarts += 1
+                self.stats.failed(exc)
                 await restarts.wait(exc, failed[0] if failed else None)
                 continue
             code = await session.stop(self.stage.stop_timeout)
@@ -310,6 +312,8 @@ class TransformDriver(_Driver):
                     session.completed += 1
                     slots.release()
                     answered.set()
+                    if not job.resent:
+                        restarts.succeeded()  # new work goes through: failures are no longer "in a row"
                 if not session.inflight:
                     drained.set()
                     if held:
@@ -355,15 +359,11 @@ class TransformDriver(_Driver):
                 deadline = deadline or loop.time() + st.linger
                 if loop.time() >= deadline:
                     break
-            inbox.changed.clear()
-            try:
-                async with asyncio.timeout_at(deadline):
-                    await inbox.changed.wait()
-            except TimeoutError:
-                pass
+            await inbox.wait_changed(deadline)
         batch = st.mode == Mode.BATCH
         job = Job(pieces, 1 if batch else n, batch)
         self.stats.messages_in += n
+        self.stats.bytes_in += sum(len(p.block) for p in pieces)
         return job
 
     async def _write_job(self, session: WorkerSession, job: Job) -> None:
@@ -403,6 +403,7 @@ class TransformDriver(_Driver):
             job.pieces.append(more)
             size += len(more.block)
             self.stats.messages_in += 1
+            self.stats.bytes_in += len(more.block)
             job.awaiting_bnc = job.messages < st.batch_size and size < st.batch_bytes
             job.closed = not job.awaiting_bnc
             await session.write(more.block)
@@ -429,18 +430,13 @@ class TransformDriver(_Driver):
                 return None
             if loop.time() >= deadline:
                 return None
-            inbox.changed.clear()
-            try:
-                async with asyncio.timeout_at(deadline):
-                    await inbox.changed.wait()
-            except TimeoutError:
-                pass
+            await inbox.wait_changed(deadline)
 
     # --- completion -----------------------------------------------------------------------
 
     async def _complete(self, job: Job, held: Unconfirmed) -> None:
         self.stats.in_flight -= 1
-        self.stats.jobs += 1
+        self.stats.answered(time.monotonic() - job.started)
         if self.on_job_done is not None:
             self.on_job_done(job)
         if job.results:
@@ -448,6 +444,7 @@ class TransformDriver(_Driver):
             job.results.clear()  # handed on; a job held for confirmation keeps its input only
             n = count_eom(block, self.eom)
             self.stats.messages_out += n
+            self.stats.bytes_out += len(block)
             await self.emit(Piece(block, n, job.oldest_window()))
         if self.stage.type == StageType.T:
             # An L-worker's EOP is its word that the data is durable: trusted as it comes.
@@ -528,7 +525,7 @@ class ExtractDriver(_Driver):
                         await asyncio.sleep(self.stage.poll_interval)
             except WorkerError as exc:
                 await session.abort()
-                self.stats.restarts += 1
+                self.stats.failed(exc)
                 await restarts.wait(exc)
 
     async def _plain(self, session: WorkerSession, window: Window) -> None:
@@ -545,7 +542,8 @@ class ExtractDriver(_Driver):
         """Send one request, forward its messages as they come; True when it was empty."""
         await self._nothing_unasked(session)
         raw = request if isinstance(request, bytes) else b""
-        session.add_job(Job([], 1, False))
+        job = Job([], 1, False)
+        session.add_job(job)
         await session.write(raw + self.eom)
         before = window.messages
         while True:
@@ -559,6 +557,7 @@ class ExtractDriver(_Driver):
                         raise session.violation(ProtocolViolation("bytes after EOP before the next request", rest))
                     session.inflight.clear()
                     session.completed += 1
+                    self.stats.answered(time.monotonic() - job.started)
                     return window.messages == before
                 assert isinstance(tok, bytes)
                 await self._forward(tok, window)
@@ -580,6 +579,7 @@ class ExtractDriver(_Driver):
         n = count_eom(block, self.eom)
         window.messages += n
         self.stats.messages_out += n
+        self.stats.bytes_out += len(block)
         await self.emit(Piece(block, n, window))
 
 

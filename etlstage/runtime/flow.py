@@ -140,6 +140,15 @@ class Inbox:
         self.closed = True
         self.changed.set()
 
+    async def wait_changed(self, deadline: float | None) -> None:
+        """Wait for new input or a settled window, or until the loop time ``deadline``."""
+        self.changed.clear()
+        try:
+            async with asyncio.timeout_at(deadline):
+                await self.changed.wait()
+        except TimeoutError:
+            pass
+
     async def put(self, piece: Piece) -> None:
         """Wait for room, then append (a piece bigger than the capacity fits when empty)."""
         while self.bytes and self.bytes + len(piece.block) > self.capacity:
@@ -220,6 +229,7 @@ class Job:
     bounds: list[int] = field(default_factory=list)  # len(results) at each EOP: per-request grouping
     alone: bool = False  # isolating a failure: nothing else in flight beside it, so blame is exact
     size: int = 0  # bytes of input when written (worker-driven batches grow as they go)
+    resent: bool = False  # sent again after a failure (its answer does not prove the worker healthy)
     after_confirmation: bool = False  # sent again after a failure: only once what went before is in step
 
     @property

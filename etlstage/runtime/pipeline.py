@@ -22,13 +22,14 @@ from etlstage.config.model import PipelineConfig, StageConfig
 from etlstage.errors import MarkerInMessage, PipelineError, escape_bytes
 from etlstage.protocol.framing import check_messages, split_block
 from etlstage.protocol.offsets import make_policy
+from etlstage.protocol.pointer import MISSING, parse_pointer, resolve
 from etlstage.protocol.scenario import Scenario
 from etlstage.protocol.vocabulary import Mode, Offsets, OnFailure, StageType
 from etlstage.runtime.admit import admit
 from etlstage.runtime.driver import STOP, EmitFn, ExtractDriver, TransformDriver
 from etlstage.runtime.flow import Inbox, Job, Piece, Window
 from etlstage.runtime.services import Services
-from etlstage.runtime.stats import StageStats
+from etlstage.runtime.stats import RateHistory, StageStats
 from etlstage.runtime.tasks import cancel, run_all
 from etlstage.runtime.transport import ProcessTransport, Transport
 from etlstage.state.store import StateStore, ensure_private_dir
@@ -62,6 +63,7 @@ class Pipeline:
         self.levels: list[list[StageConfig]] = [ext, *([t] for t in trans), loads]
         self.n_levels = len(self.levels)
         self.stats = {s.name: StageStats(s.name, s.type) for s in config.stages}
+        self.history = RateHistory()  # sampled with each heartbeat: current rates, charts
         self.inputs: dict[str, list[Inbox]] = {}
         for level, stages in enumerate(self.levels[1:], start=1):
             for s in stages:
@@ -338,6 +340,7 @@ class Pipeline:
     async def _heartbeat(self) -> None:
         while True:
             await asyncio.sleep(2.0)
+            self.history.sample(self.stats)
             self.store.heartbeat(self.progress())
 
     def stop(self) -> None:
@@ -370,12 +373,26 @@ class Pipeline:
                 "deadletters": s.deadletters,
                 "rss": rss,
                 "cpu": round(cpu, 1),
+                "rate": round(self.history.rate(name), 1),
             }
         return {
             "pid": os.getpid(),
             "elapsed": round(time.monotonic() - self.started, 3),
             "stages": stages,
             "windows_in_flight": sum(len(src.windows) for src in self.sources.values()),
+            "windows": [
+                {
+                    "source": w.source,
+                    "seq": w.seq,
+                    "closed": w.closed,
+                    "done": w.done,
+                    "messages": w.messages,
+                    "opened_at": w.opened,
+                    "request": w.request.decode(errors="replace") if isinstance(w.request, bytes) else None,
+                }
+                for src in self.sources.values()
+                for w in src.windows
+            ],
         }
 
 
@@ -387,29 +404,22 @@ def _partition(block: bytes, stage: StageConfig) -> list[tuple[bytes, int]]:
     """Split a block by the hash of each message's ``partition_by`` key (per-message JSON)."""
     eom = stage.markers.EOM
     parts: list[list[bytes]] = [[] for _ in range(stage.instances)]
-    pointer = stage.partition_by or ""
+    tokens = parse_pointer(stage.partition_by or "")
     for m in split_block(block, stage.markers):
-        key = _pointer_key(m, pointer)
+        key = _partition_key(m, tokens)
         parts[zlib.crc32(key) % stage.instances].append(m)
     return [(eom.join(p) + eom if p else b"", len(p)) for p in parts]
 
 
-def _pointer_key(message: bytes, pointer: str) -> bytes:
+def _partition_key(message: bytes, tokens: tuple[str, ...]) -> bytes:
+    """The value at the pointer as canonical JSON (``null`` when absent); a message that is
+    not JSON is its own key."""
     try:
         doc: object = json.loads(message)
     except ValueError:
-        return message  # not JSON: the whole message is its key
-    for token in pointer.split("/")[1:]:
-        token = token.replace("~1", "/").replace("~0", "~")
-        if isinstance(doc, dict):
-            doc = doc.get(token)
-        elif isinstance(doc, list) and token.isdigit() and int(token) < len(doc):
-            doc = doc[int(token)]
-        else:
-            doc = None
-        if doc is None:
-            break
-    return json.dumps(doc, sort_keys=True).encode()
+        return message
+    value = resolve(doc, tokens)
+    return json.dumps(None if value is MISSING else value, sort_keys=True).encode()
 
 
 def install_signal_handlers(pipeline: Pipeline, hard_stop: asyncio.Future[None]) -> None:

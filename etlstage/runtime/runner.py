@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from etlstage.config.model import PipelineConfig
@@ -15,13 +16,22 @@ from etlstage.runtime.tasks import cancel
 
 log = logging.getLogger("etlstage")
 
+# Something started beside a run with the pipeline (the HTTP endpoints); returns how to stop it.
+Attach = Callable[[Pipeline], Callable[[], None]]
+
 
 async def run_pipeline(
-    config: PipelineConfig, *, once: bool = False, progress: bool = True, extra_env: dict[str, str] | None = None
+    config: PipelineConfig,
+    *,
+    once: bool = False,
+    progress: bool = True,
+    extra_env: dict[str, str] | None = None,
+    attach: Attach | None = None,
 ) -> int:
     """0 when done (or stopped gracefully), 1 on a pipeline failure, 2 on a state/config error."""
     try:
         pipeline = Pipeline(config, once=once, extra_env=extra_env)
+        detach = attach(pipeline) if attach is not None else None
     except EtlstageError as exc:
         log.error("%s", exc)
         return exc.exit_code
@@ -57,6 +67,8 @@ async def run_pipeline(
         code = 1
     finally:
         tasks = [t for t in (runner, reporter, drain_over) if t is not None]
-        await cancel(tasks)  # type: ignore[arg-type]
+        await cancel(tasks)
+        if detach is not None:
+            detach()
     print(summary(pipeline), file=sys.stderr)
     return code

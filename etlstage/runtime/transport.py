@@ -19,9 +19,7 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Mapping
 
 import psutil
 
@@ -36,7 +34,7 @@ F_SETPIPE_SZ = 1031
 STDERR_TAIL = 20
 
 
-def _grow_pipe(fd: int) -> None:
+def grow_pipe(fd: int) -> None:
     # Bigger pipes mean fewer wake-ups per MB moved; not fatal when refused.
     with contextlib.suppress(OSError):
         fcntl.fcntl(fd, F_SETPIPE_SZ, PIPE_SIZE)
@@ -123,6 +121,10 @@ class Transport:
 
     def resources(self) -> tuple[int, float] | None:
         """(RSS bytes, CPU percent) of the worker's process tree, when known."""
+        return None
+
+    def cpu_seconds(self) -> float | None:
+        """CPU time (user + system) the worker's live process tree has used, when known."""
         return None
 
 
@@ -226,6 +228,7 @@ class ProcessTransport(Transport):
             self._ps: psutil.Process | None = psutil.Process(self.pid)
         except psutil.Error:
             self._ps = None
+        self._measured: dict[int, psutil.Process] = {}
 
     @classmethod
     async def spawn(cls, argv: list[str], env: dict[str, str], cwd: str | None, label: str) -> ProcessTransport:
@@ -275,11 +278,11 @@ class ProcessTransport(Transport):
             with contextlib.suppress(AttributeError, ValueError, OSError):
                 pipe = transport.get_pipe_transport(fd)
                 if pipe is not None:
-                    _grow_pipe(pipe.get_extra_info("pipe").fileno())
+                    grow_pipe(pipe.get_extra_info("pipe").fileno())
         stdin = transport.get_pipe_transport(0)
         if isinstance(stdin, asyncio.WriteTransport):
             stdin.set_write_buffer_limits(high=4 * READ_CHUNK)
-        return cls(transport, protocol, argv, label, tail)  # type: ignore[arg-type]
+        return cls(transport, protocol, argv, label, tail)
 
     async def write(self, data: bytes) -> None:
         stdin = self._transport.get_pipe_transport(0)
@@ -366,9 +369,15 @@ class ProcessTransport(Transport):
     def stderr_tail(self) -> list[str]:
         return list(self._tail)
 
+    def _measured_tree(self) -> list[psutil.Process]:
+        """The tree, with the same Process object for a pid each time: ``cpu_percent(None)``
+        measures since that object's previous call, so a fresh object would always say 0."""
+        self._measured = {p.pid: self._measured.get(p.pid, p) for p in self._tree()}
+        return list(self._measured.values())
+
     def resources(self) -> tuple[int, float] | None:
         rss, cpu = 0, 0.0
-        tree = self._tree()
+        tree = self._measured_tree()
         if not tree:
             return None
         for p in tree:
@@ -377,115 +386,14 @@ class ProcessTransport(Transport):
                 cpu += p.cpu_percent(None)
         return rss, cpu
 
-
-class InProcessTransport(Transport):
-    """A Python SDK worker run in a thread of this process, over OS pipes.
-
-    ``target(stdin, stdout)`` is called in the thread with binary file objects and
-    returns the exit status.  Used by the in-memory harness: no subprocess at all.
-    """
-
-    def __init__(self, target: Callable[[Any, Any], int], label: str) -> None:
-        self.label = label
-        self.pid = os.getpid()
-        in_r, in_w = os.pipe()
-        out_r, out_w = os.pipe()
-        for fd in (in_w, out_w):
-            _grow_pipe(fd)
-        self._in_w = in_w
-        self._out_r = out_r
-        self._code: int | None = None
-        self._tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL)
-        self._loop = asyncio.get_running_loop()
-        self._finished: asyncio.Future[int] = self._loop.create_future()
-        self._reader: asyncio.StreamReader | None = None
-        self._writer_transport: asyncio.WriteTransport | None = None
-        self._writer: asyncio.StreamWriter | None = None
-        self._setup: asyncio.Future[None] | None = None
-
-        def run() -> None:
-            stdin = os.fdopen(in_r, "rb", buffering=0)
-            stdout = os.fdopen(out_w, "wb", buffering=READ_CHUNK)
-            code = 1
-            try:
-                code = target(stdin, stdout)
-            except BaseException as exc:
-                self._tail.append(f"{type(exc).__name__}: {exc}")
-                log.error("[%s] worker raised %s: %s", label, type(exc).__name__, exc)
-                code = 1
-            finally:
-                with contextlib.suppress(OSError):
-                    stdout.close()
-                with contextlib.suppress(OSError):
-                    stdin.close()
-                self._code = code
-                self._loop.call_soon_threadsafe(self._set_finished, code)
-
-        self._thread = threading.Thread(target=run, name=f"worker-{label}", daemon=True)
-        self._thread.start()
-
-    def _set_finished(self, code: int) -> None:
-        if not self._finished.done():
-            self._finished.set_result(code)
-
-    async def _ensure_streams(self) -> None:
-        """Connect the pipes once; a reader and a writer may both ask at the same time."""
-        if self._setup is None:
-            self._setup = asyncio.ensure_future(self._connect())
-        await asyncio.shield(self._setup)
-
-    async def _connect(self) -> None:
-        if self._reader is None:
-            loop = asyncio.get_running_loop()
-            reader = self._reader = asyncio.StreamReader(limit=4 * READ_CHUNK)
-            await loop.connect_read_pipe(
-                lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(self._out_r, "rb", buffering=0)
-            )
-            wt, wp = await loop.connect_write_pipe(
-                asyncio.streams.FlowControlMixin, os.fdopen(self._in_w, "wb", buffering=0)
-            )
-            self._writer_transport = wt
-            self._writer = asyncio.StreamWriter(wt, wp, None, loop)
-
-    async def write(self, data: bytes) -> None:
-        await self._ensure_streams()
-        assert self._writer is not None
-        self._writer.write(data)
-        await self._writer.drain()
-
-    async def read(self) -> bytes:
-        await self._ensure_streams()
-        assert self._reader is not None
-        return await self._reader.read(READ_CHUNK)
-
-    def close_input(self) -> None:
-        if self._writer_transport is not None:
-            if not self._writer_transport.is_closing():
-                self._writer_transport.close()
-        else:
-            with contextlib.suppress(OSError):
-                os.close(self._in_w)
-            self._in_w = -1
-
-    async def wait(self) -> int:
-        return await asyncio.shield(self._finished)
-
-    def returncode(self) -> int | None:
-        return self._code
-
-    async def stop(self, grace: float = 10.0, term_grace: float = 5.0) -> int | None:
-        self.close_input()
-        try:
-            return await asyncio.wait_for(self.wait(), grace + term_grace)
-        except TimeoutError:
-            log.warning("%s: in-process worker did not finish after stdin closed; abandoning its thread", self.label)
+    def cpu_seconds(self) -> float | None:
+        total = 0.0
+        # the tree resources() found last (at most a second ago): walking /proc again costs more
+        tree = list(self._measured.values()) or self._tree()
+        if not tree:
             return None
-
-    def kill(self) -> None:
-        # A thread cannot be killed: cut its pipes so it ends at its next read or write.
-        self.close_input()
-        if self._reader is not None and self._reader._transport is not None:  # type: ignore[attr-defined]
-            self._reader._transport.close()  # type: ignore[attr-defined]
-
-    def stderr_tail(self) -> list[str]:
-        return list(self._tail)
+        for p in tree:
+            with contextlib.suppress(psutil.Error):
+                t = p.cpu_times()
+                total += t.user + t.system
+        return total

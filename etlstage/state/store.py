@@ -26,8 +26,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from etlstage.errors import StateError
+from etlstage.protocol.framing import split_block
 
 log = logging.getLogger("etlstage.state")
 SIDE_FILES = ("-wal", "-shm", "-journal")  # what SQLite creates beside the database
@@ -82,9 +84,29 @@ class DeadLetter:
     status: str
 
     def split(self) -> list[bytes]:
-        parts = self.inputs.split(bytes([self.eom]))
-        parts.pop()
-        return parts
+        return split_block(self.inputs, bytes([self.eom]))
+
+
+class Checkpoint(NamedTuple):
+    source: str  # "stage" or "stage#instance" of an E-stage
+    committed_end: object  # supervisor-managed offsets: the last committed end
+    windows_done: int
+    messages: int
+    updated_at: float
+
+
+class OpenWindow(NamedTuple):
+    source: str
+    seq: int
+    request: object
+    opened_at: float
+
+
+class Run(NamedTuple):
+    pid: int
+    started_at: float
+    heartbeat: float
+    info: dict[str, object]  # the pipeline's last progress document
 
 
 def _user(uid: int) -> str:
@@ -286,13 +308,6 @@ class StateStore:
                 (source, seq, None if request is None else json.dumps(request), time.time()),
             )
 
-    def close_window(self, source: str, seq: int, messages: int) -> None:
-        with self.tx() as db:
-            db.execute(
-                "UPDATE windows SET closed_at=?, messages=? WHERE source=? AND seq=?",
-                (time.time(), messages, source, seq),
-            )
-
     def commit(self, source: str, seq: int, end: object, messages: int) -> None:
         """Window ``seq`` of ``source`` and all before it are done: record it atomically."""
         with self.tx() as db:
@@ -310,17 +325,16 @@ class StateStore:
         with self.tx() as db:
             return db.execute("DELETE FROM windows").rowcount
 
-    def checkpoints(self) -> list[tuple[str, object, int, int, float]]:
+    def checkpoints(self) -> list[Checkpoint]:
         rows = self.db.execute(
             "SELECT source, committed_end, window_seq, messages, updated_at FROM checkpoints ORDER BY source"
         ).fetchall()
-        return [(r[0], json.loads(r[1]) if r[1] else None, r[2], r[3], r[4]) for r in rows]
+        return [Checkpoint(r[0], json.loads(r[1]) if r[1] else None, r[2], r[3], r[4]) for r in rows]
 
-    def open_windows(self) -> list[tuple[str, int, object, float, float | None, int]]:
-        rows = self.db.execute(
-            "SELECT source, seq, request, opened_at, closed_at, messages FROM windows ORDER BY source, seq"
-        ).fetchall()
-        return [(r[0], r[1], json.loads(r[2]) if r[2] else None, r[3], r[4], r[5]) for r in rows]
+    def open_windows(self) -> list[OpenWindow]:
+        """Windows opened and not yet committed (what a dead supervisor left is replayed)."""
+        rows = self.db.execute("SELECT source, seq, request, opened_at FROM windows ORDER BY source, seq").fetchall()
+        return [OpenWindow(r[0], r[1], json.loads(r[2]) if r[2] else None, r[3]) for r in rows]
 
     # --- dead letters -------------------------------------------------------------------
 
@@ -346,6 +360,10 @@ class StateStore:
             sql += " WHERE " + " AND ".join(where)
         return [DeadLetter(*r) for r in self.db.execute(sql + " ORDER BY id", args).fetchall()]
 
+    def deadletter_counts(self) -> dict[str, int]:
+        """Dead letters by status (new, replay, replayed), without reading their messages."""
+        return dict(self.db.execute("SELECT status, COUNT(*) FROM deadletters GROUP BY status").fetchall())
+
     def deadletter(self, ident: int) -> DeadLetter | None:
         found = [d for d in self.deadletters() if d.id == ident]
         return found[0] if found else None
@@ -367,9 +385,13 @@ class StateStore:
                 )
 
     def end_run(self) -> None:
+        """This run is over; so is any run that started before it (one that died unannounced)."""
         with self.tx() as db:
-            db.execute("DELETE FROM runs WHERE pid=?", (os.getpid(),))
+            pid = os.getpid()
+            db.execute(
+                "DELETE FROM runs WHERE pid=? OR started_at < (SELECT started_at FROM runs WHERE pid=?)", (pid, pid)
+            )
 
-    def runs(self) -> list[tuple[int, float, float, dict[str, object]]]:
+    def runs(self) -> list[Run]:
         rows = self.db.execute("SELECT pid, started_at, heartbeat, info FROM runs").fetchall()
-        return [(r[0], r[1], r[2], json.loads(r[3] or "{}")) for r in rows]
+        return [Run(r[0], r[1], r[2], json.loads(r[3] or "{}")) for r in rows]

@@ -22,6 +22,7 @@ from typing import Any
 
 from etlstage.config.model import RestartPolicy, StageConfig, Timeouts
 from etlstage.errors import EtlstageError, PipelineError
+from etlstage.protocol.framing import split_block
 from etlstage.protocol.markers import DEFAULT_MARKERS, Markers
 from etlstage.protocol.scenario import Scenario
 from etlstage.protocol.vocabulary import BatchDriver, Mode, Offsets, OnFailure, StageType, default_mode, word_of
@@ -29,7 +30,8 @@ from etlstage.runtime.driver import STOP, ExtractDriver, TransformDriver
 from etlstage.runtime.flow import Inbox, Job, Piece, Window
 from etlstage.runtime.stats import StageStats
 from etlstage.runtime.tasks import run_all
-from etlstage.runtime.transport import InProcessTransport, ProcessTransport, Transport
+from etlstage.runtime.transport import ProcessTransport, Transport
+from etlstage.testing.transport import InProcessTransport
 from etlstage.worker.base import Worker
 from etlstage.worker.runner import serve
 
@@ -166,8 +168,8 @@ async def _transform(
     sent: list[list[bytes]] = []
 
     def on_job_done(job: Job) -> None:
-        messages = _split(job.block, eom)
-        results = _split(b"".join(job.results), eom)
+        messages = split_block(job.block, eom)
+        results = split_block(b"".join(job.results), eom)
         if job.batch:
             batches.append(results)
             sent.append(messages)
@@ -220,18 +222,10 @@ async def _extract(
         return r
 
     async def emit(piece: Piece) -> None:
-        outputs[piece.window.seq].extend(_split(piece.block, eom))
+        outputs[piece.window.seq].extend(split_block(piece.block, eom))
 
     driver = ExtractDriver(stage, sdir, spawn, StageStats("harness", "E"), emit, open_window, next_request, once=False)
     await driver.run()
     if stage.mode == Mode.PLAIN:
         sent = [[]]
     return [outputs[w.seq] for w in windows], sent
-
-
-def _split(block: bytes, eom: bytes) -> list[bytes]:
-    if not block:
-        return []
-    parts = block.split(eom)
-    parts.pop()
-    return parts

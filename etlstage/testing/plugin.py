@@ -8,6 +8,6 @@ from etlstage.testing.harness import StageHarness
 
 
 @pytest.fixture
-def stage_harness(tmp_path) -> StageHarness:  # type: ignore[no-untyped-def]
+def stage_harness(tmp_path) -> StageHarness:
     """Drive one worker through any protocol scenario from memory; see etlstage.testing."""
     return StageHarness(str(tmp_path))

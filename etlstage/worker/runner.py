@@ -123,8 +123,7 @@ def _protected_stdout() -> BinaryIO:
 def _loop(w: Worker, sc: Scenario, stdin: BinaryIO, out: _Output) -> None:
     m = sc.markers
     if sc.type == StageType.E and sc.mode == Mode.PLAIN:
-        assert isinstance(w, Extractor), "an E-stage needs an Extractor"
-        out.messages(w.extract(None))
+        out.messages(_extractor(w).extract(None))
         write_report(w)
         out.flush()
         return
@@ -169,10 +168,10 @@ def _serve_requests(
             if sc.type == StageType.E:
                 for raw in token:
                     request = Request.parse(raw, cycle)
-                    assert isinstance(w, Extractor), "an E-stage needs an Extractor"
+                    e = _extractor(w)
                     if cycle > 0:
-                        w.on_window_done(request)
-                    out.messages(w.extract(request))
+                        e.on_window_done(request)
+                    out.messages(e.extract(request))
                     write_report(w)
                     out.signal(m.EOP)
                     out.flush()
@@ -279,3 +278,10 @@ def run_transformer(fn: Callable[[list[bytes]], Iterable[bytes]]) -> None:
 
 def run_loader(fn: Callable[[list[bytes]], object]) -> None:
     main(fn, kind="L")
+
+
+def _extractor(w: Worker) -> Extractor:
+    """An E-stage runs an Extractor; anything else is the author's mistake, said plainly."""
+    if not isinstance(w, Extractor):
+        raise TypeError(f"an E-stage needs an Extractor, got {type(w).__name__}")
+    return w

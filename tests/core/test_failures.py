@@ -283,3 +283,17 @@ def test_a_worker_over_max_rss_is_replaced_between_batches(pdir, tmp_path):
     assert r.code == 0, r.stderr
     assert sorted(pdir.lines("out.txt"), key=int) == [str(i) for i in range(400)]
     assert "over max_rss 63 MB: replacing it between batches" in r.stderr
+
+
+def test_deadletter_commands_take_the_pipeline_file_as_their_argument(pdir):
+    pdir.write(three_stages('["{PY}", "{TW}", poison, "13"]', "on_failure: deadletter,"), name="other.yaml")
+    assert pdir.etlstage("run", "other.yaml", "--once", "--no-progress").code == 0
+    assert "stage 't' 1 message(s)" in pdir.etlstage("deadletter", "list", "other.yaml").stdout
+    assert "  13" in pdir.etlstage("deadletter", "show", "1", "other.yaml").stdout
+    r = pdir.etlstage("deadletter", "replay", "other.yaml", "1")
+    assert r.code == 0 and "1 dead letter(s) will be sent again" in r.stdout, r.stderr
+    missing = pdir.etlstage("deadletter", "replay", "other.yaml", "7")
+    assert missing.code == 2 and "no dead letter(s) #7" in missing.stderr
+    for args in (["list", "--help"], ["show", "--help"], ["replay", "--help"]):
+        helped = pdir.etlstage("deadletter", *args)
+        assert helped.code == 0 and len(helped.stdout.split("\n\n")[1].strip()) > 20, helped.stdout

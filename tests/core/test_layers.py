@@ -1,10 +1,11 @@
 """The package's layers point one way: a module imports only from layers below its own.
 
-    5  cli
-    4  testing, spark, observe      (the harness and the engines' front ends)
-    3  runtime, worker              (the supervisor engine; the worker SDK)
-    2  config
-    1  protocol, state
+    6  cli
+    5  testing, spark, observe      (the harness, the Spark engine, metrics)
+    4  runtime, worker              (the supervisor engine; the worker SDK)
+    3  config
+    2  state
+    1  protocol
     0  errors, logs
 
 docs/architecture.md draws the same picture and says where a new feature goes.
@@ -20,14 +21,14 @@ LAYERS = {
     "errors": 0,
     "logs": 0,
     "protocol": 1,
-    "state": 1,
-    "config": 2,
-    "runtime": 3,
-    "worker": 3,
-    "testing": 4,
-    "spark": 4,
-    "observe": 4,
-    "cli": 5,
+    "state": 2,
+    "config": 3,
+    "runtime": 4,
+    "worker": 4,
+    "testing": 5,
+    "spark": 5,
+    "observe": 5,
+    "cli": 6,
 }
 
 

@@ -80,3 +80,4 @@ def test_random_stray_missing_and_repeated_answers_lose_nothing(pdir, seed):
     faults = sorted({f"{rng.choice(kinds)}@{rng.randint(1, answers)}" for _ in range(rng.randint(1, 3))})
     print(f"seed {seed}: mode {mode}, prefetch {prefetch}, faults {faults}")
     run_and_check(pdir, mode, prefetch, faults)
+

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import zlib
 
 import pytest
 
+from etlstage.protocol.pointer import parse_pointer
 from tests.support.paths import EXAMPLES, FIXTURES, ROOT
 from tests.support.run_cli import ETLSTAGE, etlstage
 
@@ -296,3 +298,22 @@ def test_worker_reports_are_summed_over_this_runs_processes_in_the_summary(pdir)
     assert r.code == 0, r.stderr
     assert "t: seen 100, by size (short 0)" in r.stderr
     assert len(list(stage_dir.glob("report-*.json"))) >= 2
+
+
+def test_partition_by_assignments_are_pinned():
+    """A key's instance must not change between versions: a stage's per-instance state (the
+    RDSS sequence store) would no longer meet the key's later messages."""
+    from etlstage.runtime.pipeline import _partition_key
+
+    tokens = parse_pointer("/h/seq")
+    expected = {
+        b'{"h":{"seq":"a"}}': (b'"a"', 1),
+        b'{"h":{"seq":"b"}}': (b'"b"', 0),
+        b'{"h":{"seq":7}}': (b"7", 0),
+        b'{"h":{}}': (b"null", 1),  # absent: all such messages meet on one instance
+        b"not json": (b"not json", 1),  # its own key
+        b'{"h":{"seq":{"y":1,"x":2}}}': (b'{"x": 2, "y": 1}', 0),  # canonical JSON: member order does not matter
+    }
+    for message, (key, instance) in expected.items():
+        assert _partition_key(message, tokens) == key
+        assert zlib.crc32(key) % 3 == instance

@@ -139,9 +139,9 @@ class _MldDriver:
         if synthetic:
             first = self.store.allocate(shard_id, len(synthetic))
             for n, p in enumerate(synthetic, first):
-                p.record.assign(n)  # type: ignore[union-attr]
+                p.record.assign(n)
         session = self._session(shard_id)
-        records: list[Record] = [p.record for p in parsed_list]  # type: ignore[misc]
+        records: list[Record] = [p.record for p in parsed_list]
         floor = session.last_checkpoint
         if floor is not None:
             kept = [r for r in records if r.key > floor]

@@ -63,11 +63,6 @@ class Record:
         self.sequence_number = str(n).zfill(SEQ_WIDTH)
 
 
-@dataclass(frozen=True)
-class ShardEnd:
-    shard_id: str
-
-
 @dataclass(slots=True)
 class Parsed:
     """One input message, classified.  ``record.sequence_number`` is "" until assigned."""
@@ -166,10 +161,6 @@ def _arrival_ms(value: object, now_ms: int, where: str) -> int:
         # seconds (10 digits today) or milliseconds (13 digits)
         return int(value * 1000) if value < 1e11 else int(value)
     raise InputError(f"{where}: envelope approximateArrivalTimestamp {value!r}: expected epoch ms or ISO-8601")
-
-
-def format_sequence(n: int) -> str:
-    return str(n).zfill(SEQ_WIDTH)
 
 
 def now_ms() -> int:

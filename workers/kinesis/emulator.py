@@ -2,7 +2,7 @@
 
 Command line::
 
-    python -m etlstage_workers.kinesis.emulator --port 0 --stream demo --shards 2 \\
+    etlstage-kinesis-emulator --port 0 --stream demo --shards 2 \\
         --records data.jsonl --partition-key /id
 
 prints the endpoint URL (``http://127.0.0.1:PORT``) as its first stdout line, seeds the
@@ -151,7 +151,7 @@ def read_lines(path: str) -> list[bytes]:
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(
-        prog="python -m etlstage_workers.kinesis.emulator",
+        prog="etlstage-kinesis-emulator",
         description="Kinesis emulator (moto) on 127.0.0.1; prints its endpoint URL.",
     )
     p.add_argument("--port", type=int, default=0, help="TCP port (0: a free one)")

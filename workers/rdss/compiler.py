@@ -323,5 +323,5 @@ def compile_schema(
     namespace: dict[str, Any] = dict(compiler.consts, _MISSING=object())
     exec(compile(source, "<rdss-compiled-schema>", "exec"), namespace)
     fn = namespace[entry]
-    fn.__source__ = source  # type: ignore[attr-defined]
-    return fn  # type: ignore[no-any-return]
+    fn.__source__ = source
+    return fn

@@ -396,8 +396,12 @@ def write_demo(n: int, seed: int, out: str, expected_path: str) -> dict[str, Any
     records, expected = generate(n, seed)
     for path in (out, expected_path):
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    with open(out, "wb") as f:
-        f.writelines(r + b"\n" for r in records)
-    with open(expected_path, "w", encoding="utf-8") as f:
+    # Each file whole or not at all, the records last: their presence is what tells a pipeline's
+    # service (``creates:``) that the demo data exists, so a kill in between leaves no half.
+    with open(expected_path + ".tmp", "w", encoding="utf-8") as f:
         json.dump(expected, f, indent=1, sort_keys=True)
+    os.replace(expected_path + ".tmp", expected_path)
+    with open(out + ".tmp", "wb") as f:
+        f.writelines(r + b"\n" for r in records)
+    os.replace(out + ".tmp", out)
     return dict(expected["counts"])

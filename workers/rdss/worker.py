@@ -76,7 +76,7 @@ class RdssTransformer(Transformer):
         self.reassembler = Reassembler(self.ldr, self.validator, o.sequence_timeout_s)
         self._last_purge = 0.0
         log.info(
-            "[INFO] RDSS worker ready: spec %s, schemas %s, LDR %s, max %d bytes, sequence timeout %gs, retention %gs",
+            "RDSS worker ready: spec %s, schemas %s, LDR %s, max %d bytes, sequence timeout %gs, retention %gs",
             schemas.spec,
             schemas.source,
             self.ldr.path,
@@ -88,7 +88,7 @@ class RdssTransformer(Transformer):
     def teardown(self) -> None:
         c = self.counters
         log.info(
-            "[INFO] RDSS worker done: %d received, %d valid, %d parts, %d duplicate copies in a batch, %d seen before, "
+            "RDSS worker done: %d received, %d valid, %d parts, %d duplicate copies in a batch, %d seen before, "
             "%d sequences completed, %d timed out, errors %s",
             c.received,
             c.valid,
@@ -145,7 +145,7 @@ class RdssTransformer(Transformer):
                 tally.invalid.append((row[0] if own_id else f"{row[0]} (derived)", v.code, v.description))
                 results.append(error_result(raw, v.doc, v.code, v.description or v.code))
             if self.options.log_messages:
-                log.info("[INFO] Message received: %s (%d bytes)", v.header.get("messageId"), len(raw))
+                log.info("Message received: %s (%d bytes)", v.header.get("messageId"), len(raw))
         ldr = self.ldr
         # Parts must survive even a power loss once acknowledged; other rows are bookkeeping.
         ldr.db.execute(f"PRAGMA synchronous={'FULL' if tally.parts else 'NORMAL'}")
@@ -181,7 +181,7 @@ class RdssTransformer(Transformer):
         try:
             return self.validator.check(raw, now)
         except Exception as exc:
-            log.exception("[ERROR] unexpected error validating a message of %d bytes", len(raw))
+            log.exception("unexpected error validating a message of %d bytes", len(raw))
             return Verdict(None, GENERR009, f"message: unexpected error while validating: {type(exc).__name__}: {exc}")
 
     def _count(self, tally: _Tally, ids: list[str], known: set[str]) -> None:
@@ -193,10 +193,10 @@ class RdssTransformer(Transformer):
         c.seen_before += seen
         for mid, code, description in tally.invalid:
             c.by_code[code] = c.by_code.get(code, 0) + 1
-            log.warning("[WARNING] Message %s to the %s queue: %s %s", mid, queue_of(code), code, description)
+            log.warning("Message %s to the %s queue: %s %s", mid, queue_of(code), code, description)
         if seen:
             log.info(
-                "[INFO] %d message(s) with a messageId seen before: processed again (the loader de-duplicates)", seen
+                "%d message(s) with a messageId seen before: processed again (the loader de-duplicates)", seen
             )
 
 

@@ -128,6 +128,7 @@ def test_syslog_lines_follow_rfc5424(tmp_path: Path) -> None:
     pri, rest = warning.split(">", 1)
     assert pri == "<132" and rest.startswith("1 ")  # local0 (16) * 8 + warning (4)
     assert "etlstage-rdss-" in warning and "[WARNING] Message" in warning
+    assert warning.count("[WARNING]") == 1, warning  # the level once, by the formatter
 
 
 @pytest.mark.timeout(60)

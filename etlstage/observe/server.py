@@ -1,0 +1,198 @@
+"""The HTTP endpoints of a running supervisor: ``/``, ``/api/status``, ``/metrics``.
+
+A small WSGI application served by a thread (``wsgiref``, one thread per request), so
+the event loop never parses HTTP.  Whatever a response needs is read from the pipeline
+on the event loop (``call_soon_threadsafe``) at most every half second, however many
+clients ask: the pipeline pays nothing per message and little per request.  No
+authentication: it listens on loopback unless told otherwise (docs/operating.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import json
+import logging
+import selectors
+import socket
+import socketserver
+import threading
+import time
+from collections.abc import Callable, Iterable
+from importlib import resources
+from typing import TYPE_CHECKING, Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
+
+from etlstage.errors import ConfigError
+from etlstage.observe.live import Snapshot, live_state
+from etlstage.observe.status import status_document
+
+if TYPE_CHECKING:
+    from etlstage.runtime.pipeline import Pipeline
+
+log = logging.getLogger("etlstage.http")
+
+PAGE_FILES = {"app.js": "text/javascript", "style.css": "text/css"}
+StartResponse = Callable[[str, list[tuple[str, str]]], Any]
+
+
+class _Server(socketserver.ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+    block_on_close = False  # a request waiting for the event loop must not hold up the end of the run
+    allow_reuse_address = True
+
+
+class _Handler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("%s %s", self.address_string(), format % args)
+
+
+class Snapshots:
+    """Snapshots of the pipeline taken on its event loop, shared by requests within ``max_age``."""
+
+    def __init__(self, pipeline: Pipeline, loop: asyncio.AbstractEventLoop, max_age: float = 0.5) -> None:
+        self.pipeline = pipeline
+        self.loop = loop
+        self.max_age = max_age
+        self._lock = threading.Lock()
+        self._last: tuple[float, Snapshot] | None = None
+
+    def _take(self) -> Snapshot:  # on the event loop
+        live = live_state(self.pipeline)
+        return Snapshot(live, status_document(self.pipeline.store, live))
+
+    def get(self) -> Snapshot:
+        with self._lock:
+            if self._last is not None and time.monotonic() - self._last[0] < self.max_age:
+                return self._last[1]
+            done: concurrent.futures.Future[Snapshot] = concurrent.futures.Future()
+
+            def take() -> None:
+                try:
+                    done.set_result(self._take())
+                except BaseException as exc:  # reported to the waiting request
+                    done.set_exception(exc)
+
+            self.loop.call_soon_threadsafe(take)
+            snap = done.result(timeout=10.0)
+            self._last = (time.monotonic(), snap)
+            return snap
+
+
+class App:
+    """The WSGI application: routes, the page's files, JSON, and prometheus_client's exposition."""
+
+    def __init__(self, snapshots: Snapshots) -> None:
+        self.snapshots = snapshots
+        self._metrics: Callable[..., Iterable[bytes]] | None = None
+        self._metrics_lock = threading.Lock()
+        page = resources.files("etlstage.observe") / "page"
+        self.files = {name: (page / name).read_bytes() for name in [*PAGE_FILES, "index.html"]}
+
+    def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        method, path = environ.get("REQUEST_METHOD", "GET"), environ.get("PATH_INFO", "/")
+        if method not in ("GET", "HEAD"):
+            return _reply(
+                start_response, "405 Method Not Allowed", b"GET only\n", "text/plain", [("Allow", "GET, HEAD")]
+            )
+        try:
+            if path == "/metrics":
+                return self.metrics()(environ, start_response)
+            if path == "/api/status":
+                return _reply(start_response, "200 OK", _json(self.snapshots.get().status), "application/json")
+            if path in ("/", "/index.html"):
+                return _reply(start_response, "200 OK", self._page(), "text/html; charset=utf-8")
+            name = path.removeprefix("/static/")
+            if name in PAGE_FILES:
+                return _reply(start_response, "200 OK", self.files[name], PAGE_FILES[name] + "; charset=utf-8")
+        except (concurrent.futures.TimeoutError, RuntimeError) as exc:
+            # the event loop is busy for 10 s or gone (the run is ending)
+            return _reply(start_response, "503 Service Unavailable", f"not available: {exc}\n".encode(), "text/plain")
+        return _reply(start_response, "404 Not Found", f"no page {path}\n".encode(), "text/plain")
+
+    def metrics(self) -> Callable[..., Iterable[bytes]]:
+        """prometheus_client's exposition app, made on the first scrape: a run nobody
+        scrapes does not import the library (tens of milliseconds of start-up)."""
+        with self._metrics_lock:
+            if self._metrics is None:
+                from prometheus_client import CollectorRegistry, ProcessCollector, make_wsgi_app
+
+                from etlstage.observe.metrics import PipelineCollector
+
+                registry = CollectorRegistry(auto_describe=False)
+                registry.register(PipelineCollector(self.snapshots.get))
+                ProcessCollector(registry=registry)  # the supervisor's own CPU, memory and open files
+                self._metrics = make_wsgi_app(registry)
+            return self._metrics
+
+    def _page(self) -> bytes:
+        """index.html with the state inlined: the first paint needs no second request."""
+        state = _json(self.snapshots.get().status).replace(b"</", b"<\\/")
+        return self.files["index.html"].replace(b"{{STATE}}", state)
+
+
+def _json(doc: object) -> bytes:
+    return json.dumps(doc, separators=(",", ":"), default=str).encode()
+
+
+def _reply(
+    start_response: StartResponse, status: str, body: bytes, ctype: str, extra: list[tuple[str, str]] | None = None
+) -> list[bytes]:
+    headers = [("Content-Type", ctype), ("Content-Length", str(len(body))), ("Cache-Control", "no-store")]
+    start_response(status, headers + (extra or []))
+    return [body]
+
+
+class ObserveServer:
+    """Serves :class:`App` for one pipeline run from a daemon thread."""
+
+    def __init__(self, pipeline: Pipeline, host: str, port: int) -> None:
+        loop = asyncio.get_running_loop()
+        server_class = type("Server", (_Server,), {"address_family": _family(host)})
+        try:
+            self.httpd: WSGIServer = server_class((host, port), _Handler)
+        except OSError as exc:
+            raise ConfigError([f"http: cannot listen on {_url(host, port)}: {exc.strerror or exc}"]) from None
+        self.httpd.set_app(App(Snapshots(pipeline, loop)))
+        self.port = self.httpd.server_address[1]
+        self.url = _url(host, self.port)
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._thread = threading.Thread(target=self._serve, name="etlstage-http", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+        log.info("status page and metrics on %s (no authentication: see docs/operating.md)", self.url)
+
+    def _serve(self) -> None:
+        # Like serve_forever, but woken at once by stop() instead of polling every half second
+        # (which would add up to that much to the end of every run).
+        with selectors.DefaultSelector() as sel:
+            sel.register(self.httpd.socket, selectors.EVENT_READ)
+            sel.register(self._wake_r, selectors.EVENT_READ)
+            while True:
+                for key, _ in sel.select():
+                    if key.fileobj is self._wake_r:
+                        return
+                    self.httpd.handle_request()  # readable: accepts at once, the request gets a thread
+
+    def stop(self) -> None:
+        self._wake_w.send(b"x")
+        self._thread.join(timeout=5.0)
+        self.httpd.server_close()
+        self._wake_r.close()
+        self._wake_w.close()
+
+
+def _family(host: str) -> socket.AddressFamily:
+    return socket.AF_INET6 if ":" in host else socket.AF_INET
+
+
+def _url(host: str, port: int) -> str:
+    return f"http://[{host}]:{port}/" if ":" in host else f"http://{host}:{port}/"
+
+
+def serve(pipeline: Pipeline, address: tuple[str, int]) -> Callable[[], None]:
+    """Start the endpoints for ``pipeline`` on ``address``; returns the function that stops them."""
+    server = ObserveServer(pipeline, *address)
+    server.start()
+    return server.stop

@@ -1,0 +1,172 @@
+"""What ``etlstage status`` shows, and ``/api/status`` serves: one document, two renderings.
+
+The document joins the state store (checkpoints, windows, dead letters, runs) with the
+running supervisor's progress: the heartbeat it writes every 2 s when read from another
+process, or the live state when served by the supervisor itself.  A run whose pid is
+gone is marked dead at once, not after its heartbeat goes stale.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import time
+from typing import Any
+
+import psutil
+
+from etlstage.state.store import StateStore
+
+STALE_AFTER = 30.0  # seconds without a heartbeat from a live pid: "not responding"
+
+
+def run_state(pid: int, started_at: float, heartbeat: float, now: float) -> str:
+    """``running``, ``dead`` (its pid is gone or now belongs to a later process) or ``not responding``."""
+    try:
+        proc = psutil.Process(pid)
+        if proc.status() == psutil.STATUS_ZOMBIE or proc.create_time() > started_at + 1.0:
+            return "dead"
+    except psutil.NoSuchProcess:
+        return "dead"
+    except psutil.Error:
+        pass  # not ours to inspect: it exists
+    return "not responding" if now - heartbeat > STALE_AFTER else "running"
+
+
+def status_document(store: StateStore, live: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Everything ``status`` knows; ``live``: the serving supervisor's own live state."""
+    now = time.time()
+    runs = []
+    for pid, started_at, heartbeat, info in store.runs():
+        own = live is not None and live.get("pid") == pid
+        runs.append(
+            {
+                "pid": pid,
+                "started_at": started_at,
+                "heartbeat": now if own else heartbeat,
+                "state": "running" if own else run_state(pid, started_at, heartbeat, now),
+                "progress": live if own else info,
+            }
+        )
+    running = [r for r in runs if r["state"] != "dead"]
+    counts = store.deadletter_counts()
+    return {
+        "time": now,
+        "running": running,
+        "dead": [{k: r[k] for k in ("pid", "started_at", "heartbeat")} for r in runs if r["state"] == "dead"],
+        "checkpoints": [
+            c._asdict() for c in store.checkpoints()
+        ],
+        "windows_in_flight": _windows(store, running, now),
+        "deadletters": {"total": sum(counts.values()), "new": counts.get("new", 0)},
+    }
+
+
+def _windows(store: StateStore, running: list[dict[str, Any]], now: float) -> list[dict[str, Any]]:
+    """In-flight windows as the running supervisor sees them; else those a stopped run left."""
+    live = [w for r in running for w in (r["progress"] or {}).get("windows", [])]
+    if live:
+        return [
+            {
+                "source": w["source"],
+                "seq": w["seq"],
+                "request": _request(w.get("request")),
+                "opened_at": w["opened_at"],
+                "age_seconds": round(now - w["opened_at"], 1),
+                "messages": w["messages"],
+                "state": "committing" if w.get("done") else "loading" if w["closed"] else "extracting",
+            }
+            for w in live
+        ]
+    return [
+        {
+            "source": w.source,
+            "seq": w.seq,
+            "request": w.request,
+            "opened_at": w.opened_at,
+            "age_seconds": round(now - w.opened_at, 1),
+            "messages": None,
+            "state": "in flight" if running else "left by a stopped run: extracted again by the next run",
+        }
+        for w in store.open_windows()
+    ]
+
+
+def _request(raw: str | None) -> object:
+    if not raw:
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw
+
+
+def _when(ts: float | None) -> str:
+    if ts is None:
+        return "-"
+    return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def _age(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.1f}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f}min"
+    return f"{seconds / 3600:.1f}h"
+
+
+def render(doc: dict[str, Any], state_path: str) -> list[str]:
+    """The text ``etlstage status`` prints."""
+    now = doc["time"]
+    lines = [f"state: {state_path}"]
+    running = doc["running"]
+    lines.append(
+        "running: "
+        + (
+            ", ".join(
+                f"pid {r['pid']} since {_when(r['started_at'])}"
+                + (
+                    ""
+                    if r["state"] == "running"
+                    else f" (not responding: no heartbeat for {_age(now - r['heartbeat'])})"
+                )
+                for r in running
+            )
+            or "no"
+        )
+    )
+    for d in doc["dead"]:
+        lines.append(
+            f"dead: supervisor pid {d['pid']} (started {_when(d['started_at'])}) is gone; last heartbeat "
+            f"{_age(now - d['heartbeat'])} ago. What it had in flight will be extracted again by the next run."
+        )
+    for r in running:
+        stages = (r["progress"] or {}).get("stages") or {}
+        if stages:
+            lines.append(
+                f"  {'stage':<16} {'in':>12} {'out':>12} {'rate':>10} {'in flight':>9} {'restarts':>8} "
+                f"{'memory, cpu':>16}"
+            )
+        for name, st in stages.items():
+            rss = st.get("rss") or 0
+            lines.append(
+                f"  {name:<16} {st['in']:>12,} {st['out']:>12,} {st.get('rate', 0):>8,.0f}/s {st['in_flight']:>9} "
+                f"{st.get('restarts', 0):>8} {rss / 1e6:>5,.0f} MB cpu {st.get('cpu', 0):>3.0f}%"
+            )
+    checkpoints = doc["checkpoints"]
+    lines.append("checkpoints:" if checkpoints else "checkpoints: none yet")
+    for c in checkpoints:
+        end = f" committed end {json.dumps(c['committed_end'])}" if c["committed_end"] is not None else ""
+        lines.append(
+            f"  {c['source']:<20} windows done {c['windows_done']:>6}  messages {c['messages']:>10,}{end}"
+            f"  at {_when(c['updated_at'])}"
+        )
+    windows = doc["windows_in_flight"]
+    lines.append(f"windows in flight: {len(windows)}")
+    for w in windows:
+        got = f", {w['messages']:,} messages extracted" if w["messages"] is not None else ""
+        req = f", request {json.dumps(w['request'])}" if w["request"] else ""
+        lines.append(f"  {w['source']} #{w['seq']}: {w['state']}, open {_age(w['age_seconds'])}{got}{req}")
+    dl = doc["deadletters"]
+    lines.append(f"dead letters: {dl['total']} ({dl['new']} new)")
+    return lines

@@ -1,0 +1,216 @@
+"""`etlstage run --http`: /metrics scraped during a real run, /api/status, and bad addresses."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import socket
+import textwrap
+import time
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.support.live_run import LiveRun
+
+N = 30_000
+STAGES = """
+    name: demo
+    stages:
+      - {name: src, type: E, mode: cyclic, poll_interval: 0.2, command: ["{PY}", "{TW}", count, "%d", "100"]}
+      - {name: shout, type: T, mode: batch, batch_size: 50, command: ["{PY}", "{TW}", counting]}
+      - {name: sink, type: L, mode: batch, batch_size: 100, command: ["{PY}", "{TW}", append, out.txt]}
+"""
+MONOTONIC = ("_total", "_bucket", "_count", "_sum")
+Key = tuple[str, frozenset[tuple[str, str]]]
+
+
+def scrape(run: LiveRun) -> tuple[dict[Key, float], dict[str, str]]:
+    """Every sample of /metrics by (name, labels), and each family's type."""
+    code, ctype, body = run.get("/metrics")
+    assert code == 200 and ctype.startswith("text/plain"), (code, ctype)
+    samples: dict[Key, float] = {}
+    types: dict[str, str] = {}
+    for fam in text_string_to_metric_families(body):
+        for s in fam.samples:
+            samples[(s.name, frozenset(s.labels.items()))] = s.value
+            types[s.name] = fam.type
+    return samples, types
+
+
+def value(samples: dict[Key, float], name: str, **labels: str) -> float:
+    want = set(labels.items())
+    found = [v for (n, ls), v in samples.items() if n == name and want <= ls]
+    assert len(found) == 1, (name, labels, found)
+    return found[0]
+
+
+@pytest.mark.slow
+def test_metrics_during_a_run_grow_add_up_to_the_summary_and_carry_the_right_labels(pdir):
+    pdir.write(STAGES % N)
+    with LiveRun(pdir.path) as run:
+        scrapes = []
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            samples, types = scrape(run)
+            scrapes.append(samples)
+            if value(samples, "etlstage_stage_input_messages_total", stage="sink") == N:
+                break
+            time.sleep(0.2)
+        else:
+            pytest.fail("the run did not load its messages in time:\n" + run.stderr)
+        time.sleep(2.5)  # the extractor keeps polling (empty cycles); nothing else moves
+        final, types = scrape(run)
+        scrapes.append(final)
+        status_code, ctype, status_body = run.get("/api/status")
+        assert run.stop() == 0, run.stderr
+
+    # seen mid-run, not only at the end
+    mid = [s for s in scrapes if 0 < value(s, "etlstage_stage_input_messages_total", stage="sink") < N]
+    assert mid, "no scrape caught the run in progress"
+
+    # counters (and histogram series) never go down between scrapes
+    for before, after in itertools.pairwise(scrapes):
+        for key, v in before.items():
+            if key[0].endswith(MONOTONIC) and types.get(key[0]) in ("counter", "histogram"):
+                assert after[key] >= v, (key, v, after[key])
+
+    # labels: pipeline and stage on every stage series; instance on workers and sources
+    stages = {"src", "shout", "sink"}
+    for (name, labels), _ in final.items():
+        ls = dict(labels)
+        if name.startswith(("etlstage_stage_", "etlstage_worker_", "etlstage_source_", "etlstage_reported_")):
+            assert ls.get("pipeline") == "demo" and ls.get("stage") in stages, (name, ls)
+        if name.startswith(("etlstage_worker_", "etlstage_source_")):
+            assert ls.get("instance") == "0", (name, ls)
+        if name.startswith("etlstage_source_"):
+            assert ls["stage"] == "src", (name, ls)
+        if types[name] == "counter":
+            assert name.endswith(("_total", "_created")), name
+    assert {dict(ls)["stage"] for n, ls in final if n == "etlstage_stage_input_messages_total"} == stages
+
+    # per-stage figures add up to the end-of-run summary
+    summary = run.summary()
+    assert set(summary) == stages, run.stderr
+    for stage, (n_in, n_out) in summary.items():
+        assert value(final, "etlstage_stage_input_messages_total", stage=stage) == n_in, stage
+        assert value(final, "etlstage_stage_output_messages_total", stage=stage) == n_out, stage
+    assert summary["src"][1] == summary["sink"][0] == N
+    assert "shout: seen 30,000" in run.stderr
+    assert value(final, "etlstage_reported_seen", stage="shout") == N
+    expected_bytes = sum(len(str(i)) + 1 for i in range(N))  # each message and its EOM
+    assert value(final, "etlstage_stage_output_bytes_total", stage="src") == expected_bytes
+    assert value(final, "etlstage_stage_input_bytes_total", stage="sink") == expected_bytes
+    # every request answered is in the latency histogram; the sink answered one per batch of 100
+    for stage in stages:
+        assert value(final, "etlstage_stage_request_duration_seconds_count", stage=stage) == value(
+            final, "etlstage_stage_requests_total", stage=stage
+        )
+    assert value(final, "etlstage_stage_requests_total", stage="sink") >= N / 100
+    opened = value(final, "etlstage_source_windows_opened_total", stage="src")
+    committed = value(final, "etlstage_source_windows_committed_total", stage="src")
+    in_flight = value(final, "etlstage_source_windows_in_flight", stage="src")
+    assert opened >= N / 100 and committed == opened - in_flight
+    assert value(final, "etlstage_source_committed_messages_total", stage="src") == N
+    assert value(final, "etlstage_worker_resident_memory_bytes", stage="shout") > 1e6
+    assert value(final, "etlstage_stage_restarts_total", stage="shout") == 0
+    assert value(final, "etlstage_deadletters", status="any") == 0
+    assert "process_cpu_seconds_total" in {n for n, _ in final}  # the supervisor's own
+
+    # /api/status: the status document with the live state and rates
+    assert status_code == 200 and ctype.startswith("application/json")
+    doc = json.loads(status_body)
+    (live,) = doc["running"]
+    assert live["state"] == "running" and live["progress"]["pipeline"] == "demo"
+    assert set(live["progress"]["stages"]) == stages
+    for st in live["progress"]["stages"].values():
+        assert {"rate", "history", "latency", "reports", "workers"} <= set(st)
+    assert live["progress"]["stages"]["shout"]["reports"]["seen"] == N
+    assert doc["checkpoints"][0]["source"] == "src" and doc["checkpoints"][0]["messages"] == N
+
+
+def test_page_files_unknown_paths_and_methods(pdir):
+    pdir.write(STAGES % 1000)
+    with LiveRun(pdir.path) as run:
+        code, ctype, body = run.get("/")
+        assert code == 200 and ctype.startswith("text/html")
+        assert '<script src="static/app.js">' in body and "{{STATE}}" not in body
+        state = body.split('<script id="initial-state" type="application/json">', 1)[1].split("</script>", 1)[0]
+        assert json.loads(state.replace("<\\/", "</"))["running"][0]["progress"]["pipeline"] == "demo"
+        assert run.get("/static/app.js")[:2] == (200, "text/javascript; charset=utf-8")
+        assert run.get("/static/style.css")[0] == 200
+        assert run.get("/static/../server.py")[0] == 404
+        assert run.get("/nope")[0] == 404
+        host, port = run.url.removeprefix("http://").rstrip("/").split(":")
+        with socket.create_connection((host, int(port)), timeout=10) as sock:
+            sock.sendall(b"POST /metrics HTTP/1.0\r\nContent-Length: 0\r\n\r\n")
+            assert sock.recv(100).startswith(b"HTTP/1.0 405")
+        assert run.stop() == 0
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [("9999999", "port 9999999"), ("host", "'host' is not an address"), ("::1:80", "'::1:80' is not an address")],
+)
+def test_a_bad_http_option_is_a_usage_error_naming_it(pdir, value, shown):
+    pdir.write(STAGES % 10)
+    r = pdir.etlstage("run", "stages.yaml", "--once", "--http", value)
+    assert r.code == 2, r
+    assert f"--http: {shown}" in r.stderr and "Traceback" not in r.stderr
+    assert not (pdir.path / "out.txt").exists()
+
+
+def test_a_bad_http_key_names_its_line(pdir):
+    pdir.write("http: [1, 2]\n" + textwrap.dedent(STAGES % 10))
+    r = pdir.etlstage("run", "stages.yaml", "--once")
+    assert r.code == 2 and "stages.yaml:1: http:" in r.stderr, r
+    pdir.write("http: 'localhost:http'\n" + textwrap.dedent(STAGES % 10))
+    r = pdir.etlstage("validate", "stages.yaml")
+    assert r.code == 2 and "stages.yaml:1: http: 'localhost:http' is not an address" in r.stderr, r
+
+
+def test_a_port_in_use_is_a_clear_error_and_nothing_runs(pdir):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        pdir.write(f"http: 127.0.0.1:{port}\n" + textwrap.dedent(STAGES % 10))
+        r = pdir.etlstage("run", "stages.yaml", "--once")
+    assert r.code == 2, r
+    assert f"cannot listen on http://127.0.0.1:{port}/" in r.stderr and "Traceback" not in r.stderr
+    assert not (pdir.path / "out.txt").exists()
+
+
+@pytest.mark.slow
+def test_failures_restarts_and_dead_letters_show_in_metrics_and_the_status_document(pdir):
+    pdir.write("""
+        name: demo
+        stages:
+          - {name: src, type: E, mode: cyclic, poll_interval: 0.2, command: ["{PY}", "{TW}", count, "2000", "100"]}
+          - {name: picky, type: T, mode: batch, batch_size: 50, on_failure: deadletter,
+             restart: {max_restarts: 1, backoff: 0.05}, command: ["{PY}", "{TW}", poison, "77"]}
+          - {name: sink, type: L, mode: batch, batch_size: 100, command: ["{PY}", "{TW}", append, out.txt]}
+    """)
+    with LiveRun(pdir.path) as run:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            samples, _ = scrape(run)
+            # messages a restarted worker had answered may be sent again: count what was loaded
+            if len(set(pdir.lines("out.txt"))) == 1999 and value(samples, "etlstage_deadletters", status="new"):
+                break
+            time.sleep(0.2)
+        else:
+            pytest.fail("the run did not load the other messages in time:\n" + run.stderr)
+        doc = json.loads(run.get("/api/status")[2])
+        assert run.stop() == 0, run.stderr
+    restarts = value(samples, "etlstage_stage_restarts_total", stage="picky")
+    assert restarts >= 2
+    assert value(samples, "etlstage_stage_worker_failures_total", stage="picky", reason="exit") == restarts
+    assert value(samples, "etlstage_stage_worker_failures_total", stage="picky", reason="timeout") == 0
+    assert value(samples, "etlstage_stage_deadletter_messages_total", stage="picky") == 1
+    assert value(samples, "etlstage_deadletters", status="new") == 1
+    assert value(samples, "etlstage_stage_restarts_total", stage="sink") == 0
+    picky = doc["running"][0]["progress"]["stages"]["picky"]
+    assert picky["failures"] == {"exit": restarts} and picky["deadletters"] == 1
+    assert picky["last_errors"] and "picky" in picky["last_errors"][-1]["error"]
+    assert doc["deadletters"] == {"total": 1, "new": 1}
