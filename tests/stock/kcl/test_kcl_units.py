@@ -198,8 +198,7 @@ def test_what_the_kinesis_extractor_writes_with_envelope_is_what_the_adapter_rea
     assert not any(p.synthetic for p in parsed)
     assert {p.shard_id for p in parsed} == {"shardId-000000000004"}
     got = [
-        (p.record.key, p.record.partition_key, base64.b64decode(p.record.data_b64), p.record.arrival_ms)
-        for p in parsed
+        (p.record.key, p.record.partition_key, base64.b64decode(p.record.data_b64), p.record.arrival_ms) for p in parsed
     ]
     ms = 1716900000123
     assert got == [
