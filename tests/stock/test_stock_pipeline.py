@@ -105,7 +105,9 @@ def _children(proc: subprocess.Popen, target: str) -> list[psutil.Process]:
     found = []
     for child in psutil.Process(proc.pid).children():
         try:
-            if any(target in a for a in child.cmdline()):
+            # the program itself (a console script runs as: python /venv/bin/<name> ...), not
+            # a process that only mentions it, such as etlstage-kinesis-emulator
+            if target in (os.path.basename(a) for a in child.cmdline()[:2]):
                 found.append(child)
         except psutil.Error:  # it exited (or is a zombie) while we looked
             pass
