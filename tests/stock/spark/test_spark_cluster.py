@@ -156,13 +156,13 @@ def _a_second_application_gets_no_executor(master: str, tmp_path: Path) -> None:
     """The worker's one core belongs to the running loader: another loader's start-up probe
     finds no executor and stops with the cause and the fix (exit 2), before any message."""
     stderr = tmp_path / "blocked.stderr"
-    args = ["--rdss", "--output", str(tmp_path / "out2"), "--master", master, "--connect-timeout", "1"]
+    args = ["--rdss", "--output", str(tmp_path / "out2"), "--master", master, "--connect-timeout", "0.5"]
     blocked = LoaderProc(args, env_for(str(tmp_path / "state2")), str(stderr))
     try:
         assert blocked.proc.wait(120) == 2
     finally:
         blocked.kill()
     text = stderr.read_text()
-    assert f"the master {master} accepted the application but no executor ran a task within 6s" in text, text[-2000:]
+    assert f"the master {master} accepted the application but no executor ran a task within 3s" in text, text[-2000:]
     assert "start a worker (spark-class org.apache.spark.deploy.worker.Worker <master>)" in text
     assert "Traceback" not in text
