@@ -76,22 +76,21 @@ def timed_t(t_command: str, timeouts: str, n: int, mode: str) -> str:
 BATCHES_OF_2 = "mode: batch, batch_size: 2"
 
 
-def test_the_request_timeout_ends_a_later_request(pdir):
-    pdir.write(timed_t('["{PY}", "{TW}", hang-after-first]', "{startup: 30, request: 1}", 4, BATCHES_OF_2))
+@pytest.mark.parametrize(
+    ("timeouts", "expected"),
+    [
+        ("{startup: 30, request: 1}", "request timeout of 1s"),
+        ("{startup: 30, request: 30, idle: 1}", "idle timeout of 1s (no output)"),  # before the request one
+    ],
+    ids=["request", "idle"],
+)
+def test_a_later_request_that_gets_no_answer_times_out(pdir, timeouts, expected):
+    pdir.write(timed_t('["{PY}", "{TW}", hang-after-first]', timeouts, 4, BATCHES_OF_2))
     started = time.monotonic()
     r = pdir.run("--once", timeout=60)
     assert r.code == 1
-    assert "did not answer within its request timeout of 1s" in r.stderr
-    assert time.monotonic() - started < 25  # not the 30 s start-up limit
-
-
-def test_the_idle_timeout_ends_a_silent_request_before_the_request_timeout(pdir):
-    pdir.write(timed_t('["{PY}", "{TW}", hang-after-first]', "{startup: 30, request: 30, idle: 1}", 4, BATCHES_OF_2))
-    started = time.monotonic()
-    r = pdir.run("--once", timeout=60)
-    assert r.code == 1
-    assert "did not answer within its idle timeout of 1s (no output)" in r.stderr
-    assert time.monotonic() - started < 25
+    assert f"did not answer within its {expected}" in r.stderr
+    assert time.monotonic() - started < 25  # not the 30 s start-up (or request) limit
 
 
 def test_any_output_keeps_an_idle_timeout_from_firing(pdir):
