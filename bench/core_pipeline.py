@@ -90,9 +90,11 @@ def supervised(
     env: dict[str, str] | None = None,
     extra: tuple[str, ...] = (),
     cpu: list[float] | None = None,
+    per_cycle: int | None = None,
 ) -> tuple[float, int]:
     """Seconds, and the supervisor's peak RSS in bytes.  ``cpu`` gets the CPU seconds (user +
-    system) of the supervisor and its workers: a figure the machine's other load barely moves."""
+    system) of the supervisor and its workers: a figure the machine's other load barely moves.
+    Cyclic: ``per_cycle`` messages a window (default n/10)."""
     out = work / f"tally-{mode}.txt"
     shutil.rmtree(work / ".etlstage", ignore_errors=True)
     size_key = f"batch_size: {batch}, " if mode == "batch" else ""
@@ -100,7 +102,7 @@ def supervised(
         textwrap.dedent(f"""
         stages:
           - {{name: gen, type: E, mode: {"cyclic" if cyclic else "plain"},
-             command: ["{PY}", "{W / "gen.py"}", "{n}", --size, "{size}", --per-cycle, "{max(1, n // 10)}"]}}
+             command: ["{PY}", "{W / "gen.py"}", "{n}", --size, "{size}", --per-cycle, "{per_cycle or max(1, n // 10)}"]}}
           - {{name: pass, type: T, mode: {mode}, {size_key}command: ["{PY}", "{W / "passthru.py"}"]}}
           - {{name: tally, type: L, mode: {mode}, {size_key}command: ["{PY}", "{W / "tally.py"}", "{out}"]}}
     """)

@@ -63,6 +63,44 @@ def test_a_hanging_worker_times_out(pdir):
     assert time.monotonic() - started < 30
 
 
+def timed_t(t_command: str, timeouts: str, n: int, mode: str) -> str:
+    return f"""
+        stages:
+          - {{name: src, type: E, command: ["{{PY}}", "{{TW}}", count, "{n}"]}}
+          - {{name: t, type: T, {mode}, restart: {{max_restarts: 0}}, timeouts: {timeouts},
+              command: {t_command}}}
+          - {{name: sink, type: L, command: ["{{PY}}", "{{TW}}", append, out.txt]}}
+    """
+
+
+BATCHES_OF_2 = "mode: batch, batch_size: 2"
+
+
+@pytest.mark.parametrize(
+    ("timeouts", "expected"),
+    [
+        ("{startup: 30, request: 1}", "request timeout of 1s"),
+        ("{startup: 30, request: 30, idle: 1}", "idle timeout of 1s (no output)"),  # before the request one
+    ],
+    ids=["request", "idle"],
+)
+def test_a_later_request_that_gets_no_answer_times_out(pdir, timeouts, expected):
+    pdir.write(timed_t('["{PY}", "{TW}", hang-after-first]', timeouts, 4, BATCHES_OF_2))
+    started = time.monotonic()
+    r = pdir.run("--once", timeout=60)
+    assert r.code == 1
+    assert f"did not answer within its {expected}" in r.stderr
+    assert time.monotonic() - started < 25  # not the 30 s start-up (or request) limit
+
+
+def test_any_output_keeps_an_idle_timeout_from_firing(pdir):
+    # each answer takes 1.2 s, a byte every 0.4 s: longer than the idle limit, never silent for it
+    pdir.write(timed_t('["{PY}", "{TW}", dribble]', "{startup: 30, request: 30, idle: 1}", 2, "mode: single"))
+    r = pdir.run("--once", timeout=60)
+    assert r.code == 0, r.stderr
+    assert pdir.lines("out.txt") == ["0", "1"]
+
+
 @pytest.mark.parametrize("driver", ["supervisor", "worker"])
 def test_crash_mid_batch_is_restarted_and_the_batch_sent_again(pdir, tmp_path, driver):
     # crashes the first time it sees message 17, then (flag file present) works
@@ -177,8 +215,13 @@ def test_sigterm_stops_an_endless_pipeline_gracefully(pdir):
     deadline = time.time() + 30
     while time.time() < deadline and len(pdir.lines("out.txt")) < 500:
         time.sleep(0.1)
-    time.sleep(2.5)  # one heartbeat: `status` reads the running supervisor from the state store
-    status = pdir.etlstage("status")
+    # `status` reads the running supervisor from the state store, as its heartbeat last wrote it
+    deadline = time.time() + 15
+    while True:
+        status = pdir.etlstage("status")
+        if "MB cpu" in status.stdout or time.time() > deadline:  # the first periodic beat samples resources
+            break
+        time.sleep(0.2)
     assert f"running: pid {proc.pid}" in status.stdout, status.stdout
     assert "MB cpu" in status.stdout and "windows in flight:" in status.stdout
     proc.send_signal(signal.SIGTERM)

@@ -24,6 +24,20 @@ class Upper(Transformer):
 
 
 UPPER_ARGV = [sys.executable, str(EXAMPLES / "upper.py")]
+T_CHECKS = [
+    "single: EOP after every request, nothing unasked on stdout",
+    "batch, supervisor-driven (size 3): EOP per EOB-closed batch, partial last",
+    "batch, worker-driven (size 3): BNC exactly when due, partial batch closed by EOB",
+    "empty messages",
+    "printable markers | # ~ ^ read from ETLSTAGE_*",
+    "control-byte markers 1e 03 04 05 read from ETLSTAGE_*",
+    "stdin closed at once: exit 0, nothing written",
+]
+E_CHECKS = [
+    "plain run: messages, then exit 0",
+    "cyclic: one EOP per request, clean exit on stdin EOF",
+    "cyclic: printable markers from ETLSTAGE_*",
+]
 
 SCENARIOS = [
     dict(mode="single"),
@@ -88,14 +102,21 @@ def test_stderr_is_returned(stage_harness):
 def test_conformance_suite_passes_for_a_correct_worker_on_both_transports(worker, tmp_path):
     w = Upper() if worker == "in-process" else UPPER_ARGV
     results = run_checks(w, Options(type="T"), StageHarness(str(tmp_path)))
-    assert all(r.passed for r in results), report(results)
-    assert len(results) == 7
+    assert [r.passed for r in results] == [True] * 7, report(results)
+    assert [r.name for r in results] == T_CHECKS
 
 
 def test_conformance_suite_for_an_extractor(tmp_path):
     argv = [sys.executable, str(EXAMPLES / "count.py"), "10", "--per-cycle", "3"]
     results = run_checks(argv, Options(type="E"), StageHarness(str(tmp_path)))
-    assert all(r.passed for r in results), report(results)
+    assert [(r.name, r.passed) for r in results] == [(name, True) for name in E_CHECKS], report(results)
+
+
+def test_conformance_suite_fails_an_extractor_that_exits_non_zero(tmp_path):
+    argv = [sys.executable, "-c", "import sys; sys.stdout.write('x\\n'); sys.exit(3)"]
+    results = run_checks(argv, Options(type="E"), StageHarness(str(tmp_path)))
+    assert [r.name for r in results] == E_CHECKS
+    assert not any(r.passed for r in results), report(results)
 
 
 def check_worker(*args: str) -> Run:
@@ -112,6 +133,7 @@ def test_check_worker_cli_passes_example_workers(argv):
 def test_check_worker_cli_passes_the_c_worker(c_build):
     r = check_worker("--type", "T", "--", str(Path(c_build) / "upper"))
     assert r.code == 0, r.stdout + r.stderr
+    assert "7 passed, 0 failed" in r.stdout
 
 
 def test_check_worker_says_exactly_what_is_wrong_with_a_late_bnc():
@@ -132,7 +154,8 @@ def test_check_worker_says_exactly_what_is_wrong_with_a_late_bnc():
 
 
 def test_check_worker_catches_a_stray_print():
-    r = check_worker("--type", "T", "--mode", "single", "--", "sh", "tests/fixtures/stray_print.sh")
+    # --timeout 3: two checks (printable and control-byte markers) wait for it: awk splits on newlines only
+    r = check_worker("--type", "T", "--mode", "single", "--timeout", "3", "--", "sh", "tests/fixtures/stray_print.sh")
     assert r.code == 1
     assert "the worker wrote bytes with no request outstanding" in r.stdout
     assert "hello from stray_print.sh" in r.stdout

@@ -120,6 +120,7 @@ def test_at_most_max_pending_batches_wait_in_the_background():
     loader.gates[0].set()
     assert w.replies(1) == b"#"
     loader.wait_loaded(3)
+    assert w.silent(), "batch 1's EOP came before its future completed"
     loader.gates[1].set()
     assert w.replies(2) == b"##"
     w.close()
@@ -155,7 +156,9 @@ def test_end_of_input_waits_for_pending_batches_then_acknowledges_them():
     w.send(b"a|~")
     loader.wait_loaded(1)
     os.close(w.in_w)
-    threading.Timer(0.3, loader.gates[0].set).start()
+    assert w.silent(), "the EOP came before the batch's future completed"
+    assert w.thread.is_alive(), "the worker must not end with a batch unfinished"
+    loader.gates[0].set()
     w.thread.join(10)
     assert w.error is None
     assert os.read(w.out_r, 10) == b"#"

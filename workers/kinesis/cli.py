@@ -19,6 +19,8 @@ log = logging.getLogger("etlstage.kinesis")
 def main(argv: list[str] | None = None) -> None:
     ns = build_parser().parse_args(argv)
     setup_logging("etlstage-kinesis", ns.log_format, syslog_address=ns.syslog_address)
+    # botocore's DEBUG lines print request headers and canonical requests: the session token.
+    logging.getLogger("botocore").setLevel(max(logging.getLogger().level, logging.INFO))
     try:
         options = options_from_args(ns)
         code = serve(KinesisExtractor(options), kind="E")

@@ -79,11 +79,16 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> None:
-    argv = list(sys.argv[1:] if argv is None else argv)
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """The command line as ``main`` reads it: without a command, ``run`` is meant."""
+    argv = list(argv)
     if not argv or argv[0] not in COMMANDS + ("-h", "--help"):
         argv.insert(0, "run")
-    args = parser().parse_args(argv)
+    return parser().parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
     if args.command == "demo-data":
         from etlstage_workers.rdss.demo import write_demo
 
@@ -126,13 +131,19 @@ def _check(options: Options, files: list[str]) -> int:
         max_bytes=options.max_bytes,
         check_expiry=options.check_expiry,
     )
-    bad = 0
+    bad = unreadable = 0
     for name in files:
-        with open(name, "rb") as f:
-            v = validator.check(f.read())
+        try:
+            with open(name, "rb") as f:
+                raw = f.read()
+        except OSError as exc:
+            unreadable += 1
+            print(f"{APP} check: {name}: cannot read: {exc.strerror}", file=sys.stderr)
+            continue
+        v = validator.check(raw)
         bad += v.code is not None
         print(f"{name}: {'valid' if v.code is None else v.code + ' ' + str(v.description)}")
-    return 1 if bad else 0
+    return 2 if unreadable else 1 if bad else 0
 
 
 if __name__ == "__main__":

@@ -44,6 +44,7 @@ def test_child_never_answers(tmp_path):
     assert run.returncode == 1
     assert "did not answer the status of processRecords in time" in run.stderr
     assert run.stdout == b"a\nb\n" + EOP
+    assert len(_child_pids(run.stderr)) == 1
     for pid in _child_pids(run.stderr):
         _assert_gone(pid)
 
@@ -130,13 +131,17 @@ def test_sigterm_kills_the_children(tmp_path):
     assert proc.stdout.read(5) == b"a\nb\n" + EOP
     proc.stdin.write(b"c\nd\n\x17")  # the child hangs on this one
     proc.stdin.flush()
-    time.sleep(0.5)
+    out = tmp_path / "out.txt"
+    deadline = time.monotonic() + 20
+    while "EVENT hanging" not in (out.read_text() if out.exists() else "") and time.monotonic() < deadline:
+        time.sleep(0.02)  # until the second batch has reached the child
+    assert "EVENT hanging" in out.read_text()
     proc.terminate()
     proc.wait(timeout=10)
     stderr = proc.stderr.read().decode()
     assert proc.returncode == 128 + 15, stderr
     pids = _child_pids(stderr)
-    assert pids
+    assert len(pids) == 1
     for pid in pids:
         _assert_gone(pid)
 
@@ -164,5 +169,6 @@ def test_child_dies_before_initialize_answers(tmp_path):
     assert run.returncode == 1
     assert "exited with status 1 while the adapter waited for the status of initialize" in run.stderr
     assert "No module named 'amazon_kclpy'" in run.stderr  # the child's stderr reaches the log
+    assert len(_child_pids(run.stderr)) == 1
     for pid in _child_pids(run.stderr):
         _assert_gone(pid)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import doctest
 import json
 import sys
 
@@ -13,10 +12,6 @@ from etlstage_workers.kcl.errors import InputError
 from etlstage_workers.kcl.store import CheckpointStore
 
 from tests.support.kcl import CHILDREN, batches_to_bytes, envelope, run_adapter, shard_end
-
-
-def test_wire_doctests():
-    assert doctest.testmod(wire).failed == 0
 
 
 def test_plain_message_gets_synthetic_metadata():
@@ -178,3 +173,37 @@ def test_the_kinesis_extractor_envelope():
     assert p.record.key == (4959000000000000001, 2) and p.record.arrival_ms == 1716900000123
     binary = text.replace(b'"{\\"id\\":1}","dataEncoding":"utf8"', b'"/w==","dataEncoding":"base64"')
     assert base64.b64decode(records.classify(binary, "d", 1, "here").record.data_b64) == b"\xff"
+
+
+def test_what_the_kinesis_extractor_writes_with_envelope_is_what_the_adapter_reads():
+    """The contract end to end: `etlstage-kinesis --envelope`'s own framing, parsed here."""
+    from datetime import UTC, datetime
+
+    from etlstage_workers.kinesis import kpl
+    from etlstage_workers.kinesis.output import Framer
+
+    from etlstage.protocol import DEFAULT_MARKERS
+
+    arrival = datetime(2024, 5, 28, 12, 40, 0, 123000, tzinfo=UTC)
+    aggregated = kpl.aggregate([("inner-a", b"first"), ("inner-b", "zwei \u00fc".encode())])
+    kinesis_records = [
+        {"SequenceNumber": "4959000000000000001", "PartitionKey": "k1", "Data": b'{"id":1}'},
+        {"SequenceNumber": "4959000000000000002", "PartitionKey": "k2", "Data": b"\xff\x00binary"},
+        {"SequenceNumber": "4959000000000000003", "PartitionKey": "outer", "Data": aggregated},
+    ]
+    for r in kinesis_records:
+        r["ApproximateArrivalTimestamp"] = arrival
+    messages, _ = Framer(DEFAULT_MARKERS, envelope=True).frame("shardId-000000000004", kinesis_records)
+    parsed = [records.classify(m, "default", 1, f"message {i}") for i, m in enumerate(messages)]
+    assert not any(p.synthetic for p in parsed)
+    assert {p.shard_id for p in parsed} == {"shardId-000000000004"}
+    got = [
+        (p.record.key, p.record.partition_key, base64.b64decode(p.record.data_b64), p.record.arrival_ms) for p in parsed
+    ]
+    ms = 1716900000123
+    assert got == [
+        ((4959000000000000001, 0), "k1", b'{"id":1}', ms),
+        ((4959000000000000002, 0), "k2", b"\xff\x00binary", ms),
+        ((4959000000000000003, 0), "inner-a", b"first", ms),
+        ((4959000000000000003, 1), "inner-b", "zwei \u00fc".encode(), ms),
+    ]

@@ -60,13 +60,15 @@ def put(emulator: Emulator, stream: str, records: list[tuple[str, bytes]]) -> No
 
 
 class FaultProxy:
-    """Forwards to ``upstream``; the first ``fail`` GetRecords calls get ``error`` instead."""
+    """Forwards to ``upstream``; the first ``fail`` GetRecords calls get ``error`` (or ``drop``) instead."""
 
     def __init__(self, upstream_port: int) -> None:
         self.upstream_port = upstream_port
         self.fail = 0
         self.fail_at: set[int] = set()  # 1-based GetRecords call numbers to fail
         self.error = "ProvisionedThroughputExceededException"
+        self.status = 400  # of the failing answers: 5xx for a server-side failure
+        self.drop = False  # close the connection without an answer instead (a network error)
         self.hide_shard: str | None = None  # as if trimmed: not listed, no iterator
         self.get_records_calls: list[float] = []
         self.failed = 0
@@ -97,8 +99,11 @@ class FaultProxy:
                         failing = n <= proxy.fail or n in proxy.fail_at
                         if failing:
                             proxy.failed += 1
+                    if failing and proxy.drop:
+                        self.close_connection = True
+                        return
                     if failing:
-                        self._error(400, proxy.error, "injected by the test proxy")
+                        self._error(proxy.status, proxy.error, "injected by the test proxy")
                         return
                 if (
                     proxy.hide_shard

@@ -210,7 +210,9 @@ def test_never_more_than_five_get_records_per_second_per_shard(emulator, stream,
     calls = proxy.get_records_calls
     assert len(calls) == n
     for i in range(len(calls) - 5):
-        assert calls[i + 5] - calls[i] >= 0.99
+        # stamped on arrival at the proxy: request jitter under load shortens a 1.0 s gap a little
+        # (no limit: milliseconds; a limit of 6/s: 0.83 s)
+        assert calls[i + 5] - calls[i] >= 0.9, calls
 
 
 def test_kpl_aggregated_input_is_deaggregated_with_sub_sequence_checkpoints(emulator, stream, tmp_path) -> None:

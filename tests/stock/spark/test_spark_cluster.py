@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pyarrow.dataset as ds
 import pytest
@@ -36,6 +37,7 @@ def test_loader_on_a_standalone_cluster(standalone_cluster, tmp_path) -> None:
     p = LoaderProc(args, env_for(state), str(tmp_path / "loader.stderr"))
     try:
         p.load([rdss(i) for i in range(50)], timeout=240)
+        _a_second_application_gets_no_executor(standalone_cluster, tmp_path)
         p.load([rdss(i, "GENERR002" if i % 2 else None) for i in range(40, 90)], timeout=120)
         assert p.close() == 0
     finally:
@@ -45,3 +47,19 @@ def test_loader_on_a_standalone_cluster(standalone_cluster, tmp_path) -> None:
     assert sorted(r["position"] for r in valid) == list(range(50)) + list(range(50, 90, 2))
     assert sorted(r["position"] for r in invalid) == list(range(51, 90, 2))
     assert "Spark: using" in (tmp_path / "loader.stderr").read_text()
+
+
+def _a_second_application_gets_no_executor(master: str, tmp_path: Path) -> None:
+    """The worker's one core belongs to the running loader: another loader's start-up probe
+    finds no executor and stops with the cause and the fix (exit 2), before any message."""
+    stderr = tmp_path / "blocked.stderr"
+    args = ["--rdss", "--output", str(tmp_path / "out2"), "--master", master, "--connect-timeout", "0.5"]
+    blocked = LoaderProc(args, env_for(str(tmp_path / "state2")), str(stderr))
+    try:
+        assert blocked.proc.wait(120) == 2
+    finally:
+        blocked.kill()
+    text = stderr.read_text()
+    assert f"the master {master} accepted the application but no executor ran a task within 3s" in text, text[-2000:]
+    assert "start a worker (spark-class org.apache.spark.deploy.worker.Worker <master>)" in text
+    assert "Traceback" not in text

@@ -1,0 +1,43 @@
+"""Every benchmark script runs as docs/performance*.md shows it, at tiny sizes: the commands
+keep working (the figures themselves are measured by hand, never asserted here)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.support.paths import ROOT
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
+
+# script, tiny-size arguments, a line of its report that shows it ran through
+SMOKE = [
+    ("core_pipeline.py", ["--n", "2000", "--repeat", "1", "--skip-rss"], "etlstage run, batch"),
+    ("example_workers.py", ["--messages", "2000", "--batch", "100"], "python (SDK)"),
+    ("kcl_vs_marker.py", ["--records", "2000", "--batch", "100"], "marker protocol is"),
+    ("rdss_validate.py", ["--count", "200", "--batch", "100"], "worker, batches of 100"),
+    ("spark_parse.py", ["--messages", "2000", "--runs", "1"], "pyarrow.json (loader)"),
+    ("kinesis_extractor.py", ["--shards", "2", "--records", "400", "--size", "100", "--runs", "1"], "records/s"),
+    (
+        "spark_load.py",
+        ["--messages", "2000", "--batch", "1000", "--master", "local[1]"],
+        "etlstage-spark-load replay (all dups)",
+    ),
+]
+
+
+@pytest.mark.parametrize(("script", "args", "shows"), SMOKE, ids=[s[0] for s in SMOKE])
+def test_benchmark_runs_at_tiny_sizes(script: str, args: list[str], shows: str, tmp_path) -> None:
+    if script == "spark_load.py":
+        args = [*args, "--dir", str(tmp_path)]
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / script), *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert shows in r.stdout, r.stdout[-3000:]
