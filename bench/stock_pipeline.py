@@ -2,7 +2,10 @@
 stage alone on the same input, for ~1 KB and ~4 KB valid RDSS messages.  Writes a table
 and a plot (docs/stock-pipeline.png).
 
-    python bench/stock_pipeline.py [--n1k 10000] [--n4k 5000]
+    python bench/stock_pipeline.py [--n1k 40000] [--n4k 10000]
+
+The stages are the stock stages.yaml's, as they are (settings, commands), with the
+bench's emulator in place of the demo services and the output in a temporary directory.
 
 Every run is a whole `etlstage run --once`, start-up included (the emulator's ~2 s, the
 Spark session's ~10 s), the same way for the pipeline and for each stage alone:
@@ -19,9 +22,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 HERE = Path(__file__).parent
 W = HERE / "workers"
@@ -45,23 +50,40 @@ def messages(n: int, large: bool, seed: int = 3) -> list[bytes]:
     return out
 
 
-RDSS = "{name: rdss, type: T, mode: batch, batch_size: 500, command: [etlstage-rdss, run]}"
-SPARK = '{name: spark, type: L, mode: batch, batch_size: 5000, linger: 1, command: [etlstage-spark-load, --rdss, --output, out, --master, "local[2]"]}'
-DISCARD = '{{name: discard, type: L, mode: batch, batch_size: 500, command: ["{loader}"]}}'
-KINESIS = "{name: kinesis, type: E, mode: cyclic, command: [etlstage-kinesis, --stream, s, --region, us-east-1]}"
-SERVICE = (
-    """services:
-  - {name: emulator, command: ["%s", -m, etlstage_workers.kinesis.emulator, --service, --stream, s, --shards, "2",
-                                --records, records.jsonl]}
-"""
-    % PY
-)
+STOCK = HERE.parent / "stages.yaml"
+
+
+def stock_stages() -> dict[str, dict[str, Any]]:
+    """The stock pipeline's stages as stages.yaml defines them (output and state in the bench's directory)."""
+    doc = yaml.safe_load(STOCK.read_text())
+    stages = {st["name"]: dict(st) for st in doc["stages"]}
+    spark = stages["spark"]
+    command = list(spark["command"])
+    command[command.index("--output") + 1] = "out"
+    spark["command"] = command
+    return stages
+
+
+def stream_of(kinesis: dict[str, Any]) -> str:
+    command = kinesis["command"]
+    return str(command[command.index("--stream") + 1])
+
+
+def emulator_service(stream: str) -> str:
+    command = [PY, "-m", "etlstage_workers.kinesis.emulator", "--service", "--stream", stream, "--shards", "2",
+               "--records", "records.jsonl"]  # fmt: skip
+    return "services:\n  - " + json.dumps({"name": "emulator", "command": command}) + "\n"
+
+
+def pipeline(*stages: dict[str, Any], services: str = "") -> str:
+    """A stages.yaml text (JSON is YAML) of these stages."""
+    return services + "stages:\n" + "".join(f"  - {json.dumps(st)}\n" for st in stages)
 
 
 def run(work: Path, yaml_text: str) -> float:
     shutil.rmtree(work / ".etlstage", ignore_errors=True)
     shutil.rmtree(work / "out", ignore_errors=True)
-    (work / "stages.yaml").write_text(textwrap.dedent(yaml_text))
+    (work / "stages.yaml").write_text(yaml_text)
     t0 = time.perf_counter()
     r = subprocess.run(
         [PY, "-m", "etlstage.cli", "run", "stages.yaml", "--once", "--no-progress"],
@@ -79,30 +101,28 @@ def measure(work: Path, n: int, large: bool) -> dict[str, float]:
     (work / "records.jsonl").write_bytes(b"\n".join(records) + b"\n")
     loader = work / "discard"
     subprocess.run(["cc", "-O2", "-o", str(loader), str(W / "null_loader.c")], check=True)
-    discard = DISCARD.format(loader=loader)
+    stages = stock_stages()
+    kinesis, rdss, spark = stages["kinesis"], stages["rdss"], stages["spark"]
+    service = emulator_service(stream_of(kinesis))
+    discard = {"name": "discard", "type": "L", "mode": "batch", "batch_size": 500, "command": [str(loader)]}
+    cat = {"name": "cat", "type": "E", "command": ["cat", "records.jsonl"]}
+    keep = {"name": "keep", "type": "L", "mode": "batch", "batch_size": 500,
+            "command": [PY, str(W / "keep.py"), "results.jsonl"]}  # fmt: skip
     times = {}
-    times["kinesis alone"] = run(work, SERVICE + f"stages:\n  - {KINESIS}\n  - {discard}\n")
-    times["rdss alone"] = run(
-        work, f"stages:\n  - {{name: cat, type: E, command: [cat, records.jsonl]}}\n  - {RDSS}\n  - {discard}\n"
-    )
+    times["kinesis alone"] = run(work, pipeline(kinesis, discard, services=service))
+    times["rdss alone"] = run(work, pipeline(cat, rdss, discard))
     # the results of rdss, as the spark stage receives them
     (work / "results.jsonl").unlink(missing_ok=True)
-    run(
-        work,
-        f"stages:\n  - {{name: cat, type: E, command: [cat, records.jsonl]}}\n  - {RDSS}\n"
-        f'  - {{name: keep, type: L, mode: batch, batch_size: 500, command: ["{PY}", "{W / "keep.py"}", results.jsonl]}}\n',
-    )
-    times["spark alone"] = run(
-        work, f"stages:\n  - {{name: cat, type: E, command: [cat, results.jsonl]}}\n  - {SPARK}\n"
-    )
-    times["pipeline"] = run(work, SERVICE + f"stages:\n  - {KINESIS}\n  - {RDSS}\n  - {SPARK}\n")
+    run(work, pipeline(cat, rdss, keep))
+    times["spark alone"] = run(work, pipeline({**cat, "command": ["cat", "results.jsonl"]}, spark))
+    times["pipeline"] = run(work, pipeline(kinesis, rdss, spark, services=service))
     return {k: n / v for k, v in times.items()}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--n1k", type=int, default=10000)
-    ap.add_argument("--n4k", type=int, default=5000)
+    ap.add_argument("--n1k", type=int, default=40000)
+    ap.add_argument("--n4k", type=int, default=10000)
     ap.add_argument("--plot", default=str(HERE.parent / "docs" / "stock-pipeline.png"))
     a = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="etlstage-stock-bench-"))
