@@ -161,7 +161,14 @@ class KinesisExtractor(Extractor):
                 idle_sleep=o.idle_sleep,
                 eager=o.read_ahead,
             )
+        asked = time.monotonic()
         cycle = self._ahead.take()
+        log.debug(
+            "cycle: %d records after %.3fs (%d held on)",
+            len(cycle.messages),
+            time.monotonic() - asked,
+            self._ahead.held,
+        )
         self._pending = cycle.commits
         self.records_out += len(cycle.messages)
         return cycle.messages
