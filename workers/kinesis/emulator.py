@@ -77,7 +77,7 @@ class Emulator:
     def start(self) -> Emulator:
         from moto.server import ThreadedMotoServer
 
-        _constant_time_put()
+        _patch_moto()
 
         logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no line per request
         self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
@@ -150,16 +150,43 @@ class Emulator:
         return total
 
 
-def _constant_time_put() -> None:
-    """moto finds a shard's last sequence number by copying all its keys, for every record
-    put: seeding n records costs O(n^2) (8 s for 40,000).  The records are an ordered
-    dict, so the last key is ``next(reversed(...))``: same answer, constant time."""
+_patched = False
+
+
+def _patch_moto() -> None:
+    """Two fixes to moto's Kinesis shards, for a reader and a writer at once at speed:
+
+    - moto finds a shard's last sequence number by copying all its keys, for every record
+      put: seeding n records costs O(n^2) (8 s for 40,000).  The records are an ordered
+      dict, so the last key is ``next(reversed(...))``: same answer, constant time;
+    - moto's threaded server runs a GetRecords that iterates a shard's records while a
+      PutRecords adds to them ("OrderedDict mutated during iteration", a 500): one lock
+      per process around both.
+    """
+    global _patched
+    if _patched:
+        return
     from moto.kinesis.models import Shard
+
+    lock = threading.RLock()
+    get_records, put_record = Shard.get_records, Shard.put_record
 
     def last_sequence_number(shard: Any) -> int:
         return next(reversed(shard.records), 0)
 
-    setattr(Shard, "get_max_sequence_number", last_sequence_number)  # noqa: B010 (a patch, on purpose)
+    def locked_get_records(shard: Any, *args: Any, **kwargs: Any) -> Any:
+        with lock:
+            return get_records(shard, *args, **kwargs)
+
+    def locked_put_record(shard: Any, *args: Any, **kwargs: Any) -> Any:
+        with lock:
+            return put_record(shard, *args, **kwargs)
+
+    # setattr: patches, on purpose (mypy refuses assignments to methods)
+    setattr(Shard, "get_max_sequence_number", last_sequence_number)  # noqa: B010
+    setattr(Shard, "get_records", locked_get_records)  # noqa: B010
+    setattr(Shard, "put_record", locked_put_record)  # noqa: B010
+    _patched = True
 
 
 def _put(backend: Any, stream: str, batch: list[dict[str, Any]]) -> int:

@@ -136,8 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-cycle-seconds",
         type=float,
         default=1.0,
-        help="a cycle behind a backlog is answered at most this long after the previous one, full or not "
-        "(default 1.0)",
+        help="a cycle behind a backlog is answered at most this long after the previous one, full or not (default 1.0)",
     )
     p.add_argument(
         "--no-read-ahead",
