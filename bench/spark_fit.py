@@ -4,7 +4,9 @@ over batch sizes, next to a baseline version of the loader measured in the same 
     python bench/spark_fit.py [--sizes 1000,2000,5000,10000,20000,50000,100000] [--baseline REF]
                               [--master local[2]] [--repeat 1]
 
-Each measurement is the worker as it runs (``etlstage-spark-load --rdss`` behind the SDK's
+After a warm-up of ``--warmup`` batches of 1,000 (the JVM compiles Spark's write path
+over its first ~50 jobs, which then cost 2-3x a warm one: start-up, not cost per batch),
+each measurement is the worker as it runs (``etlstage-spark-load --rdss`` behind the SDK's
 loop over framed batches: keys and key index, staging, Spark, fsync, publish, commit,
 the next batch parsed while the previous one is written), after one warm-up batch, on
 RDSS messages of ~1.15 KB routed to the three tables (80 % valid, 10 % invalid, 10 %
@@ -58,7 +60,7 @@ def routed(messages: list[bytes]) -> list[bytes]:
     return out
 
 
-def inner(sizes: list[int], master: str, min_messages: int) -> list[dict[str, float]]:
+def inner(sizes: list[int], master: str, min_messages: int, warmup: int) -> list[dict[str, float]]:
     """This interpreter's loader, every size, one Spark session."""
     from etlstage_workers.spark.config import LoaderConfig
     from etlstage_workers.spark.loader import SparkLoader
@@ -66,7 +68,7 @@ def inner(sizes: list[int], master: str, min_messages: int) -> list[dict[str, fl
     from spark_load import batches, framed, make_messages, run_worker, timed
 
     counts = {b: max(3 * b, min_messages) for b in sizes}
-    pool = routed(make_messages(max(counts.values()) + max(sizes)))
+    pool = routed(make_messages(max(max(counts.values()) + max(sizes), warmup * 1000)))
     work = tempfile.mkdtemp(prefix="etlstage-bench-spark-fit-")
     spark = start_session(master, "bench-fit", {}, connect_timeout=10, log_level="WARN")
     rows = []
@@ -78,6 +80,11 @@ def inner(sizes: list[int], master: str, min_messages: int) -> list[dict[str, fl
             ).check()
             warm, messages = pool[:size], pool[size : size + counts[size]]
             run_worker(SparkLoader(config, spark=spark), framed([warm], os.path.join(work, "warm.in")), size)
+            if size == sizes[0]:  # the JVM's JIT: the first ~50 jobs cost 2-3x a warm one
+                spare = LoaderConfig(output=os.path.join(work, "warm"), rdss=True, master=master,
+                                     state_dir=os.path.join(work, "warm-state")).check()  # fmt: skip
+                parts = [pool[i : i + 1000] for i in range(0, warmup * 1000, 1000)]
+                run_worker(SparkLoader(spare, spark=spark), framed(parts, os.path.join(work, "warm.in")), 1000)
             stdin = framed(batches(messages, size), os.path.join(work, "stdin"))
             seconds, cpu = timed(lambda: run_worker(SparkLoader(config, spark=spark), stdin, size))  # noqa: B023
             n_batches = -(-len(messages) // size)
@@ -108,15 +115,16 @@ def measure(label: str, args: argparse.Namespace, pythonpath: Path | None) -> di
     if pythonpath is not None:
         env["PYTHONPATH"] = str(pythonpath) + os.pathsep + env.get("PYTHONPATH", "")
     command = [sys.executable, __file__, "--inner", "--sizes", ",".join(map(str, args.sizes))]
-    command += ["--master", args.master, "--min-messages", str(args.min_messages)]
+    command += ["--master", args.master, "--min-messages", str(args.min_messages), "--warmup", str(args.warmup)]
     started = time.perf_counter()
     done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise SystemExit(f"{label}: the measurement failed:\n{done.stderr[-3000:]}")
     rows = json.loads(done.stdout.strip().splitlines()[-1])
     fixed, per_message = least_squares([(r["size"], r["seconds"] / r["batches"]) for r in rows])
-    return {"label": label, "rows": rows, "fixed": fixed, "per_message": per_message,
-            "wall": time.perf_counter() - started}  # fmt: skip
+    cpu_fixed, cpu_per_message = least_squares([(r["size"], r["cpu"] / r["batches"]) for r in rows])
+    return {"label": label, "rows": rows, "fixed": fixed, "per_message": per_message, "cpu_fixed": cpu_fixed,
+            "cpu_per_message": cpu_per_message, "wall": time.perf_counter() - started}  # fmt: skip
 
 
 def main() -> None:
@@ -126,11 +134,12 @@ def main() -> None:
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--min-messages", type=int, default=20000, help="messages per size at least (3 batches at least)")
     ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--warmup", type=int, default=60, help="batches of 1,000 loaded first (JIT warm-up), not measured")
     ap.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     args.sizes = [int(s) for s in args.sizes.split(",")]
     if args.inner:
-        print(json.dumps(inner(args.sizes, args.master, args.min_messages)))
+        print(json.dumps(inner(args.sizes, args.master, args.min_messages, args.warmup)))
         return
     results = []
     with tempfile.TemporaryDirectory(prefix="etlstage-bench-baseline-") as tmp:
@@ -140,14 +149,18 @@ def main() -> None:
                 results.append(measure(f"baseline ({args.baseline})", args, shim))
             results.append(measure("this tree", args, None))
     print(f"\nmaster {args.master}, RDSS mode, three tables; seconds per batch (msg/s, CPU-s per 100k messages)")
-    print(f"{'loader':<22}" + "".join(f"{s:>20,}" for s in args.sizes) + f"{'fixed s':>10}{'us/msg':>9}")
+    print(f"{'loader':<22}" + "".join(f"{s:>22,}" for s in args.sizes) + f"{'fixed s':>9}{'us/msg':>8}"
+          f"{'CPU fixed':>10}{'CPU us/msg':>11}")  # fmt: skip
     for r in results:
         cells = "".join(
-            f"{row['seconds'] / row['batches']:7.3f} ({row['size'] * row['batches'] / row['seconds']:6.0f}, "
+            f"  {row['seconds'] / row['batches']:7.3f} ({row['size'] * row['batches'] / row['seconds']:6.0f}, "
             f"{row['cpu'] * 1e5 / (row['size'] * row['batches']):4.1f})"
             for row in r["rows"]  # type: ignore[attr-defined]
         )
-        print(f"{r['label']:<22}{cells}{r['fixed']:10.3f}{r['per_message'] * 1e6:9.1f}")
+        print(
+            f"{r['label']:<22}{cells}{r['fixed']:9.3f}{r['per_message'] * 1e6:8.1f}"
+            f"{r['cpu_fixed']:10.3f}{r['cpu_per_message'] * 1e6:11.1f}"
+        )
 
 
 if __name__ == "__main__":
