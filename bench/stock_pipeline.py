@@ -17,6 +17,7 @@ Spark session's ~10 s), the same way for the pipeline and for each stage alone:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import shutil
 import subprocess
@@ -26,6 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import psutil
 import yaml
 
 HERE = Path(__file__).parent
@@ -80,20 +82,32 @@ def pipeline(*stages: dict[str, Any], services: str = "") -> str:
     return services + "stages:\n" + "".join(f"  - {json.dumps(st)}\n" for st in stages)
 
 
-def run(work: Path, yaml_text: str) -> float:
+PEAK_RSS: dict[str, int] = {}  # the supervisor's peak RSS per run label, sampled every 0.1 s
+
+
+def run(work: Path, yaml_text: str, label: str = "") -> float:
     shutil.rmtree(work / ".etlstage", ignore_errors=True)
     shutil.rmtree(work / "out", ignore_errors=True)
     (work / "stages.yaml").write_text(yaml_text)
     t0 = time.perf_counter()
-    r = subprocess.run(
-        [PY, "-m", "etlstage.cli", "run", "stages.yaml", "--once", "--no-progress"],
-        cwd=work,
-        capture_output=True,
-        text=True,
-    )
-    if r.returncode != 0:
-        raise SystemExit(f"run failed:\n{r.stderr[-3000:]}")
-    return time.perf_counter() - t0
+    with open(work / "run.log", "w+") as log:
+        proc = subprocess.Popen(
+            [PY, "-m", "etlstage.cli", "run", "stages.yaml", "--once", "--no-progress"],
+            cwd=work,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        supervisor, peak = psutil.Process(proc.pid), 0
+        while proc.poll() is None:
+            with contextlib.suppress(psutil.Error):
+                peak = max(peak, supervisor.memory_info().rss)
+            time.sleep(0.1)
+        seconds = time.perf_counter() - t0
+        if proc.returncode != 0:
+            log.seek(0)
+            raise SystemExit(f"run failed:\n{log.read()[-3000:]}")
+    PEAK_RSS[label] = max(PEAK_RSS.get(label, 0), peak)
+    return seconds
 
 
 def measure(work: Path, n: int, large: bool) -> dict[str, float]:
@@ -115,7 +129,9 @@ def measure(work: Path, n: int, large: bool) -> dict[str, float]:
     (work / "results.jsonl").unlink(missing_ok=True)
     run(work, pipeline(cat, rdss, keep))
     times["spark alone"] = run(work, pipeline({**cat, "command": ["cat", "results.jsonl"]}, spark))
-    times["pipeline"] = run(work, pipeline(kinesis, rdss, spark, services=service))
+    times["pipeline"] = run(
+        work, pipeline(kinesis, rdss, spark, services=service), f"{n:,} x {'4.5' if large else '1'} KB"
+    )
     return {k: n / v for k, v in times.items()}
 
 
@@ -137,6 +153,8 @@ def main() -> None:
         for k, v in rates.items():
             print(f"{label:<32} {k:<14} {v:>10,.0f}")
         print(f"{label:<32} {'pipeline / slowest stage':<14} {rates['pipeline'] / slowest:>10.0%}")
+    for label, peak in PEAK_RSS.items():
+        print(f"supervisor peak RSS, pipeline {label}: {peak / 2**20:.0f} MiB")
     try:
         import matplotlib
 
