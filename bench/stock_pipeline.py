@@ -106,7 +106,8 @@ def run(work: Path, yaml_text: str, label: str = "") -> float:
         if proc.returncode != 0:
             log.seek(0)
             raise SystemExit(f"run failed:\n{log.read()[-3000:]}")
-    PEAK_RSS[label] = max(PEAK_RSS.get(label, 0), peak)
+    if label:
+        PEAK_RSS[label] = max(PEAK_RSS.get(label, 0), peak)
     return seconds
 
 

@@ -174,22 +174,37 @@ class KinesisExtractor(Extractor):
         return cycle.messages
 
     def _round(self, room: int) -> Round:
-        """Reader thread: one GetRecords per readable shard, ``room`` records at most in all."""
+        """Reader thread: a GetRecords per readable shard, ``room`` records at most in all.
+
+        What a shard does not take of its share (it is caught up, or ended) goes at once to
+        the shards whose replies were full, so a backlog fills the cycle in one round rather
+        than leaving a few records for a window of their own.
+        """
         with self._lock:
             self._maybe_sync()
             cursors = self._readable(in_run=False)
             self._pin_latest(cursors)
-        limits = shares(room, len(cursors), self.options.limit) if cursors else []
-        asked = [(cur, n) for cur, n in zip(cursors, limits, strict=True) if n > 0]
-        fetched = self._fetch_all(asked)
         messages: list[bytes] = []
         commits: dict[str, Commit] = {}
+        pending, left = cursors, room
+        while pending and left > 0:
+            limits = shares(left, len(pending), self.options.limit)
+            asked = [(cur, n) for cur, n in zip(pending, limits, strict=True) if n > 0]
+            fetched = self._fetch_all(asked)
+            full = set()
+            with self._lock:
+                for (cur, n), (reply, after) in zip(asked, fetched, strict=True):
+                    got = self._apply(cur, reply, after, commits)
+                    messages += got
+                    left -= len(got)  # a KPL aggregate counts its user records (the last may overshoot)
+                    records = len(reply.get("Records") or [])
+                    cur.caught_up = records < n and not reply.get("MillisBehindLatest")
+                    if records == n and not cur.ended:
+                        full.add(cur.shard_id)
+            pending = [c for c in pending if c.shard_id in full or all(c is not cur for cur, _ in asked)]
         with self._lock:
-            for (cur, n), (reply, after) in zip(asked, fetched, strict=True):
-                messages += self._apply(cur, reply, after, commits)
-                cur.caught_up = len(reply.get("Records") or []) < n and not reply.get("MillisBehindLatest")
             self._log_lag()
-        caught_up = len(asked) == len(cursors) and all(cur.caught_up or cur.ended for cur, _ in asked)
+        caught_up = all(cur.caught_up or cur.ended for cur in cursors)
         return Round(messages, commits, caught_up)
 
     def _plain(self) -> Iterator[bytes]:

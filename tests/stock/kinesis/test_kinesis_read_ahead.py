@@ -214,3 +214,29 @@ def test_the_reader_thread_and_the_request_loop_share_the_store_safely(emulator,
     got = [m for w in windows for m in w.split(b"\n") if m]
     assert all(len([m for m in w.split(b"\n") if m]) <= 25 for w in windows)
     assert sorted(ids(got), key=lambda x: int(x[1:])) == [f"r{i}" for i in range(600)]
+
+
+def test_a_backlog_on_uneven_shards_fills_the_cycle_in_one_round(emulator, stream, put_records, tmp_path) -> None:
+    """What a short shard leaves of its share goes to the others at once: no runt window."""
+    import io
+
+    from etlstage_workers.kinesis.extractor import KinesisExtractor
+    from etlstage_workers.kinesis.options import Options
+
+    from etlstage.protocol import Scenario
+    from etlstage.worker import serve
+
+    s = stream(2)
+    put_records(s, [("a" if i < 30 else "b", data) for i, (_, data) in enumerate(records(40))])
+    out = io.BytesIO()
+    opts = Options(stream=s, endpoint_url=emulator.endpoint_url, region="us-east-1", idle_sleep=0.01,
+                   max_records_per_cycle=40, max_cycle_seconds=0)  # fmt: skip
+    serve(
+        KinesisExtractor(opts),
+        stdin=io.BytesIO(b"\n\n"),
+        stdout=out,
+        scenario=Scenario(type="E", mode="cyclic", state_dir=str(tmp_path)),
+    )
+    first, second = out.getvalue().split(b"\x00")[:2]
+    assert sorted(ids(first.split(b"\n")[:-1]), key=lambda x: int(x[1:])) == [f"r{i}" for i in range(40)]
+    assert second == b""
