@@ -23,6 +23,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -83,6 +84,7 @@ def pipeline(*stages: dict[str, Any], services: str = "") -> str:
 
 
 PEAK_RSS: dict[str, int] = {}  # the supervisor's peak RSS per run label, sampled every 0.1 s
+CPU: dict[str, float] = {}  # CPU seconds of each run: the supervisor and every process under it, sampled
 
 
 def run(work: Path, yaml_text: str, label: str = "") -> float:
@@ -97,17 +99,32 @@ def run(work: Path, yaml_text: str, label: str = "") -> float:
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-        supervisor, peak = psutil.Process(proc.pid), 0
-        while proc.poll() is None:
-            with contextlib.suppress(psutil.Error):
-                peak = max(peak, supervisor.memory_info().rss)
-            time.sleep(0.1)
+        peak = [0]
+        cpu: dict[int, float] = {}  # pid -> its CPU seconds when last seen (a process's last 0.1 s is lost)
+        done = threading.Event()
+
+        def sample() -> None:
+            supervisor = psutil.Process(proc.pid)
+            while not done.wait(0.1):
+                with contextlib.suppress(psutil.Error):
+                    peak[0] = max(peak[0], supervisor.memory_info().rss)
+                    for p in [supervisor, *supervisor.children(recursive=True)]:
+                        with contextlib.suppress(psutil.Error):
+                            times = p.cpu_times()
+                            cpu[p.pid] = times.user + times.system
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        proc.wait()
         seconds = time.perf_counter() - t0
+        done.set()
+        sampler.join()
         if proc.returncode != 0:
             log.seek(0)
             raise SystemExit(f"run failed:\n{log.read()[-3000:]}")
     if label:
-        PEAK_RSS[label] = max(PEAK_RSS.get(label, 0), peak)
+        PEAK_RSS[label] = max(PEAK_RSS.get(label, 0), peak[0])
+        CPU[label] = sum(cpu.values())
     return seconds
 
 
@@ -124,15 +141,18 @@ def measure(work: Path, n: int, large: bool) -> dict[str, float]:
     keep = {"name": "keep", "type": "L", "mode": "batch", "batch_size": 500,
             "command": [PY, str(W / "keep.py"), "results.jsonl"]}  # fmt: skip
     times = {}
-    times["kinesis alone"] = run(work, pipeline(kinesis, discard, services=service))
-    times["rdss alone"] = run(work, pipeline(cat, rdss, discard))
+    size = f"{n:,} x {'4.5' if large else '1'} KB"
+    times["kinesis alone"] = run(work, pipeline(kinesis, discard, services=service), f"{size}: kinesis alone")
+    times["rdss alone"] = run(work, pipeline(cat, rdss, discard), f"{size}: rdss alone")
     # the results of rdss, as the spark stage receives them
     (work / "results.jsonl").unlink(missing_ok=True)
     run(work, pipeline(cat, rdss, keep))
-    times["spark alone"] = run(work, pipeline({**cat, "command": ["cat", "results.jsonl"]}, spark))
-    times["pipeline"] = run(
-        work, pipeline(kinesis, rdss, spark, services=service), f"{n:,} x {'4.5' if large else '1'} KB"
+    times["spark alone"] = run(
+        work, pipeline({**cat, "command": ["cat", "results.jsonl"]}, spark), f"{size}: spark alone"
     )
+    times["pipeline"] = run(work, pipeline(kinesis, rdss, spark, services=service), f"{size}: pipeline")
+    for name, seconds in times.items():
+        CPU[f"{size}: {name}"] /= seconds  # cores' worth busy on average
     return {k: n / v for k, v in times.items()}
 
 
@@ -154,8 +174,12 @@ def main() -> None:
         for k, v in rates.items():
             print(f"{label:<32} {k:<14} {v:>10,.0f}")
         print(f"{label:<32} {'pipeline / slowest stage':<14} {rates['pipeline'] / slowest:>10.0%}")
+    print("\nCPU (cores busy on average: CPU seconds of the run's processes / wall seconds; 2 cores)")
+    for label, cores in CPU.items():
+        print(f"  {label:<36} {cores:5.2f}")
     for label, peak in PEAK_RSS.items():
-        print(f"supervisor peak RSS, pipeline {label}: {peak / 2**20:.0f} MiB")
+        if label.endswith("pipeline"):
+            print(f"supervisor peak RSS, {label}: {peak / 2**20:.0f} MiB")
     try:
         import matplotlib
 
