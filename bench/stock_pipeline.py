@@ -2,7 +2,10 @@
 stage alone on the same input, for ~1 KB and ~4 KB valid RDSS messages.  Writes a table
 and a plot (docs/stock-pipeline.png).
 
-    python bench/stock_pipeline.py [--n1k 10000] [--n4k 5000]
+    python bench/stock_pipeline.py [--n1k 40000] [--n4k 10000]
+
+The stages are the stock stages.yaml's, as they are (settings, commands), with the
+bench's emulator in place of the demo services and the output in a temporary directory.
 
 Every run is a whole `etlstage run --once`, start-up included (the emulator's ~2 s, the
 Spark session's ~10 s), the same way for the pipeline and for each stage alone:
@@ -14,14 +17,19 @@ Spark session's ~10 s), the same way for the pipeline and for each stage alone:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import shutil
 import subprocess
 import sys
 import tempfile
-import textwrap
+import threading
 import time
 from pathlib import Path
+from typing import Any
+
+import psutil
+import yaml
 
 HERE = Path(__file__).parent
 W = HERE / "workers"
@@ -45,33 +53,79 @@ def messages(n: int, large: bool, seed: int = 3) -> list[bytes]:
     return out
 
 
-RDSS = "{name: rdss, type: T, mode: batch, batch_size: 500, command: [etlstage-rdss, run]}"
-SPARK = '{name: spark, type: L, mode: batch, batch_size: 5000, linger: 1, command: [etlstage-spark-load, --rdss, --output, out, --master, "local[2]"]}'
-DISCARD = '{{name: discard, type: L, mode: batch, batch_size: 500, command: ["{loader}"]}}'
-KINESIS = "{name: kinesis, type: E, mode: cyclic, command: [etlstage-kinesis, --stream, s, --region, us-east-1]}"
-SERVICE = (
-    """services:
-  - {name: emulator, command: ["%s", -m, etlstage_workers.kinesis.emulator, --service, --stream, s, --shards, "2",
-                                --records, records.jsonl]}
-"""
-    % PY
-)
+STOCK = HERE.parent / "stages.yaml"
 
 
-def run(work: Path, yaml_text: str) -> float:
+def stock_stages() -> dict[str, dict[str, Any]]:
+    """The stock pipeline's stages as stages.yaml defines them (output and state in the bench's directory)."""
+    doc = yaml.safe_load(STOCK.read_text())
+    stages = {st["name"]: dict(st) for st in doc["stages"]}
+    spark = stages["spark"]
+    command = list(spark["command"])
+    command[command.index("--output") + 1] = "out"
+    spark["command"] = command
+    return stages
+
+
+def stream_of(kinesis: dict[str, Any]) -> str:
+    command = kinesis["command"]
+    return str(command[command.index("--stream") + 1])
+
+
+def emulator_service(stream: str) -> str:
+    command = [PY, "-m", "etlstage_workers.kinesis.emulator", "--service", "--stream", stream, "--shards", "2",
+               "--records", "records.jsonl"]  # fmt: skip
+    return "services:\n  - " + json.dumps({"name": "emulator", "command": command}) + "\n"
+
+
+def pipeline(*stages: dict[str, Any], services: str = "") -> str:
+    """A stages.yaml text (JSON is YAML) of these stages."""
+    return services + "stages:\n" + "".join(f"  - {json.dumps(st)}\n" for st in stages)
+
+
+PEAK_RSS: dict[str, int] = {}  # the supervisor's peak RSS per run label, sampled every 0.1 s
+CPU: dict[str, float] = {}  # CPU seconds of each run: the supervisor and every process under it, sampled
+
+
+def run(work: Path, yaml_text: str, label: str = "") -> float:
     shutil.rmtree(work / ".etlstage", ignore_errors=True)
     shutil.rmtree(work / "out", ignore_errors=True)
-    (work / "stages.yaml").write_text(textwrap.dedent(yaml_text))
+    (work / "stages.yaml").write_text(yaml_text)
     t0 = time.perf_counter()
-    r = subprocess.run(
-        [PY, "-m", "etlstage.cli", "run", "stages.yaml", "--once", "--no-progress"],
-        cwd=work,
-        capture_output=True,
-        text=True,
-    )
-    if r.returncode != 0:
-        raise SystemExit(f"run failed:\n{r.stderr[-3000:]}")
-    return time.perf_counter() - t0
+    with open(work / "run.log", "w+") as log:
+        proc = subprocess.Popen(
+            [PY, "-m", "etlstage.cli", "run", "stages.yaml", "--once", "--no-progress"],
+            cwd=work,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        peak = [0]
+        cpu: dict[int, float] = {}  # pid -> its CPU seconds when last seen (a process's last 0.1 s is lost)
+        done = threading.Event()
+
+        def sample() -> None:
+            supervisor = psutil.Process(proc.pid)
+            while not done.wait(0.1):
+                with contextlib.suppress(psutil.Error):
+                    peak[0] = max(peak[0], supervisor.memory_info().rss)
+                    for p in [supervisor, *supervisor.children(recursive=True)]:
+                        with contextlib.suppress(psutil.Error):
+                            times = p.cpu_times()
+                            cpu[p.pid] = times.user + times.system
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        proc.wait()
+        seconds = time.perf_counter() - t0
+        done.set()
+        sampler.join()
+        if proc.returncode != 0:
+            log.seek(0)
+            raise SystemExit(f"run failed:\n{log.read()[-3000:]}")
+    if label:
+        PEAK_RSS[label] = max(PEAK_RSS.get(label, 0), peak[0])
+        CPU[label] = sum(cpu.values())
+    return seconds
 
 
 def measure(work: Path, n: int, large: bool) -> dict[str, float]:
@@ -79,30 +133,33 @@ def measure(work: Path, n: int, large: bool) -> dict[str, float]:
     (work / "records.jsonl").write_bytes(b"\n".join(records) + b"\n")
     loader = work / "discard"
     subprocess.run(["cc", "-O2", "-o", str(loader), str(W / "null_loader.c")], check=True)
-    discard = DISCARD.format(loader=loader)
+    stages = stock_stages()
+    kinesis, rdss, spark = stages["kinesis"], stages["rdss"], stages["spark"]
+    service = emulator_service(stream_of(kinesis))
+    discard = {"name": "discard", "type": "L", "mode": "batch", "batch_size": 500, "command": [str(loader)]}
+    cat = {"name": "cat", "type": "E", "command": ["cat", "records.jsonl"]}
+    keep = {"name": "keep", "type": "L", "mode": "batch", "batch_size": 500,
+            "command": [PY, str(W / "keep.py"), "results.jsonl"]}  # fmt: skip
     times = {}
-    times["kinesis alone"] = run(work, SERVICE + f"stages:\n  - {KINESIS}\n  - {discard}\n")
-    times["rdss alone"] = run(
-        work, f"stages:\n  - {{name: cat, type: E, command: [cat, records.jsonl]}}\n  - {RDSS}\n  - {discard}\n"
-    )
+    size = f"{n:,} x {'4.5' if large else '1'} KB"
+    times["kinesis alone"] = run(work, pipeline(kinesis, discard, services=service), f"{size}: kinesis alone")
+    times["rdss alone"] = run(work, pipeline(cat, rdss, discard), f"{size}: rdss alone")
     # the results of rdss, as the spark stage receives them
     (work / "results.jsonl").unlink(missing_ok=True)
-    run(
-        work,
-        f"stages:\n  - {{name: cat, type: E, command: [cat, records.jsonl]}}\n  - {RDSS}\n"
-        f'  - {{name: keep, type: L, mode: batch, batch_size: 500, command: ["{PY}", "{W / "keep.py"}", results.jsonl]}}\n',
-    )
+    run(work, pipeline(cat, rdss, keep))
     times["spark alone"] = run(
-        work, f"stages:\n  - {{name: cat, type: E, command: [cat, results.jsonl]}}\n  - {SPARK}\n"
+        work, pipeline({**cat, "command": ["cat", "results.jsonl"]}, spark), f"{size}: spark alone"
     )
-    times["pipeline"] = run(work, SERVICE + f"stages:\n  - {KINESIS}\n  - {RDSS}\n  - {SPARK}\n")
+    times["pipeline"] = run(work, pipeline(kinesis, rdss, spark, services=service), f"{size}: pipeline")
+    for name, seconds in times.items():
+        CPU[f"{size}: {name}"] /= seconds  # cores' worth busy on average
     return {k: n / v for k, v in times.items()}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--n1k", type=int, default=10000)
-    ap.add_argument("--n4k", type=int, default=5000)
+    ap.add_argument("--n1k", type=int, default=40000)
+    ap.add_argument("--n4k", type=int, default=10000)
     ap.add_argument("--plot", default=str(HERE.parent / "docs" / "stock-pipeline.png"))
     a = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="etlstage-stock-bench-"))
@@ -117,6 +174,12 @@ def main() -> None:
         for k, v in rates.items():
             print(f"{label:<32} {k:<14} {v:>10,.0f}")
         print(f"{label:<32} {'pipeline / slowest stage':<14} {rates['pipeline'] / slowest:>10.0%}")
+    print("\nCPU (cores busy on average: CPU seconds of the run's processes / wall seconds; 2 cores)")
+    for label, cores in CPU.items():
+        print(f"  {label:<36} {cores:5.2f}")
+    for label, peak in PEAK_RSS.items():
+        if label.endswith("pipeline"):
+            print(f"supervisor peak RSS, {label}: {peak / 2**20:.0f} MiB")
     try:
         import matplotlib
 

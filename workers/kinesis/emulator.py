@@ -22,6 +22,7 @@ gives a set (``AWS_ACCESS_KEY_ID=testing`` ...) to hand to workers.
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import logging
 import os
@@ -32,7 +33,8 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-BATCH = 500  # PutRecords maximum
+BATCH = 500  # PutRecords maximum (records)
+BATCH_BYTES = 5 << 20  # ... and bytes (data and partition keys)
 
 FAKE_CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "testing",
@@ -74,6 +76,8 @@ class Emulator:
 
     def start(self) -> Emulator:
         from moto.server import ThreadedMotoServer
+
+        _patch_moto()
 
         logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no line per request
         self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
@@ -121,23 +125,72 @@ class Emulator:
             time.sleep(0.05)
 
     def put_records(self, stream: str, records: Iterable[bytes], partition_key: str | None = None) -> int:
-        """PutRecords in batches of 500; partition key from the JSON pointer (or a counter)."""
-        c = self.client()
+        """PutRecords in batches of 500; partition key from the JSON pointer (or a counter).
+
+        The server runs in this process, so the batches go straight to its backend's
+        PutRecords (same checks, shards and sequence numbers) without HTTP: seeding tens
+        of thousands of records takes a fraction of a second, not several.
+        """
+        from moto.core import DEFAULT_ACCOUNT_ID
+        from moto.kinesis.models import kinesis_backends
+
+        backend = kinesis_backends[DEFAULT_ACCOUNT_ID][self.region]
         key = partition_key_fn(partition_key)
         batch: list[dict[str, Any]] = []
-        total = 0
+        size = total = 0
         for i, data in enumerate(records):
-            batch.append({"Data": data, "PartitionKey": key(i, data)})
-            if len(batch) == BATCH:
-                total += _put(c, stream, batch)
-                batch = []
+            entry = {"Data": base64.b64encode(data).decode(), "PartitionKey": key(i, data)}
+            if batch and (len(batch) == BATCH or size + len(data) > BATCH_BYTES):
+                total += _put(backend, stream, batch)
+                batch, size = [], 0
+            batch.append(entry)
+            size += len(data) + len(entry["PartitionKey"])
         if batch:
-            total += _put(c, stream, batch)
+            total += _put(backend, stream, batch)
         return total
 
 
-def _put(client: Any, stream: str, batch: list[dict[str, Any]]) -> int:
-    reply = client.put_records(StreamName=stream, Records=batch)
+_patched = False
+
+
+def _patch_moto() -> None:
+    """Two fixes to moto's Kinesis shards, for a reader and a writer at once at speed:
+
+    - moto finds a shard's last sequence number by copying all its keys, for every record
+      put: seeding n records costs O(n^2) (8 s for 40,000).  The records are an ordered
+      dict, so the last key is ``next(reversed(...))``: same answer, constant time;
+    - moto's threaded server runs a GetRecords that iterates a shard's records while a
+      PutRecords adds to them ("OrderedDict mutated during iteration", a 500): one lock
+      per process around both.
+    """
+    global _patched
+    if _patched:
+        return
+    from moto.kinesis.models import Shard
+
+    lock = threading.RLock()
+    get_records, put_record = Shard.get_records, Shard.put_record
+
+    def last_sequence_number(shard: Any) -> int:
+        return next(reversed(shard.records), 0)
+
+    def locked_get_records(shard: Any, *args: Any, **kwargs: Any) -> Any:
+        with lock:
+            return get_records(shard, *args, **kwargs)
+
+    def locked_put_record(shard: Any, *args: Any, **kwargs: Any) -> Any:
+        with lock:
+            return put_record(shard, *args, **kwargs)
+
+    # setattr: patches, on purpose (mypy refuses assignments to methods)
+    setattr(Shard, "get_max_sequence_number", last_sequence_number)  # noqa: B010
+    setattr(Shard, "get_records", locked_get_records)  # noqa: B010
+    setattr(Shard, "put_record", locked_put_record)  # noqa: B010
+    _patched = True
+
+
+def _put(backend: Any, stream: str, batch: list[dict[str, Any]]) -> int:
+    reply = backend.put_records(None, stream, batch)
     if reply.get("FailedRecordCount"):
         raise RuntimeError(f"PutRecords to {stream!r}: {reply['FailedRecordCount']} of {len(batch)} records failed")
     return len(batch)

@@ -1,12 +1,14 @@
-"""The Kinesis E-worker: cycles of one GetRecords per readable shard, checkpoints on ack.
+"""The Kinesis E-worker: cycles of records read ahead, checkpoints on ack.
 
-Cyclic mode, worker-managed offsets (docs/protocol.md: windows): ``extract`` reads each readable
-shard once and remembers, per shard, the position of the last record it emitted (and
-whether the shard ended).  Those positions are committed by ``on_window_done`` — called
-when the *next* request arrives, i.e. when everything emitted before is loaded.  Stdin
-EOF commits nothing.  Between cycles reading goes on from the in-memory iterator; a
-restarted worker starts again from the committed checkpoint, so an unacknowledged
-window is read again (at-least-once, never a gap).
+Cyclic mode, worker-managed offsets (docs/protocol.md: windows): a background reader
+(:mod:`.readahead`) reads rounds of one GetRecords per readable shard into a bounded
+buffer while the previous window is loaded; ``extract`` hands the buffer out as the
+cycle and remembers, per shard, the position of the last record in it (and whether the
+shard ended).  Those positions are committed by ``on_window_done`` — called when the
+*next* request arrives, i.e. when everything emitted before is loaded.  Nothing read
+ahead is ever committed early, and stdin EOF commits nothing.  A restarted worker starts
+again from the committed checkpoint, so an unacknowledged window and whatever was read
+ahead are read again (at-least-once, never a gap).
 
 Plain mode reads every shard to its tip (children after their parents, in the same
 run), then ends.  It never commits: a plain run is one window whose end the worker
@@ -16,8 +18,9 @@ cannot see acknowledged.
 from __future__ import annotations
 
 import logging
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +28,7 @@ from typing import Any
 from etlstage_workers.kinesis.client import KinesisApi, make_client, stream_key
 from etlstage_workers.kinesis.options import Options
 from etlstage_workers.kinesis.output import Framer, Position
+from etlstage_workers.kinesis.readahead import ReadAhead, Round, shares
 from etlstage_workers.kinesis.retry import Backoff, RateLimit, error_code
 from etlstage_workers.kinesis.shards import owner, plan_new
 from etlstage_workers.kinesis.store import CheckpointStore, Commit, ShardRow
@@ -47,6 +51,7 @@ class Cursor:
     position: Position | None = None  # last record emitted in this run
     ended: bool = False  # null NextShardIterator seen in this run
     at_tip: bool = False  # plain mode: caught up
+    caught_up: bool = False  # the last reply was short with no lag: nothing more to read now
     lag_ms: int | None = None
     latest_now: bool = False  # the first iterator of a LATEST shard: really LATEST
     waiting_logged: bool = field(default=False, repr=False)
@@ -62,7 +67,10 @@ class KinesisExtractor(Extractor):
         self._client = client
         self._cursors: dict[str, Cursor] = {}
         self._rows: dict[str, ShardRow] = {}
-        self._pending: dict[str, Commit] = {}
+        self._pending: dict[str, Commit] = {}  # positions of the cycle emitted last, committed on the next request
+        # The reader thread and the request loop share the shard rows, cursors' rows and the store.
+        self._lock = threading.Lock()
+        self._ahead: ReadAhead | None = None
         self._last_sync = 0.0
         self._sync_needed = True
         self._last_lag_log = time.monotonic()
@@ -105,18 +113,25 @@ class KinesisExtractor(Extractor):
         )
 
     def teardown(self) -> None:
-        # stdin EOF: maybe the supervisor died — commit nothing, only leave the lag stats
-        self._log_lag(force=True)
+        # stdin EOF: maybe the supervisor died — commit nothing (read-ahead records are
+        # dropped: they were never emitted), only leave the lag stats
+        if self._ahead is not None:
+            self._ahead.close()
+        with self._lock:
+            self._log_lag(force=True)
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
         self.store.close()
 
     def report(self) -> dict[str, object]:
         """Records read by this process and each shard's MillisBehindLatest, for the supervisor."""
-        lags = {c.shard_id: c.lag_ms for c in self._cursors.values() if c.lag_ms is not None}
-        return {"records": self.records_out, "lag ms": lags}
+        lags = {c.shard_id: c.lag_ms for c in list(self._cursors.values()) if c.lag_ms is not None}
+        report: dict[str, object] = {"records": self.records_out, "lag ms": lags}
+        if self._ahead is not None:
+            report["read ahead"] = {"held": self._ahead.held, "peak": self._ahead.peak}
+        return report
 
-    def extract(self, request: Request | None) -> Iterator[bytes]:
+    def extract(self, request: Request | None) -> Iterable[bytes]:
         if request is None:
             return self._plain()
         return self._cycle()
@@ -126,23 +141,71 @@ class KinesisExtractor(Extractor):
         if not self._pending:
             return
         commits = list(self._pending.values())
-        self.store.commit(commits)
-        for c in commits:
-            if c.ended:
-                self._rows[c.shard_id].ended = True
-                log.info("%s: SHARD_END committed", c.shard_id)
+        with self._lock:
+            self.store.commit(commits)
+            for c in commits:
+                if c.ended:
+                    self._rows[c.shard_id].ended = True
+                    log.info("%s: SHARD_END committed", c.shard_id)
         self._pending.clear()
 
     # --- cyclic and plain ---------------------------------------------------------------
 
-    def _cycle(self) -> Iterator[bytes]:
-        self._maybe_sync()
-        before = self.records_out
-        yield from self._read(self._readable(in_run=False))
-        produced = self.records_out - before
-        self._log_lag()
-        if produced == 0 and self.options.idle_sleep > 0:
-            time.sleep(self.options.idle_sleep)
+    def _cycle(self) -> list[bytes]:
+        if self._ahead is None:
+            o = self.options
+            self._ahead = ReadAhead(
+                self._round,
+                max_records=o.max_records_per_cycle,
+                max_seconds=o.max_cycle_seconds,
+                idle_sleep=o.idle_sleep,
+                eager=o.read_ahead,
+            )
+        asked = time.monotonic()
+        cycle = self._ahead.take()
+        log.debug(
+            "cycle: %d records after %.3fs (%d held on)",
+            len(cycle.messages),
+            time.monotonic() - asked,
+            self._ahead.held,
+        )
+        self._pending = cycle.commits
+        self.records_out += len(cycle.messages)
+        return cycle.messages
+
+    def _round(self, room: int) -> Round:
+        """Reader thread: a GetRecords per readable shard, ``room`` records at most in all.
+
+        What a shard does not take of its share (it is caught up, or ended) goes at once to
+        the shards whose replies were full, so a backlog fills the cycle in one round rather
+        than leaving a few records for a window of their own.
+        """
+        with self._lock:
+            self._maybe_sync()
+            cursors = self._readable(in_run=False)
+            self._pin_latest(cursors)
+        messages: list[bytes] = []
+        commits: dict[str, Commit] = {}
+        pending, left = cursors, room
+        while pending and left > 0:
+            limits = shares(left, len(pending), self.options.limit)
+            asked = [(cur, n) for cur, n in zip(pending, limits, strict=True) if n > 0]
+            fetched = self._fetch_all(asked)
+            full = set()
+            with self._lock:
+                for (cur, n), (reply, after) in zip(asked, fetched, strict=True):
+                    got = self._apply(cur, reply, after, commits)
+                    messages += got
+                    left -= len(got)  # a KPL aggregate counts its user records (the last may overshoot)
+                    records = len(reply.get("Records") or [])
+                    cur.caught_up = records < n and not reply.get("MillisBehindLatest")
+                    if records == n and not cur.ended:
+                        full.add(cur.shard_id)
+            pending = [c for c in pending if c.shard_id in full or all(c is not cur for cur, _ in asked)]
+        with self._lock:
+            self._log_lag()
+        caught_up = all(cur.caught_up or cur.ended for cur in cursors)
+        return Round(messages, commits, caught_up)
 
     def _plain(self) -> Iterator[bytes]:
         while True:
@@ -152,7 +215,12 @@ class KinesisExtractor(Extractor):
                 if self._sync_needed:
                     continue
                 break
-            yield from self._read(active)
+            self._pin_latest(active)
+            asked = [(cur, self.options.limit) for cur in active]
+            for (cur, _), (reply, after) in zip(asked, self._fetch_all(asked), strict=True):
+                messages = self._apply(cur, reply, after, {})  # plain mode never commits
+                self.records_out += len(messages)
+                yield from messages
         self._log_lag(force=True)
 
     # --- shards -------------------------------------------------------------------------
@@ -256,19 +324,13 @@ class KinesisExtractor(Extractor):
                 row.start_ts = now
                 cur.latest_now = True
 
-    def _read(self, cursors: list[Cursor]) -> Iterator[bytes]:
-        """One GetRecords per cursor — in parallel threads when asked — then framing in shard order."""
-        self._pin_latest(cursors)
-        if self._pool is not None and len(cursors) > 1:
-            fetched = list(self._pool.map(self._fetch, cursors))
-            for cur, (reply, after) in zip(cursors, fetched, strict=True):
-                yield from self._apply(cur, reply, after)
-        else:
-            for cur in cursors:
-                reply, after = self._fetch(cur)
-                yield from self._apply(cur, reply, after)
+    def _fetch_all(self, asked: list[tuple[Cursor, int]]) -> list[tuple[dict[str, Any], tuple[int, int] | None]]:
+        """One GetRecords per (cursor, limit) — in parallel threads when asked; replies in order."""
+        if self._pool is not None and len(asked) > 1:
+            return list(self._pool.map(lambda job: self._fetch(*job), asked))
+        return [self._fetch(cur, limit) for cur, limit in asked]
 
-    def _fetch(self, cur: Cursor) -> tuple[dict[str, Any], tuple[int, int] | None]:
+    def _fetch(self, cur: Cursor, limit: int) -> tuple[dict[str, Any], tuple[int, int] | None]:
         """Network only (may run in a pool thread): iterator if needed, one GetRecords."""
         after: tuple[int, int] | None = None
         if cur.iterator is None:
@@ -279,16 +341,19 @@ class KinesisExtractor(Extractor):
                     raise
                 return {"Records": [], "NextShardIterator": None, GONE: exc}, None
         try:
-            reply = self.api.get_records(cur.iterator, self.options.limit, cur.shard_id, cur.rate)
+            reply = self.api.get_records(cur.iterator, limit, cur.shard_id, cur.rate)
         except Exception as exc:
             if error_code(exc) != "ExpiredIteratorException":
                 raise
             log.info("%s: iterator expired; a fresh one from the last position", cur.shard_id)
             cur.iterator, after = self._start(cur)
-            reply = self.api.get_records(cur.iterator, self.options.limit, cur.shard_id, cur.rate)
+            reply = self.api.get_records(cur.iterator, limit, cur.shard_id, cur.rate)
         return reply, after
 
-    def _apply(self, cur: Cursor, reply: dict[str, Any], after: tuple[int, int] | None) -> list[bytes]:
+    def _apply(
+        self, cur: Cursor, reply: dict[str, Any], after: tuple[int, int] | None, commits: dict[str, Commit]
+    ) -> list[bytes]:
+        """Frame a reply's records; move the cursor; note the shard's new position in ``commits``."""
         if GONE in reply:
             self._check_gone(cur, reply[GONE])
         records = reply.get("Records") or []
@@ -310,10 +375,9 @@ class KinesisExtractor(Extractor):
             )
         if last is not None or cur.ended:
             p = cur.position
-            self._pending[cur.shard_id] = Commit(
+            commits[cur.shard_id] = Commit(
                 cur.shard_id, p.seq if p else None, p.subseq if p else None, p.complete if p else True, cur.ended
             )
-        self.records_out += len(messages)
         return messages
 
     def _check_gone(self, cur: Cursor, exc: Exception) -> None:

@@ -33,6 +33,9 @@ class Options:
     idle_sleep: float = 0.2
     lag_log_interval: float = 60.0
     parallel: int = 4
+    max_records_per_cycle: int = 10000
+    max_cycle_seconds: float = 1.0
+    read_ahead: bool = True
     state_dir: str | None = None
 
     def check(self) -> None:
@@ -50,6 +53,10 @@ class Options:
             problems.append(f"--max-gets-per-second {self.max_gets_per_second}: expected 1..5 (the Kinesis limit)")
         if not 1 <= self.parallel <= 64:
             problems.append(f"--parallel {self.parallel}: expected 1..64")
+        if self.max_records_per_cycle < 1:
+            problems.append(f"--max-records-per-cycle {self.max_records_per_cycle}: expected >= 1")
+        if not 0 <= self.max_cycle_seconds <= 3600:
+            problems.append(f"--max-cycle-seconds {self.max_cycle_seconds:g}: expected 0..3600")
         if self.max_retries < 0:
             problems.append(f"--max-retries {self.max_retries}: expected >= 0")
         if problems:
@@ -118,6 +125,24 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=4,
         help="shards fetched at once within a cycle (threads); output stays in shard order",
+    )
+    p.add_argument(
+        "--max-records-per-cycle",
+        type=int,
+        default=10000,
+        help="records one cycle (window) holds at most; also the read-ahead buffer's bound (default 10000)",
+    )
+    p.add_argument(
+        "--max-cycle-seconds",
+        type=float,
+        default=1.0,
+        help="a cycle behind a backlog is answered at most this long after the previous one, full or not (default 1.0)",
+    )
+    p.add_argument(
+        "--no-read-ahead",
+        dest="read_ahead",
+        action="store_false",
+        help="read only while a request waits, not while the previous window is loaded",
     )
     p.add_argument("--state-dir", help="checkpoint directory (default ETLSTAGE_STATE_DIR)")
     p.add_argument("--log-format", default=os.environ.get("ETLSTAGE_LOG_FORMAT"), choices=("text", "json", "syslog"))

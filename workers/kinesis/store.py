@@ -82,7 +82,8 @@ class CheckpointStore:
         else:
             self.path = ":memory:"
         try:
-            self._db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+            # The extractor's reader thread and its request loop share it, one at a time (its lock).
+            self._db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
             if self.path != ":memory:":
                 self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")

@@ -141,7 +141,9 @@ class KeyStore:
             )
 
     def mark_committed(self, batch: str) -> None:
-        with self._write():
+        # Not a durability point: if a crash loses it, the batch is still ``staged`` and
+        # recovery publishes it again (a no-op: its files are in place) and marks it then.
+        with self._write(durable=False):
             row = self.db.execute("SELECT counts, duplicates FROM batches WHERE batch = ?", (batch,)).fetchone()
             self.db.execute("UPDATE batches SET state = ? WHERE batch = ?", (COMMITTED, batch))
             counts = json.loads(row[0]) if row else {}

@@ -51,6 +51,11 @@ if TYPE_CHECKING:
 log = logging.getLogger("etlstage.spark")
 
 
+# Rows below which a batch is written by one Spark task: a task's fixed cost (scheduling,
+# one file per table) outweighs splitting so few rows across cores.
+ROWS_PER_TASK = 10_000
+
+
 class ClaimTimeout(RuntimeError):
     """Keys of this batch stay held by another instance's unfinished batch."""
 
@@ -270,8 +275,10 @@ class SparkLoader(Loader):
         in_dir = os.path.join(pub.batch_dir(self.output, batch), "in")
         os.makedirs(in_dir, exist_ok=True)
         table = prepared.table if len(positions) == prepared.table.num_rows else prepared.take(positions)
-        # One row group per core: Spark splits the file into that many tasks.
-        rows_per_group = max(1, math.ceil(table.num_rows / self.parallelism))
+        # One row group per Spark task: one per core, but no task of fewer than
+        # ROWS_PER_TASK rows (a small batch in one task: fewer files, less scheduling).
+        tasks = max(1, min(self.parallelism, table.num_rows // ROWS_PER_TASK))
+        rows_per_group = max(1, math.ceil(table.num_rows / tasks))
         path = os.path.join(in_dir, "batch.parquet")
         pq.write_table(table, path, row_group_size=rows_per_group, compression="none")
 
@@ -280,7 +287,8 @@ class SparkLoader(Loader):
         in_dir, out_dir = os.path.join(directory, "in"), os.path.join(directory, "out")
         pub.crash_point("staged-input")
         plain = unique_columns(prepared.table) if prepared.parsed else []
-        write_batch(self.spark, self.config, "file://" + in_dir, "file://" + out_dir, prepared.parsed, plain)
+        schema = prepared.table.schema
+        write_batch(self.spark, self.config, "file://" + in_dir, "file://" + out_dir, prepared.parsed, plain, schema)
         clock.lap("spark")
         pub.sync_staged(out_dir)
         clock.lap("fsync")

@@ -71,6 +71,7 @@ class FaultProxy:
         self.drop = False  # close the connection without an answer instead (a network error)
         self.hide_shard: str | None = None  # as if trimmed: not listed, no iterator
         self.get_records_calls: list[float] = []
+        self.records_served = 0  # records in the GetRecords replies passed on
         self.failed = 0
         self._lock = threading.Lock()
         proxy = self
@@ -117,6 +118,9 @@ class FaultProxy:
                 conn.request("POST", self.path, body=body, headers=headers)
                 reply = conn.getresponse()
                 data = reply.read()
+                if target.endswith(".GetRecords") and reply.status == 200:
+                    with proxy._lock:
+                        proxy.records_served += len(json.loads(data).get("Records", []))
                 if proxy.hide_shard and target.endswith(".ListShards") and reply.status == 200:
                     doc = json.loads(data)
                     doc["Shards"] = [s for s in doc["Shards"] if s["ShardId"] != proxy.hide_shard]

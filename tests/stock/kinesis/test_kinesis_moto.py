@@ -94,7 +94,7 @@ def test_cyclic_subprocess_commits_only_on_the_next_request_and_resumes_after_si
         emulator.endpoint_url,
         "--region",
         "us-east-1",
-        "--limit",
+        "--max-records-per-cycle",
         "5",
         "--idle-sleep",
         "0",
@@ -208,7 +208,7 @@ def test_never_more_than_five_get_records_per_second_per_shard(emulator, stream,
         scenario=Scenario(type="E", mode="cyclic", state_dir=str(tmp_path)),
     )
     calls = proxy.get_records_calls
-    assert len(calls) == n
+    assert len(calls) >= n  # each empty cycle waited for a round of its own; reading ahead polls on
     for i in range(len(calls) - 5):
         # stamped on arrival at the proxy: request jitter under load shortens a 1.0 s gap a little
         # (no limit: milliseconds; a limit of 6/s: 0.83 s)
