@@ -71,7 +71,7 @@ def test_max_gets_per_second_is_the_cap_per_shard(emulator, stream, proxy, tmp_p
         scenario=Scenario(type="E", mode="cyclic", state_dir=str(tmp_path)),
     )
     calls = proxy.get_records_calls
-    assert len(calls) == 5
+    assert len(calls) >= 5  # each cycle at least one call; reading ahead polls on between cycles
     # stamped on arrival at the proxy (a little jitter); 5 per second would give 0.4 s
     assert all(calls[i + 2] - calls[i] >= 0.9 for i in range(len(calls) - 2)), calls
 
