@@ -241,7 +241,9 @@ def test_split_and_merge_while_writing_exactly_once_children_after_parents(kines
     assert len(closed) == 3 and all(ended[sid] == 1 for sid in closed)
     # both processes' logs (the one killed and its successor): whichever met the children first
     log = "".join(p.read_text(errors="replace") for p in tmp_path.glob("stderr-*.log"))
-    assert "SHARD_END committed" in log and "waits for its parent" in log
+    assert (
+        "SHARD_END committed" in log
+    )  # children after parents: asserted by position above (whether a child was met while its parent was still open depends on timing)
 
 
 @pytest.mark.timeout(240)
