@@ -14,7 +14,6 @@ import os
 import signal
 import sys
 import threading
-import warnings
 from typing import TYPE_CHECKING, Any
 
 from etlstage.config.model import PipelineConfig, StageConfig
@@ -158,7 +157,6 @@ def run_query(
     from etlstage.spark.session import start_session
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # executors run this Python (and etlstage)
-    quiet_spark()
     engine = config.engine
     plain_only = all(s.mode == "plain" for s in config.stages if s.type == "E")
     plan = Plan(config, once=once or plain_only, extra_env=dict(extra_env or {}))
@@ -183,25 +181,6 @@ def run_query(
 def spark_log_level() -> str:
     """Spark's own log: WARN, unless etlstage logs at DEBUG (``--log-level DEBUG``): then INFO."""
     return "INFO" if logging.getLogger("etlstage").getEffectiveLevel() <= logging.DEBUG else "WARN"
-
-
-class _NotPy4j(logging.Filter):
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "/py4j/" not in record.pathname or record.levelno >= logging.ERROR
-
-
-def quiet_spark() -> None:
-    """Spark's own chatter stays out of the pipeline's log (its log level is WARN)."""
-    logging.getLogger("py4j").setLevel(logging.WARNING)
-    for handler in logging.getLogger().handlers:  # py4j also logs through the root logger
-        if not any(isinstance(f, _NotPy4j) for f in handler.filters):
-            handler.addFilter(_NotPy4j())
-    # pyspark warns on every Python process that it was not tried with pandas 3; we use Arrow only.
-    hush = "ignore:PySpark does not yet fully support pandas"
-    warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
-    current = os.environ.get("PYTHONWARNINGS")
-    if hush not in (current or ""):
-        os.environ["PYTHONWARNINGS"] = f"{current},{hush}" if current else hush
 
 
 def missing_programs(spark: SparkSession, plan: Plan) -> list[str]:

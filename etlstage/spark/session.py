@@ -13,6 +13,7 @@ import shutil
 import socket
 import subprocess
 import threading
+import warnings
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
@@ -99,10 +100,30 @@ def require_pyspark() -> None:
             ) from None
 
 
+class _NotPy4j(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "/py4j/" not in record.pathname or record.levelno >= logging.ERROR
+
+
+def quiet_spark() -> None:
+    """Spark's own chatter stays out of the pipeline's log (its log level is WARN)."""
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    for handler in logging.getLogger().handlers:  # py4j also logs through the root logger
+        if not any(isinstance(f, _NotPy4j) for f in handler.filters):
+            handler.addFilter(_NotPy4j())
+    # pyspark warns on every Python process that it was not tried with pandas 3; we use Arrow only.
+    hush = "ignore:PySpark does not yet fully support pandas"
+    warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
+    current = os.environ.get("PYTHONWARNINGS")
+    if hush not in (current or ""):
+        os.environ["PYTHONWARNINGS"] = f"{current},{hush}" if current else hush
+
+
 def start_session(
     master: str, app_name: str, conf: dict[str, str], *, connect_timeout: float, log_level: str
 ) -> SparkSession:
     """One SparkSession for the life of this process."""
+    quiet_spark()
     try:
         from pyspark.sql import SparkSession
     except ImportError as exc:

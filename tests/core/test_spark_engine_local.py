@@ -25,8 +25,8 @@ PIDLOG = str(FIXTURES / "pidlog.py")
 
 @pytest.fixture(scope="module")
 def spark():
-    from etlstage.spark.query import ENGINE_CONF, quiet_spark
-    from etlstage.spark.session import start_session
+    from etlstage.spark.query import ENGINE_CONF
+    from etlstage.spark.session import quiet_spark, start_session
 
     quiet_spark()
     session = start_session("local[2]", "etlstage-engine-tests", ENGINE_CONF, connect_timeout=10, log_level="WARN")

@@ -33,6 +33,8 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from etlstage.protocol.pointer import MISSING, parse_pointer, resolve
+
 BATCH = 500  # PutRecords maximum (records)
 BATCH_BYTES = 5 << 20  # ... and bytes (data and partition keys)
 
@@ -43,26 +45,20 @@ FAKE_CREDENTIALS = {
 }
 
 
-def json_pointer(doc: Any, pointer: str) -> Any:
-    """RFC 6901: ``json_pointer({"a": {"b": 1}}, "/a/b") == 1``."""
-    if pointer in ("", "/"):
-        return doc
-    for token in pointer.lstrip("/").split("/"):
-        token = token.replace("~1", "/").replace("~0", "~")
-        doc = doc[int(token)] if isinstance(doc, list) else doc[token]
-    return doc
-
-
 def partition_key_fn(pointer: str | None) -> Callable[[int, bytes], str]:
     """A partition key per record: the JSON value at ``pointer``, else the line number."""
     if not pointer:
         return lambda i, data: str(i)
 
+    tokens = parse_pointer(pointer)
+
     def key(i: int, data: bytes) -> str:
         try:
-            value = json_pointer(json.loads(data), pointer)
-        except (ValueError, KeyError, IndexError, TypeError) as exc:
-            raise ValueError(f"record #{i}: no partition key at JSON pointer {pointer!r} ({exc!r}): {data[:80]!r}")
+            value = resolve(json.loads(data), tokens)
+        except ValueError as exc:
+            raise ValueError(f"record #{i}: not JSON ({exc}): {data[:80]!r}") from None
+        if value is MISSING:
+            raise ValueError(f"record #{i}: nothing at JSON pointer {pointer!r}: {data[:80]!r}")
         return value if isinstance(value, str) else json.dumps(value)
 
     return key

@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from etlstage.errors import StateError
+from etlstage.state.sqlite import connect, immediate
 
 FILE_NAME = "kinesis.sqlite"
 
@@ -83,11 +84,7 @@ class CheckpointStore:
             self.path = ":memory:"
         try:
             # The extractor's reader thread and its request loop share it, one at a time (its lock).
-            self._db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
-            if self.path != ":memory:":
-                self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=FULL")
-            self._db.executescript(_SCHEMA)
+            self._db = connect(self.path, threads=True, schema=_SCHEMA)
         except sqlite3.Error as exc:
             raise StateError(f"kinesis checkpoint store {self.path!r}: cannot open ({exc})") from None
 
@@ -120,7 +117,7 @@ class CheckpointStore:
         if not new:
             return
         now = time.time()
-        with self._transaction():
+        with immediate(self._db):
             self._db.executemany(
                 "INSERT OR IGNORE INTO shards (stream, shard_id, parents, start_type, start_ts, seq, subseq, "
                 "complete, ended, updated) VALUES (?,?,?,?,?,?,?,?,?,?)",
@@ -143,7 +140,7 @@ class CheckpointStore:
 
     def fix_start(self, shard_id: str, start_type: str, start_ts: float) -> None:
         """Pin a LATEST start to the time this run began, so a restart loses nothing."""
-        with self._transaction():
+        with immediate(self._db):
             self._db.execute(
                 "UPDATE shards SET start_type=?, start_ts=?, updated=? WHERE stream=? AND shard_id=? AND seq IS NULL",
                 (start_type, start_ts, time.time(), self.stream, shard_id),
@@ -155,7 +152,7 @@ class CheckpointStore:
         if not commits:
             return
         now = time.time()
-        with self._transaction():
+        with immediate(self._db):
             for c in commits:
                 row = self._db.execute(
                     "SELECT seq, subseq FROM shards WHERE stream=? AND shard_id=?", (self.stream, c.shard_id)
@@ -178,23 +175,9 @@ class CheckpointStore:
         if not lags:
             return
         now = time.time()
-        with self._transaction():
+        with immediate(self._db):
             self._db.executemany(
                 "INSERT OR REPLACE INTO lag (stream, shard_id, instance, millis_behind_latest, updated) "
                 "VALUES (?,?,?,?,?)",
                 [(self.stream, shard, instance, ms, now) for shard, ms in lags.items()],
             )
-
-    def _transaction(self) -> _Tx:
-        return _Tx(self._db)
-
-
-class _Tx:
-    def __init__(self, db: sqlite3.Connection) -> None:
-        self._db = db
-
-    def __enter__(self) -> None:
-        self._db.execute("BEGIN IMMEDIATE")
-
-    def __exit__(self, kind: object, exc: object, tb: object) -> None:
-        self._db.execute("COMMIT" if kind is None else "ROLLBACK")

@@ -9,7 +9,7 @@ import sys
 
 from etlstage_workers.spark.config import COLUMN_TYPES, FORMATS, LoaderConfig, parse_column
 
-from etlstage.errors import ConfigError
+from etlstage.errors import ConfigError, EtlstageError
 
 log = logging.getLogger("etlstage.spark")
 
@@ -111,8 +111,7 @@ def config_from_args(args: argparse.Namespace) -> LoaderConfig:
 
 
 def run(argv: list[str] | None = None) -> None:
-    from etlstage_workers.spark.extract import BadMessage
-    from etlstage_workers.spark.loader import ClaimTimeout, SparkLoader
+    from etlstage_workers.spark.loader import SparkLoader
     from etlstage_workers.spark.session import SparkStartError
 
     from etlstage.logs import setup_logging
@@ -133,9 +132,9 @@ def run(argv: list[str] | None = None) -> None:
     except SparkStartError as exc:
         log.error("Spark cannot start: %s", exc)
         sys.exit(exc.exit_code)
-    except (BadMessage, ClaimTimeout) as exc:
+    except EtlstageError as exc:  # a message it cannot load, keys held by another instance
         log.error("batch not loaded (nothing acknowledged): %s", exc)
-        sys.exit(1)
+        sys.exit(exc.exit_code)
     except Exception:  # e.g. a Spark job failed: report it, exit non-zero; no EOP was sent
         log.exception("batch not loaded (nothing acknowledged; the batch's claim was released)")
         sys.exit(1)

@@ -6,9 +6,9 @@ import re
 from dataclasses import dataclass, field
 
 from etlstage_workers.spark import rdss
-from etlstage_workers.spark.pointer import parse_pointer
 
 from etlstage.errors import ConfigError
+from etlstage.protocol.pointer import parse_pointer
 
 FORMATS = ("parquet", "json", "orc", "csv")
 COLUMN_TYPES = ("string", "long", "double", "boolean")

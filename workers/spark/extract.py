@@ -10,13 +10,16 @@ message in Python for the keys, and Spark's ``from_json`` for the columns.
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 from etlstage_workers.spark.config import Column, LoaderConfig
-from etlstage_workers.spark.pointer import MISSING, parse_pointer, resolve
+
+from etlstage.errors import EtlstageError
+from etlstage.protocol.pointer import MISSING, parse_pointer, resolve
 
 try:
     from orjson import loads as json_loads
@@ -29,7 +32,7 @@ TABLE = "__table"  # RDSS route: valid / invalid / error
 ARROW_TYPES = {"string": pa.string(), "long": pa.int64(), "double": pa.float64(), "boolean": pa.bool_()}
 
 
-class BadMessage(ValueError):
+class BadMessage(EtlstageError, ValueError):
     """A message the configured mode cannot load (JSON mode: not a JSON object)."""
 
 
@@ -100,14 +103,14 @@ def _keys_from(array: pa.ChunkedArray, messages: list[bytes]) -> list[str]:
     return [k if k is not None else content_key(m) for k, m in zip(keys, messages, strict=True)]
 
 
-def _key_of(doc: object, tokens: tuple[str, ...] | None, message: bytes) -> str:
-    value = resolve(doc, tokens) if tokens is not None else MISSING
+def key_of(doc: object, tokens: tuple[str, ...] | None, message: bytes) -> str:
+    """A row's ``--key``: the value at ``tokens`` (object members only: an array is a value),
+    JSON text unless a string; the message's content hash when there is none."""
+    value = resolve(doc, tokens, arrays=False) if tokens is not None else MISSING
     if value is MISSING or value is None:
         return content_key(message)
     if isinstance(value, str):
         return value
-    import json
-
     return json.dumps(value, separators=(",", ":"), sort_keys=True)
 
 
@@ -142,7 +145,7 @@ def _python_keys(messages: list[bytes], key_tokens: tuple[str, ...] | None) -> l
             raise BadMessage(f"message {i + 1} of the batch is not valid JSON ({exc}): {m[:120]!r}") from None
         if not isinstance(doc, dict):
             raise BadMessage(f"message {i + 1} of the batch is not a JSON object: {m[:120]!r}")
-        keys.append(_key_of(doc, key_tokens, m))
+        keys.append(key_of(doc, key_tokens, m))
     return keys
 
 

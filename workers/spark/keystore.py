@@ -16,9 +16,11 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Iterator
+from contextlib import contextmanager
 
 from etlstage.errors import EtlstageError
+from etlstage.state.sqlite import connect, immediate
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS batches(
@@ -64,12 +66,11 @@ class KeyStore:
 
     def __init__(self, path: str, busy_timeout_s: float = 60.0) -> None:
         self.path = path
-        self.db = sqlite3.connect(path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False)
+        # synchronous=FULL: a commit is the durability point of the protocol.
+        self.db = connect(path, timeout=busy_timeout_s, threads=True)
         # One connection, one transaction at a time: the loader claims the next batch's
         # keys while the previous batch is recorded from its writer thread.
         self._lock = threading.RLock()
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=FULL")  # a commit is the durability point of the protocol
         self.db.execute("PRAGMA cache_size=-131072")  # 128 MB: key lookups are random B-tree probes
         with self._write():
             self._create_or_convert()
@@ -188,38 +189,16 @@ class KeyStore:
             [(k, v) for k, v in deltas.items() if v],
         )
 
-    def _write(self, durable: bool = True) -> _Transaction:
-        return _Transaction(self.db, self._lock, durable)
-
-
-class _Transaction:
-    """``BEGIN IMMEDIATE`` … ``COMMIT``: take the write lock up front (no upgrade deadlocks)."""
-
-    def __init__(self, db: sqlite3.Connection, lock: threading.RLock, durable: bool) -> None:
-        self.db = db
-        self.lock = lock
-        self.durable = durable
-
-    def __enter__(self) -> sqlite3.Connection:
-        self.lock.acquire()
-        try:
-            if not self.durable:
-                self.db.execute("PRAGMA synchronous=NORMAL")  # WAL: this commit is not fsynced
-            self.db.execute("BEGIN IMMEDIATE")
-        except BaseException:
-            self._restore()
-            raise
-        return self.db
-
-    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        try:
-            self.db.execute("ROLLBACK" if exc_type else "COMMIT")
-        finally:
-            self._restore()
-
-    def _restore(self) -> None:
-        try:
-            if not self.durable:
-                self.db.execute("PRAGMA synchronous=FULL")
-        finally:
-            self.lock.release()
+    @contextmanager
+    def _write(self, durable: bool = True) -> Iterator[sqlite3.Connection]:
+        """A write transaction under the connection's lock; ``durable=False`` commits
+        without fsync (WAL, ``synchronous=NORMAL``) for what start-up recovery redoes."""
+        with self._lock:
+            if not durable:
+                self.db.execute("PRAGMA synchronous=NORMAL")
+            try:
+                with immediate(self.db):
+                    yield self.db
+            finally:
+                if not durable:
+                    self.db.execute("PRAGMA synchronous=FULL")

@@ -43,6 +43,7 @@ from etlstage_workers.spark.keystore import CLAIMED, COMMITTED, STAGED, KeyStore
 from etlstage_workers.spark.session import start_session
 from etlstage_workers.spark.writer import unique_columns, write_batch
 
+from etlstage.errors import EtlstageError
 from etlstage.worker import Loader
 
 if TYPE_CHECKING:
@@ -56,8 +57,9 @@ log = logging.getLogger("etlstage.spark")
 ROWS_PER_TASK = 10_000
 
 
-class ClaimTimeout(RuntimeError):
-    """Keys of this batch stay held by another instance's unfinished batch."""
+class ClaimTimeout(EtlstageError):
+    """Keys of this batch stay held by another instance's unfinished batch (exit 1: nothing
+    acknowledged, the supervisor sends the batch again)."""
 
 
 class SparkLoader(Loader):

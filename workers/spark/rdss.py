@@ -11,7 +11,6 @@ This is the loader's own copy of the code table (workers never import each other
 from __future__ import annotations
 
 VALID, INVALID, ERROR = "valid", "invalid", "error"
-TABLES = (VALID, INVALID, ERROR)
 
 # Invalid Message Queue: the message itself is wrong (format, type, expiry, headers, JSON, UUID).
 INVALID_CODES = frozenset({"GENERR001", "GENERR002", "GENERR003", "GENERR004", "GENERR007", "GENERR010"})

@@ -14,8 +14,9 @@ import json
 import pyarrow as pa
 from etlstage_workers.spark import rdss
 from etlstage_workers.spark.config import LoaderConfig
-from etlstage_workers.spark.extract import TABLE, Prepared, _key_of, content_key, raw_strings
-from etlstage_workers.spark.pointer import parse_pointer
+from etlstage_workers.spark.extract import TABLE, Prepared, content_key, key_of, raw_strings
+
+from etlstage.protocol.pointer import parse_pointer
 
 try:
     from orjson import dumps as _orjson_dumps
@@ -91,7 +92,7 @@ def prepare_rdss(messages: list[bytes], config: LoaderConfig) -> Prepared:
             body.append(None)
             continue
         header = doc.get("messageHeader")  # type: ignore[union-attr]
-        keys.append(_key_of(doc, key_tokens, m))
+        keys.append(key_of(doc, key_tokens, m))
         routes.append(rdss.route_of(_member(header, "errorCode")))
         for name, col in header_cols:
             col.append(_text(_member(header, name)))

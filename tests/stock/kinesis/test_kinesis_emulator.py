@@ -10,15 +10,21 @@ import sys
 import time
 from pathlib import Path
 
-from etlstage_workers.kinesis.emulator import Emulator, json_pointer
+import pytest
+from etlstage_workers.kinesis.emulator import Emulator, partition_key_fn
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
-def test_json_pointer() -> None:
-    doc = {"a": {"b/c": [10, {"~k": "v"}]}}
-    assert json_pointer(doc, "/a/b~1c/1/~0k") == "v"
-    assert json_pointer(doc, "") is doc
+def test_partition_keys_follow_rfc_6901_and_name_a_record_without_one() -> None:
+    doc = b'{"a": {"b/c": [10, {"~k": "v"}]}, "": 7}'
+    assert partition_key_fn("/a/b~1c/1/~0k")(0, doc) == "v"
+    assert partition_key_fn("/")(0, doc) == "7"  # the member named "", not the document
+    assert partition_key_fn(None)(3, doc) == "3"
+    with pytest.raises(ValueError, match=r"record #5: nothing at JSON pointer '/a/x'"):
+        partition_key_fn("/a/x")(5, doc)
+    with pytest.raises(ValueError, match=r"record #6: not JSON"):
+        partition_key_fn("/a")(6, b"{oops")
 
 
 def test_cli_seeds_a_stream_and_the_worker_reads_it_with_env_only(tmp_path, spawn) -> None:

@@ -9,9 +9,8 @@ import subprocess
 import pytest
 from etlstage_workers.spark import rdss as routes
 from etlstage_workers.spark.config import LoaderConfig, parse_column
-from etlstage_workers.spark.extract import RAW, TABLE, BadMessage, content_key, prepare
+from etlstage_workers.spark.extract import RAW, TABLE, BadMessage, content_key, key_of, prepare
 from etlstage_workers.spark.keystore import COMMITTED, KeyIndexTooNew, KeyStore
-from etlstage_workers.spark.pointer import MISSING, parse_pointer, resolve
 from etlstage_workers.spark.publish import publish, published_path
 from etlstage_workers.spark.session import SparkStartError, check_java, check_master_reachable
 
@@ -25,8 +24,12 @@ def test_column_specs_and_pointers() -> None:
     for bad in ["id", "id=a/b", "1x=/a", "id:int=/a", "id="]:
         with pytest.raises(ValueError, match="column"):
             parse_column(bad)
-    assert resolve({"a": {"b": None}}, parse_pointer("/a/b")) is None
-    assert resolve({"a": [1]}, parse_pointer("/a/0")) is MISSING
+    message = b'{"a": {"b": [1]}}'
+    assert key_of({"a": {"b": "k"}}, ("a", "b"), message) == "k"
+    assert key_of({"a": {"b": {"y": 1, "x": 2}}}, ("a", "b"), message) == '{"x":2,"y":1}'
+    # Array elements are not addressed (the column schema's rule); null and missing fall back
+    assert key_of({"a": {"b": [1]}}, ("a", "b", "0"), message) == content_key(message)
+    assert key_of({"a": {"b": None}}, ("a", "b"), message) == content_key(message)
 
 
 def test_config_reports_every_problem_at_once() -> None:
