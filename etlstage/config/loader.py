@@ -311,6 +311,8 @@ def _resolve(data: dict[str, Any], at: Any, source: str, base_dir: str) -> Pipel
             problems.append(at((*path, "offset_policy"), "only a cyclic E-stage with offsets: supervisor uses it"))
         if raw.get("partition_by") and typ == StageType.E:
             problems.append(at((*path, "partition_by"), "an E-stage has no input to partition"))
+        if isinstance(raw.get("native"), str) and typ == StageType.T:
+            problems.append(at((*path, "native"), "only E- and L-stages have native Spark implementations"))
         protocol = raw.get("protocol", "marker")
         if protocol == "kcl-multilang" and typ == StageType.E:
             problems.append(at((*path, "protocol"), "kcl-multilang is for T- and L-stages"))
@@ -345,6 +347,7 @@ def _resolve(data: dict[str, Any], at: Any, source: str, base_dir: str) -> Pipel
                 poll_interval=float(raw.get("poll_interval", StageConfig.poll_interval)),
                 instances=raw.get("instances", StageConfig.instances),
                 partition_by=raw.get("partition_by"),
+                native=raw.get("native", StageConfig.native),
                 env=guard((*path, "env"), _env, raw.get("env") or {}) or {},
                 cwd=str(Path(base_dir) / cwd) if cwd else None,
                 timeouts=replace(Timeouts(), **{k: t[k] for k in ("startup", "request", "idle") if k in t}),
@@ -435,4 +438,5 @@ def _engine(raw: dict[str, Any], base_dir: str, state_dir: str) -> EngineConfig:
         conf=conf,
         checkpoint=str(checkpoint),
         trigger=float(raw.get("trigger", 0.0)),
+        native=bool(raw.get("native", EngineConfig.native)),
     )

@@ -69,6 +69,7 @@ class StageConfig:
     poll_interval: float = 1.0
     instances: int = 1
     partition_by: str | None = None
+    native: bool | str = True  # Spark engine: look up a native implementation (True), never (False), this one
     env: dict[str, str] = field(default_factory=dict)
     cwd: str | None = None
     timeouts: Timeouts = field(default_factory=Timeouts)
@@ -124,6 +125,7 @@ class EngineConfig:
     conf: dict[str, str] = field(default_factory=dict)
     checkpoint: str = ""  # resolved path; "" until resolved: <state_dir>/spark-checkpoint
     trigger: float = 0.0  # seconds between micro-batch starts (processing time)
+    native: bool = True  # stages whose program has a native Spark implementation run as Spark itself
 
 
 @dataclass(frozen=True)

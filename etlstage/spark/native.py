@@ -1,0 +1,134 @@
+"""Native stages: an E- or L-stage that runs as Spark itself instead of as a worker process.
+
+A program may ship a Spark implementation of itself: a *source* factory for an E-stage
+(``factory(spark, ctx) -> DataFrame``, one column ``value: binary``, one message per row
+without any marker) or a *sink* factory for an L-stage (``factory(df, ctx) ->
+DataStreamWriter``, the same rows in, returned configured but not started: the engine
+sets the checkpoint, trigger and query name). It registers them as entry points named
+by the program (the command's first word, by basename)::
+
+    [options.entry_points]
+    etlstage.spark.sources =
+        etlstage-kinesis = etlstage_workers.kinesis.spark_source:native_source
+    etlstage.spark.sinks =
+        etlstage-spark-load = etlstage_workers.spark.native_sink:native_sink
+
+A stage's ``native`` key decides: ``true`` (default) uses the registered factory when
+there is one, ``false`` runs the worker process, ``module:function`` names a factory;
+``engine: {native: false}`` turns every native stage off.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any
+
+from etlstage.config.model import StageConfig
+from etlstage.errors import ConfigError
+from etlstage.protocol.vocabulary import StageType
+from etlstage.spark.conversation import worker_env
+from etlstage.spark.plan import Plan
+
+SOURCES = "etlstage.spark.sources"
+SINKS = "etlstage.spark.sinks"
+
+Factory = Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class NativeContext:
+    """What a native factory is given: the stage and what its worker would have had."""
+
+    stage: StageConfig
+    argv: list[str]  # the command's arguments after the program
+    env: dict[str, str]  # the worker's environment (ETLSTAGE_* included)
+    state_dir: str  # the stage's own state directory, as its worker gets it
+    checkpoint: str  # a directory of the stage's own under the query's checkpoint
+    once: bool  # --once: a source ends when it has nothing more
+    cwd: str  # the directory the worker would have run in: relative paths in argv start here
+
+    def path(self, value: str) -> str:
+        """A path argument as the worker would have read it (relative to its directory)."""
+        return value if os.path.isabs(value) else os.path.join(self.cwd, value)
+
+
+def program_of(stage: StageConfig) -> str:
+    return os.path.basename(stage.command[0]) if stage.command else ""
+
+
+def factory_for(stage: StageConfig, plan: Plan) -> Factory | None:
+    """The native factory that replaces ``stage``'s worker under the Spark engine, if any."""
+    if stage.type == StageType.T or stage.native is False or not plan.config.engine.native:
+        return None
+    if isinstance(stage.native, str):
+        return _named(stage, stage.native, plan.config.source)
+    group = SOURCES if stage.type == StageType.E else SINKS
+    for entry in entry_points(group=group):
+        if entry.name == program_of(stage):
+            try:
+                factory = entry.load()
+            except Exception as exc:
+                raise ConfigError(
+                    [f"stage {stage.name!r}: the native Spark {_kind(stage)} of {entry.name!r} "
+                     f"({entry.value}) does not load: {exc} (native: false runs its worker process)"],
+                    plan.config.source,
+                ) from None  # fmt: skip
+            return _callable(stage, factory, entry.value, plan.config.source)
+    return None
+
+
+def natives(plan: Plan) -> dict[str, Factory]:
+    """Every stage of ``plan`` that runs natively, by name; a native sink must be the only L-stage."""
+    found = {s.name: f for s in plan.config.stages if (f := factory_for(s, plan)) is not None}
+    loads = [s for s in plan.config.stages if s.type == StageType.L]
+    if len(loads) > 1 and any(s.name in found for s in loads):
+        native = next(s.name for s in loads if s.name in found)
+        raise ConfigError(
+            [f"stage {native!r} runs as a native Spark sink, which must be the pipeline's only L-stage "
+             f"(L-stages: {', '.join(s.name for s in loads)}); native: false runs its worker process"],
+            plan.config.source,
+        )  # fmt: skip
+    return found
+
+
+def context_for(stage: StageConfig, plan: Plan) -> NativeContext:
+    checkpoint = plan.checkpoint / "etlstage" / "native" / stage.name
+    checkpoint.mkdir(parents=True, exist_ok=True)
+    state_dir = plan.stage_dir(stage, 0)
+    scenario = stage.scenario(0, state_dir)
+    return NativeContext(
+        stage=stage,
+        argv=list(stage.command[1:]),
+        env=worker_env(stage, scenario, plan.extra_env),
+        state_dir=state_dir,
+        checkpoint=str(checkpoint),
+        once=plan.once,
+        cwd=str(Path(stage.cwd or plan.config.base_dir).resolve()),
+    )
+
+
+def _named(stage: StageConfig, spec: str, source: str) -> Factory:
+    module_name, _, attr = spec.partition(":")
+    try:
+        factory = getattr(importlib.import_module(module_name), attr)
+    except Exception as exc:  # ImportError, AttributeError, or whatever the module raises on import
+        raise ConfigError([f"stage {stage.name!r}: native {spec!r} cannot be loaded: {exc}"], source) from None
+    return _callable(stage, factory, spec, source)
+
+
+def _callable(stage: StageConfig, factory: object, spec: str, source: str) -> Factory:
+    if not callable(factory):
+        raise ConfigError([f"stage {stage.name!r}: native {spec!r} is not callable"], source)
+    return factory
+
+
+def _kind(stage: StageConfig) -> str:
+    return "source" if stage.type == StageType.E else "sink"
+
+
+__all__ = ["SINKS", "SOURCES", "NativeContext", "context_for", "factory_for", "natives", "program_of"]
