@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import logging
 import pickle
 import uuid
@@ -20,6 +21,7 @@ from etlstage.spark.conversation import Job, StageWorker, worker_env
 from etlstage.spark.extract import ExtractWorker
 from etlstage.spark.ownership import Ownership
 from etlstage.spark.process import REGISTRY, WATCHDOG_GRACE
+from etlstage.spark.tally import Tally, tally_dir, write
 
 log = logging.getLogger("etlstage.spark")
 
@@ -87,6 +89,8 @@ class Plan:
         w = kind(stage, scenario, worker_env(stage, scenario, self.extra_env), cwd, label)
         w.ownership = ownership
         w.deadletter = self.deadletter
+        w.tally = Tally(stage.name, partition)
+        w.report = functools.partial(self.record, w)
         REGISTRY.put(key, w)
         return w
 
@@ -108,7 +112,12 @@ class Plan:
         try:
             yield w
         finally:
+            self.record(w)
             w.in_use.release()
+
+    def record(self, worker: StageWorker) -> None:
+        """Publish what ``worker`` did so far for the driver (:mod:`etlstage.spark.tally`)."""
+        write(tally_dir(self.checkpoint, self.run_id), worker.tally)
 
     def deadletter(self, stage: StageConfig, job: Job, error: str) -> None:
         from etlstage.state.store import StateStore
