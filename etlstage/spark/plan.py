@@ -119,6 +119,18 @@ class Plan:
         """Publish what ``worker`` did so far for the driver (:mod:`etlstage.spark.tally`)."""
         write(tally_dir(self.checkpoint, self.run_id), worker.tally)
 
+    def refuse(self, stage: StageConfig, refused: list[tuple[bytes, str]], where: str) -> None:
+        """Messages ``stage`` cannot take (a marker of its own inside, over its size limit):
+        dead letters, or the error that fails the task and stops the query."""
+        from etlstage.runtime.admit import refuse
+        from etlstage.state.store import StateStore
+
+        store = StateStore(self.config.state_dir)
+        try:
+            refuse(store, stage, refused, where)
+        finally:
+            store.close()
+
     def deadletter(self, stage: StageConfig, job: Job, error: str) -> None:
         from etlstage.state.store import StateStore
 

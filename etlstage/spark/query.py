@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import signal
 import sys
 import threading
@@ -70,6 +71,8 @@ def build(spark: SparkSession, plan: Plan) -> Any:
     )
     frames: list[tuple[DataFrame, int]] = []
     markers = extractors[0].markers
+    if any(e.markers != markers for e in extractors):
+        markers = consumer.markers  # each extractor's messages admitted to the consumer, as under the supervisor
     for e in extractors:
         df = (
             spark.readStream.format("etlstage-extract")
@@ -83,7 +86,7 @@ def build(spark: SparkSession, plan: Plan) -> Any:
         if not handoff:  # with the handoff, the sink's tasks count the extracted messages
             df = observed(df, e)
         if e.markers != markers:
-            df = df.mapInArrow(reframe_task(e.markers, markers, f"stage {e.name!r}"), "value binary")
+            df = df.mapInArrow(reframe_task(plan, e.markers, consumer.name), "value binary")
         frames.append((df, parts))
     df, parts = frames[0]
     for other, n in frames[1:]:
@@ -300,9 +303,13 @@ def explain(exc: BaseException) -> str:
             body = text[at + len(marker) :]
             lines = []
             for line in body.splitlines():
-                if line.startswith(("\tat ", "at org.", "Traceback", "JVM stacktrace")) or "org.apache.spark" in line:
+                if line.startswith(("\tat ", "at org.", "Traceback", "JVM stacktrace", "=== Streaming Query")) or (
+                    "org.apache.spark" in line
+                ):
                     break
-                lines.append(line)
+                line = re.sub(r"(\s*SQLSTATE: \w+)+\s*$", "", line)  # Spark's error classes, appended
+                if line:
+                    lines.append(line)
             return "\n".join(lines).rstrip()
     return "\n".join(text.strip().splitlines()[:6])
 

@@ -85,19 +85,19 @@ class LoadWriter(DataSourceStreamArrowWriter):
         for name in self.chain:
             stage = config.stage(name)
             worker = using.enter_context(self.plan.use(stage, partition))
-            counter = _Counter(worker.transform(framed_for(blocks, markers, stage)), stage.markers.eom)
+            counter = _Counter(worker.transform(framed_for(self.plan, blocks, markers, stage)), stage.markers.eom)
             counters.append((name, counter))
             blocks, markers = counter, stage.markers
         loads = [s for s in config.stages if s.type == "L"]
         workers = [using.enter_context(self.plan.use(s, partition)) for s in loads]
         loaded = _Counter(blocks, markers.eom)
         if len(workers) == 1:
-            for _ in workers[0].transform(framed_for(loaded, markers, loads[0])):
+            for _ in workers[0].transform(framed_for(self.plan, loaded, markers, loads[0])):
                 pass
         else:  # every L-stage receives every message: block by block, each in turn
             for block in loaded:
                 for stage, worker in zip(loads, workers, strict=True):
-                    for _ in worker.transform(framed_for([block], markers, stage)):
+                    for _ in worker.transform(framed_for(self.plan, [block], markers, stage)):
                         pass
         return Loaded(
             partition, loaded.total, {name: c.total for name, c in counters}, {name: c.bytes for name, c in counters}

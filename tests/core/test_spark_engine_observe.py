@@ -7,14 +7,13 @@ by headless Chromium.  The same endpoints and parsers as the supervisor engine's
 from __future__ import annotations
 
 import json
-import re
 import time
 
 import pytest
 
 from tests.conftest import PY, TW
 from tests.core.test_observe_page import browse, count, figures
-from tests.support.live_run import LiveRun
+from tests.support.live_run import LiveRun, restarts_in_summary
 from tests.support.paths import FIXTURES
 from tests.support.scrapes import (
     check_bytes_and_requests,
@@ -39,12 +38,6 @@ stages:
      restart: {{backoff: 0.1}}, command: ["{PY}", "{FIXTURES / "misbehave.py"}", flags, crash@3]}}
   - {{name: sink, type: L, mode: batch, batch_size: 100, command: ["{PY}", "{TW}", append, out.txt]}}
 """
-ROW = re.compile(r"^(\S+)\s+([ETL])\s+([\d,]+)\s+([\d,]+)\s+\S+\s+(\d+)\s+(\d+)\s*$", re.M)
-
-
-def restarts_in_summary(stderr: str) -> dict[str, int]:
-    """``stage -> restarts`` from the end-of-run summary table (the last one printed)."""
-    return {m[0]: int(m[5]) for m in ROW.findall(stderr)}
 
 
 def test_metrics_under_spark_grow_add_up_to_the_summary_and_count_the_restart(tmp_path):
