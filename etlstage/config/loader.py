@@ -435,4 +435,5 @@ def _engine(raw: dict[str, Any], base_dir: str, state_dir: str) -> EngineConfig:
         conf=conf,
         checkpoint=str(checkpoint),
         trigger=float(raw.get("trigger", 0.0)),
+        ship=[str(Path(base_dir) / p) for p in raw.get("ship") or []],  # absolute paths stay as they are
     )

@@ -124,6 +124,7 @@ class EngineConfig:
     conf: dict[str, str] = field(default_factory=dict)
     checkpoint: str = ""  # resolved path; "" until resolved: <state_dir>/spark-checkpoint
     trigger: float = 0.0  # seconds between micro-batch starts (processing time)
+    ship: list[str] = field(default_factory=list)  # files and folders copied to every executor (paths)
 
 
 @dataclass(frozen=True)

@@ -62,6 +62,7 @@ class StageWorker:
         self.scenario = scenario
         self.env = env
         self.cwd = cwd
+        self.argv = scenario.expand(stage.argv())  # the plan may point it at shipped copies
         self.label = label
         self.eom = stage.markers.EOM
         self.proc: WorkerProcess | None = None
@@ -80,8 +81,7 @@ class StageWorker:
         if self.proc is None or self.proc.eof or self.proc.proc.poll() is not None:
             if self.proc is not None:
                 self.proc.kill()
-            argv = self.scenario.expand(self.stage.argv())
-            self.proc = WorkerProcess(argv, self.env, self.cwd, self.label)
+            self.proc = WorkerProcess(self.argv, self.env, self.cwd, self.label)
             if self.ownership is not None:
                 self.ownership.record(self.proc.pid)
             self.tally.starts += 1

@@ -21,6 +21,7 @@ from etlstage.spark.conversation import Job, StageWorker, worker_env
 from etlstage.spark.extract import ExtractWorker
 from etlstage.spark.ownership import Ownership
 from etlstage.spark.process import REGISTRY, WATCHDOG_GRACE
+from etlstage.spark.shipping import Shipped, localize
 from etlstage.spark.tally import Tally, tally_dir, write
 
 log = logging.getLogger("etlstage.spark")
@@ -32,6 +33,7 @@ class Plan:
     once: bool = False
     extra_env: dict[str, str] = field(default_factory=dict)
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    shipped: Shipped = ()  # engine.ship as added to the context: (path here, name of the copy)
 
     def encode(self) -> str:
         return base64.b64encode(pickle.dumps(self)).decode()
@@ -87,6 +89,7 @@ class Plan:
         cwd = stage.cwd or self.config.base_dir
         kind = ExtractWorker if stage.type == "E" else StageWorker
         w = kind(stage, scenario, worker_env(stage, scenario, self.extra_env), cwd, label)
+        w.argv, w.cwd = localize(w.argv, cwd, self.config.base_dir, self.shipped)
         w.ownership = ownership
         w.deadletter = self.deadletter
         w.tally = Tally(stage.name, partition)

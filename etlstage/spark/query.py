@@ -9,6 +9,7 @@ Spark's checkpoint holds the offsets and commits: a micro-batch is a window.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import re
@@ -227,10 +228,12 @@ def missing_programs(spark: SparkSession, plan: Plan) -> list[str]:
 
 def run_in(spark: SparkSession, plan: Plan, *, progress: bool = True, counts: Counts | None = None) -> int:
     """Run ``plan``'s query in an existing session until it ends; print the summary."""
+    from etlstage.spark.shipping import ship
     from etlstage.spark.sink import LoadSink
     from etlstage.spark.source import ExtractSource
 
     config = plan.config
+    plan = dataclasses.replace(plan, shipped=ship(spark, config.engine.ship, plan.checkpoint / "etlstage" / "ship"))
     missing = missing_programs(spark, plan)
     if missing:
         log.error("cannot run the pipeline on Spark:\n%s", "\n".join(f"  - {m}" for m in missing))
