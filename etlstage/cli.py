@@ -117,11 +117,10 @@ def run(
         config = dataclasses.replace(config, http=parse_listen(http, "--http"))
     env = log_env(log_format, log_level, syslog_address, syslog_facility)
     if config.engine.kind == "spark":
-        if config.http is not None:
-            raise ConfigError(["the status page (--http, http:) is not served by engine spark yet: leave it out"])
         from etlstage.spark.query import run_query
 
-        sys.exit(run_query(config, once=once, progress=progress, extra_env=env))
+        serving = _spark_endpoints(config.http) if config.http is not None else None
+        sys.exit(run_query(config, once=once, progress=progress, extra_env=env, attach=serving))
     from etlstage.runtime.runner import run_pipeline
 
     attach = None
@@ -131,6 +130,19 @@ def run(
         attach = functools.partial(serve, address=config.http)
     code = asyncio.run(run_pipeline(config, once=once, progress=progress, extra_env=env, attach=attach))
     sys.exit(code)
+
+
+def _spark_endpoints(address: tuple[str, int]):
+    """The status page and metrics served from the Spark engine's counters (the driver)."""
+    from etlstage.observe.live import Snapshot
+    from etlstage.observe.server import Snapshots, serve_snapshots
+    from etlstage.spark.live import documents
+
+    def attach(counts):
+        take = documents(counts)
+        return serve_snapshots(Snapshots(lambda: Snapshot(*take())), address)
+
+    return attach
 
 
 @main.command()

@@ -439,4 +439,5 @@ def _engine(raw: dict[str, Any], base_dir: str, state_dir: str) -> EngineConfig:
         checkpoint=str(checkpoint),
         trigger=float(raw.get("trigger", 0.0)),
         native=bool(raw.get("native", EngineConfig.native)),
+        ship=[str(Path(base_dir) / p) for p in raw.get("ship") or []],  # absolute paths stay as they are
     )

@@ -126,6 +126,7 @@ class EngineConfig:
     checkpoint: str = ""  # resolved path; "" until resolved: <state_dir>/spark-checkpoint
     trigger: float = 0.0  # seconds between micro-batch starts (processing time)
     native: bool = True  # stages whose program has a native Spark implementation run as Spark itself
+    ship: list[str] = field(default_factory=list)  # files and folders copied to every executor (paths)
 
 
 @dataclass(frozen=True)

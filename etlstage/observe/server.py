@@ -1,9 +1,11 @@
-"""The HTTP endpoints of a running supervisor: ``/``, ``/api/status``, ``/metrics``.
+"""The HTTP endpoints of a running pipeline: ``/``, ``/api/status``, ``/metrics``.
 
 A small WSGI application served by a thread (``wsgiref``, one thread per request), so
 the event loop never parses HTTP.  Whatever a response needs is read from the pipeline
-on the event loop (``call_soon_threadsafe``) at most every half second, however many
-clients ask: the pipeline pays nothing per message and little per request.  No
+at most every half second, however many clients ask — under the supervisor on its
+event loop (``call_soon_threadsafe``), under the Spark engine from the driver's
+counters (:mod:`etlstage.spark.live`): the pipeline pays nothing per message and little
+per request.  No
 authentication: it listens on loopback unless told otherwise (docs/operating.md).
 """
 
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import json
 import logging
 import selectors
@@ -48,35 +51,52 @@ class _Handler(WSGIRequestHandler):
 
 
 class Snapshots:
-    """Snapshots of the pipeline taken on its event loop, shared by requests within ``max_age``."""
+    """Snapshots shared by requests within ``max_age``: one is taken by ``take`` through ``call``
+    (the supervisor runs it on its event loop; the Spark engine's counters are read in place)."""
 
-    def __init__(self, pipeline: Pipeline, loop: asyncio.AbstractEventLoop, max_age: float = 0.5) -> None:
-        self.pipeline = pipeline
-        self.loop = loop
+    def __init__(
+        self,
+        take: Callable[[], Snapshot],
+        call: Callable[[Callable[[], Snapshot]], Snapshot] | None = None,
+        max_age: float = 0.5,
+    ) -> None:
+        self.take = take
+        self.call = call or (lambda fn: fn())
         self.max_age = max_age
         self._lock = threading.Lock()
         self._last: tuple[float, Snapshot] | None = None
-
-    def _take(self) -> Snapshot:  # on the event loop
-        live = live_state(self.pipeline)
-        return Snapshot(live, status_document(self.pipeline.store, live))
 
     def get(self) -> Snapshot:
         with self._lock:
             if self._last is not None and time.monotonic() - self._last[0] < self.max_age:
                 return self._last[1]
-            done: concurrent.futures.Future[Snapshot] = concurrent.futures.Future()
-
-            def take() -> None:
-                try:
-                    done.set_result(self._take())
-                except BaseException as exc:  # reported to the waiting request
-                    done.set_exception(exc)
-
-            self.loop.call_soon_threadsafe(take)
-            snap = done.result(timeout=10.0)
+            snap = self.call(self.take)
             self._last = (time.monotonic(), snap)
             return snap
+
+
+def on_loop(loop: asyncio.AbstractEventLoop, timeout: float = 10.0) -> Callable[[Callable[[], Snapshot]], Snapshot]:
+    """Run a snapshot function on ``loop`` (where the pipeline changes) and wait for its result."""
+
+    def call(fn: Callable[[], Snapshot]) -> Snapshot:
+        done: concurrent.futures.Future[Snapshot] = concurrent.futures.Future()
+
+        def take() -> None:
+            try:
+                done.set_result(fn())
+            except BaseException as exc:  # reported to the waiting request
+                done.set_exception(exc)
+
+        loop.call_soon_threadsafe(take)
+        return done.result(timeout=timeout)
+
+    return call
+
+
+def pipeline_snapshot(pipeline: Pipeline) -> Snapshot:
+    """The supervisor's live state and status document (on its event loop)."""
+    live = live_state(pipeline)
+    return Snapshot(live, status_document(pipeline.store, live))
 
 
 class App:
@@ -121,7 +141,7 @@ class App:
 
                 registry = CollectorRegistry(auto_describe=False)
                 registry.register(PipelineCollector(self.snapshots.get))
-                ProcessCollector(registry=registry)  # the supervisor's own CPU, memory and open files
+                ProcessCollector(registry=registry)  # the serving process's own CPU, memory and open files
                 self._metrics = make_wsgi_app(registry)
             return self._metrics
 
@@ -146,14 +166,13 @@ def _reply(
 class ObserveServer:
     """Serves :class:`App` for one pipeline run from a daemon thread."""
 
-    def __init__(self, pipeline: Pipeline, host: str, port: int) -> None:
-        loop = asyncio.get_running_loop()
+    def __init__(self, snapshots: Snapshots, host: str, port: int) -> None:
         server_class = type("Server", (_Server,), {"address_family": _family(host)})
         try:
             self.httpd: WSGIServer = server_class((host, port), _Handler)
         except OSError as exc:
             raise ConfigError([f"http: cannot listen on {_url(host, port)}: {exc.strerror or exc}"]) from None
-        self.httpd.set_app(App(Snapshots(pipeline, loop)))
+        self.httpd.set_app(App(snapshots))
         self.port = self.httpd.server_address[1]
         self.url = _url(host, self.port)
         self._wake_r, self._wake_w = socket.socketpair()
@@ -192,7 +211,14 @@ def _url(host: str, port: int) -> str:
 
 
 def serve(pipeline: Pipeline, address: tuple[str, int]) -> Callable[[], None]:
-    """Start the endpoints for ``pipeline`` on ``address``; returns the function that stops them."""
-    server = ObserveServer(pipeline, *address)
+    """Start the endpoints for ``pipeline`` on ``address`` (from its event loop); returns the
+    function that stops them."""
+    loop = asyncio.get_running_loop()
+    return serve_snapshots(Snapshots(functools.partial(pipeline_snapshot, pipeline), on_loop(loop)), address)
+
+
+def serve_snapshots(snapshots: Snapshots, address: tuple[str, int]) -> Callable[[], None]:
+    """Start the endpoints over any source of snapshots (the Spark engine's driver uses this)."""
+    server = ObserveServer(snapshots, *address)
     server.start()
     return server.stop

@@ -7,9 +7,16 @@ that names it) and the rest go on.
 
 from __future__ import annotations
 
-from etlstage.errors import MarkerInMessage
+import logging
+
+from etlstage.config.model import StageConfig
+from etlstage.errors import MarkerInMessage, PipelineError, escape_bytes
 from etlstage.protocol.framing import reframe, split_block
 from etlstage.protocol.markers import Markers
+from etlstage.protocol.vocabulary import OnFailure
+from etlstage.state.store import StateStore
+
+log = logging.getLogger("etlstage.pipeline")
 
 
 def admit(
@@ -42,4 +49,45 @@ def admit(
     return b"".join(kept), len(kept), refused
 
 
-__all__ = ["admit"]
+def refusal(stage: StageConfig, refused: list[tuple[bytes, str]], where: str = "") -> PipelineError:
+    """The error that stops a run when ``stage`` (on_failure: fail) cannot take a message.
+
+    ``where``: the place it happened, when more than the stage is needed (a Spark task's
+    partition and host)."""
+    message, why = refused[0]
+    at = f" ({where})" if where else ""
+    return PipelineError(
+        f"{why}{at}; bytes: {escape_bytes(message)}\n"
+        f"stage {stage.name!r} has on_failure=fail, so the pipeline stops (nothing committed past it); "
+        "with on_failure: deadletter such a message is set aside and the rest goes on"
+    )
+
+
+def set_aside(store: StateStore, stage: StageConfig, refused: list[tuple[bytes, str]]) -> list[int]:
+    """Messages ``stage`` cannot take, each written to the dead-letter store on its own
+    (``etlstage deadletter`` lists them); their ids."""
+    eom = stage.markers.eom if all(stage.markers.EOM not in m for m, _ in refused) else None
+    ids = []
+    for message, why in refused:
+        # stored framed with an EOM it does not contain, so that it splits back whole
+        sep = eom if eom is not None else next(b for b in range(256) if bytes([b]) not in message)
+        ident = store.add_deadletter(stage.name, 0, why, message + bytes([sep]), 1, sep)
+        ids.append(ident)
+        log.error(
+            "stage %r: a message could not be written to it (%s); set aside as dead letter #%d",
+            stage.name,
+            why,
+            ident,
+        )
+    return ids
+
+
+def refuse(store: StateStore, stage: StageConfig, refused: list[tuple[bytes, str]], where: str = "") -> int:
+    """``stage``'s on_failure policy for messages it cannot take: raise :func:`refusal`
+    (fail), or :func:`set_aside` them (deadletter); how many were set aside."""
+    if stage.on_failure != OnFailure.DEADLETTER:
+        raise refusal(stage, refused, where)
+    return len(set_aside(store, stage, refused))
+
+
+__all__ = ["admit", "refusal", "refuse", "set_aside"]

@@ -18,13 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from etlstage.config.model import PipelineConfig, StageConfig
-from etlstage.errors import MarkerInMessage, PipelineError, escape_bytes
+from etlstage.errors import MarkerInMessage, PipelineError
 from etlstage.protocol.framing import check_messages, split_block
 from etlstage.protocol.offsets import make_policy
 from etlstage.protocol.partition import parse_pointer, partition_key, partition_of
 from etlstage.protocol.scenario import Scenario
-from etlstage.protocol.vocabulary import Mode, Offsets, OnFailure, StageType
-from etlstage.runtime.admit import admit
+from etlstage.protocol.vocabulary import Mode, Offsets, StageType
+from etlstage.runtime.admit import admit, refuse
 from etlstage.runtime.driver import STOP, EmitFn, ExtractDriver, TransformDriver
 from etlstage.runtime.flow import Inbox, Job, Piece, Window
 from etlstage.runtime.services import Services
@@ -212,25 +212,7 @@ class Pipeline:
 
     def _refuse(self, stage: StageConfig, refused: list[tuple[bytes, str]]) -> None:
         """Messages that cannot be written to ``stage``: its on_failure policy decides."""
-        if stage.on_failure != OnFailure.DEADLETTER:
-            message, why = refused[0]
-            raise PipelineError(
-                f"{why}; bytes: {escape_bytes(message)}\n"
-                f"stage {stage.name!r} has on_failure=fail, so the pipeline stops (nothing committed past it); "
-                "with on_failure: deadletter such a message is set aside and the rest goes on"
-            )
-        eom = stage.markers.eom if all(stage.markers.EOM not in m for m, _ in refused) else None
-        for message, why in refused:
-            # stored framed with an EOM it does not contain, so that it splits back whole
-            sep = eom if eom is not None else next(b for b in range(256) if bytes([b]) not in message)
-            ident = self.store.add_deadletter(stage.name, 0, why, message + bytes([sep]), 1, sep)
-            self.stats[stage.name].deadletters += 1
-            log.error(
-                "stage %r: a message could not be written to it (%s); set aside as dead letter #%d",
-                stage.name,
-                why,
-                ident,
-            )
+        self.stats[stage.name].deadletters += refuse(self.store, stage, refused)
 
     def deadletter(self, stage: StageConfig, job: Job, error: str) -> None:
         self.store.set_aside(stage.name, job.attempts, error, job.block, job.messages, stage.markers.eom)

@@ -13,6 +13,7 @@ import collections
 import itertools
 import json
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,15 @@ class LatencyHistogram:
     @property
     def count(self) -> int:
         return sum(self.counts)
+
+    @classmethod
+    def sum_of(cls, histograms: Iterable[LatencyHistogram]) -> LatencyHistogram:
+        """One histogram of the requests of several (the Spark engine's workers on executors)."""
+        total = cls()
+        for h in histograms:
+            total.counts = [a + b for a, b in zip(total.counts, h.counts, strict=True)]
+            total.sum += h.sum
+        return total
 
     def cumulative(self) -> list[tuple[str, int]]:
         """``(upper bound, requests at or under it)`` for each bucket, ending with ``+Inf``."""
@@ -101,7 +111,10 @@ class StageStats:
     def reports(self) -> dict[str, Any]:
         """The counters the stage's workers reported in this run (SDK ``Worker.report``), summed."""
         total: dict[str, Any] = {}
-        for path in Path(self.state_dir).glob("report-*.json") if self.state_dir else ():
+        base = Path(self.state_dir)
+        # the stage's folder; under the Spark engine a stage of several partitions has one each
+        found = [*base.glob("report-*.json"), *base.glob("partition-*/report-*.json")] if self.state_dir else []
+        for path in found:
             if int(path.stem.rsplit("-", 1)[-1]) not in self.pids:
                 continue  # a process of an earlier run
             try:

@@ -6,6 +6,7 @@ validate`` and the supervisor engine work without it.
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 
 from etlstage.config.model import PipelineConfig, StageConfig
@@ -57,12 +58,28 @@ def check_for_spark(config: PipelineConfig) -> None:
                 f"stage {s.name!r}: instances {s.instances}: under engine spark an E-stage runs on the driver "
                 "unless its offsets are supervisor-managed; use instances: 1"
             )
+    problems.extend(shipping_problems(config.engine.ship))
     if problems:
         raise ConfigError(problems, config.source)
+
+
+def shipping_problems(paths: list[str]) -> list[str]:
+    """``engine.ship``: each path exists here, and no two share a name (an executor keeps
+    shipped files by name in one folder)."""
+    problems = []
+    seen: dict[str, str] = {}
+    for path in paths:
+        name = os.path.basename(os.path.normpath(path))
+        if not os.path.exists(path):
+            problems.append(f"engine.ship: {path} does not exist (paths are relative to the pipeline file)")
+        elif name in seen:
+            problems.append(f"engine.ship: {path} and {seen[name]} have the same name {name!r}: rename one")
+        seen.setdefault(name, path)
+    return problems
 
 
 def _supervisor_offsets(stage: StageConfig) -> bool:
     return stage.mode == "cyclic" and stage.offsets == "supervisor"
 
 
-__all__ = ["apply_flags", "check_for_spark"]
+__all__ = ["apply_flags", "check_for_spark", "shipping_problems"]

@@ -31,6 +31,7 @@ from etlstage.protocol.scenario import Scenario
 from etlstage.spark.blocks import message_ends, spans
 from etlstage.spark.ownership import Ownership
 from etlstage.spark.process import WorkerProcess
+from etlstage.spark.tally import Tally
 
 log = logging.getLogger("etlstage.spark.stage")
 
@@ -61,11 +62,12 @@ class StageWorker:
         self.scenario = scenario
         self.env = env
         self.cwd = cwd
+        self.argv = scenario.expand(stage.argv())  # the plan may point it at shipped copies
         self.label = label
         self.eom = stage.markers.EOM
         self.proc: WorkerProcess | None = None
-        self.starts = 0
-        self.restarts = 0
+        self.tally = Tally(stage.name, 0)  # starts, requests, restarts, failures: reported to the driver
+        self.report: Callable[[], None] = lambda: None  # publishes the tally (set by the plan)
         self.in_a_row = 0
         self.deadletter: DeadLetterFn | None = None
         self.service: collections.deque[float] = collections.deque(maxlen=16)
@@ -79,11 +81,11 @@ class StageWorker:
         if self.proc is None or self.proc.eof or self.proc.proc.poll() is not None:
             if self.proc is not None:
                 self.proc.kill()
-            argv = self.scenario.expand(self.stage.argv())
-            self.proc = WorkerProcess(argv, self.env, self.cwd, self.label)
+            self.proc = WorkerProcess(self.argv, self.env, self.cwd, self.label)
             if self.ownership is not None:
                 self.ownership.record(self.proc.pid)
-            self.starts += 1
+            self.tally.starts += 1
+            self.tally.stats.pids.append(self.proc.pid)
             self.parser = ReplyParser(
                 self.stage.markers,
                 bnc_allowed=self.scenario.worker_driven,
@@ -116,6 +118,11 @@ class StageWorker:
         if self.proc is not None:
             self.proc.kill()
             self.proc = None
+
+    def failed(self, exc: WorkerError) -> None:
+        """The worker failed and will be restarted: counted, and the driver told at once."""
+        self.tally.stats.failed(exc)
+        self.report()
 
     # --- reading replies ----------------------------------------------------------------------
 
@@ -158,6 +165,7 @@ class StageWorker:
             for job in reading.completed:
                 self.service.append(now - job.started)
                 self.answered += 1
+                self.tally.stats.answered(now - job.started)
             done.extend(reading.completed)
             bnc = bnc or reading.bnc
             if reading.violation is not None:
@@ -326,7 +334,7 @@ class StageWorker:
         unanswered = list(rules.outstanding) if rules is not None and self.proc is not None else []
         again = [*self._held, *unanswered]
         self.kill()
-        self.restarts += 1
+        self.failed(exc)
         for job in again:
             job.reset()
         head = unanswered[0] if unanswered else None

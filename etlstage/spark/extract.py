@@ -30,7 +30,7 @@ class ExtractWorker(StageWorker):
         restarted: its whole run is one extraction, and a failure stops the query.
         """
         if self.proc is None:
-            if self.starts:
+            if self.tally.starts:
                 return b"", True
             self._ensure()
         proc = self.proc
@@ -107,7 +107,7 @@ class ExtractWorker(StageWorker):
                         return b"".join(job.results)
             except WorkerError as exc:
                 self.kill()
-                self.restarts += 1
+                self.failed(exc)
                 self.in_a_row += 1
                 policy = self.stage.restart
                 if self.in_a_row > policy.max_restarts:

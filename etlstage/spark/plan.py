@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import logging
 import pickle
 import uuid
@@ -20,6 +21,8 @@ from etlstage.spark.conversation import Job, StageWorker, worker_env
 from etlstage.spark.extract import ExtractWorker
 from etlstage.spark.ownership import Ownership
 from etlstage.spark.process import REGISTRY, WATCHDOG_GRACE
+from etlstage.spark.shipping import Shipped, localize
+from etlstage.spark.tally import Tally, tally_dir, write
 
 log = logging.getLogger("etlstage.spark")
 
@@ -30,6 +33,7 @@ class Plan:
     once: bool = False
     extra_env: dict[str, str] = field(default_factory=dict)
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    shipped: Shipped = ()  # engine.ship as added to the context: (path here, name of the copy)
 
     def encode(self) -> str:
         return base64.b64encode(pickle.dumps(self)).decode()
@@ -85,8 +89,11 @@ class Plan:
         cwd = stage.cwd or self.config.base_dir
         kind = ExtractWorker if stage.type == "E" else StageWorker
         w = kind(stage, scenario, worker_env(stage, scenario, self.extra_env), cwd, label)
+        w.argv, w.cwd = localize(w.argv, cwd, self.config.base_dir, self.shipped)
         w.ownership = ownership
         w.deadletter = self.deadletter
+        w.tally = Tally(stage.name, partition)
+        w.report = functools.partial(self.record, w)
         REGISTRY.put(key, w)
         return w
 
@@ -108,7 +115,24 @@ class Plan:
         try:
             yield w
         finally:
+            self.record(w)
             w.in_use.release()
+
+    def record(self, worker: StageWorker) -> None:
+        """Publish what ``worker`` did so far for the driver (:mod:`etlstage.spark.tally`)."""
+        write(tally_dir(self.checkpoint, self.run_id), worker.tally)
+
+    def refuse(self, stage: StageConfig, refused: list[tuple[bytes, str]], where: str) -> None:
+        """Messages ``stage`` cannot take (a marker of its own inside, over its size limit):
+        dead letters, or the error that fails the task and stops the query."""
+        from etlstage.runtime.admit import refuse
+        from etlstage.state.store import StateStore
+
+        store = StateStore(self.config.state_dir)
+        try:
+            refuse(store, stage, refused, where)
+        finally:
+            store.close()
 
     def deadletter(self, stage: StageConfig, job: Job, error: str) -> None:
         from etlstage.state.store import StateStore

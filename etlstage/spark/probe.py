@@ -11,6 +11,7 @@ from etlstage.config.model import StageConfig
 from etlstage.runtime.transport import resolve_program
 from etlstage.spark.conversation import worker_env
 from etlstage.spark.plan import Plan
+from etlstage.spark.shipping import localize
 
 
 def find_programs(plan: Plan, stages: list[StageConfig]) -> list[str]:
@@ -20,8 +21,9 @@ def find_programs(plan: Plan, stages: list[StageConfig]) -> list[str]:
     for stage in stages:
         scenario = stage.scenario(0, "")
         env = worker_env(stage, scenario, plan.extra_env)
-        argv = resolve_program(scenario.expand(stage.argv()), env)
-        cwd = stage.cwd or plan.config.base_dir
+        base = plan.config.base_dir
+        argv, cwd = localize(scenario.expand(stage.argv()), stage.cwd or base, base, plan.shipped)
+        argv = resolve_program(argv, env)
         program = argv[0]
         if "/" in program:
             path = Path(program) if os.path.isabs(program) else Path(cwd) / program
@@ -32,7 +34,7 @@ def find_programs(plan: Plan, stages: list[StageConfig]) -> list[str]:
             problems.append(
                 f"stage {stage.name!r}: program {program!r} not found (or not executable) on {host} "
                 f"(working directory {cwd}); install it on every node, put it on a shared mount, "
-                "or give its full path in 'command'"
+                "ship it with engine.ship, or give its full path in 'command'"
             )
         elif not os.path.isdir(cwd):
             problems.append(f"stage {stage.name!r}: its working directory {cwd} does not exist on {host}")

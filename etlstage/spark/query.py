@@ -9,11 +9,14 @@ Spark's checkpoint holds the offsets and commits: a micro-batch is a window.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
+import re
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from etlstage.config.model import PipelineConfig, StageConfig
@@ -49,7 +52,9 @@ def build(spark: SparkSession, plan: Plan) -> Any:
     spool_partitions = consumer.instances if not consumer.partition_by else 1
 
     def observed(df: DataFrame, stage: StageConfig) -> DataFrame:
-        return df.observe(Counts.metric(stage), F.count(F.lit(1)).alias("rows"))
+        return df.observe(
+            Counts.metric(stage), F.count(F.lit(1)).alias("rows"), F.sum(F.length("value")).alias("bytes")
+        )
 
     def source_parts(e: StageConfig) -> int:
         return e.instances if e.mode == "cyclic" and e.offsets == "supervisor" else spool_partitions
@@ -67,6 +72,8 @@ def build(spark: SparkSession, plan: Plan) -> Any:
     )
     frames: list[tuple[DataFrame, int]] = []
     markers = extractors[0].markers
+    if any(e.markers != markers for e in extractors):
+        markers = consumer.markers  # each extractor's messages admitted to the consumer, as under the supervisor
     for e in extractors:
         df = (
             spark.readStream.format("etlstage-extract")
@@ -80,7 +87,7 @@ def build(spark: SparkSession, plan: Plan) -> Any:
         if not handoff:  # with the handoff, the sink's tasks count the extracted messages
             df = observed(df, e)
         if e.markers != markers:
-            df = df.mapInArrow(reframe_task(e.markers, markers, f"stage {e.name!r}"), "value binary")
+            df = df.mapInArrow(reframe_task(plan, e.markers, consumer.name), "value binary")
         frames.append((df, parts))
     df, parts = frames[0]
     for other, n in frames[1:]:
@@ -143,9 +150,18 @@ def _query_name(config: PipelineConfig) -> str:
 
 
 def run_query(
-    config: PipelineConfig, *, once: bool = False, progress: bool = True, extra_env: dict[str, str] | None = None
+    config: PipelineConfig,
+    *,
+    once: bool = False,
+    progress: bool = True,
+    extra_env: dict[str, str] | None = None,
+    attach: Callable[[Counts], Callable[[], None]] | None = None,
 ) -> int:
-    """0 when done (or stopped), 1 when the query failed, 2 when Spark cannot start."""
+    """0 when done (or stopped), 1 when the query failed, 2 when Spark cannot start.
+
+    ``attach``: started with the run's counters before Spark starts (the CLI's HTTP
+    endpoints); returns the function that stops it.
+    """
     from etlstage.spark.session import SparkStartError, require_pyspark
 
     try:
@@ -160,6 +176,12 @@ def run_query(
     engine = config.engine
     plain_only = all(s.mode == "plain" for s in config.stages if s.type == "E")
     plan = Plan(config, once=once or plain_only, extra_env=dict(extra_env or {}))
+    counts = Counts(config, plan.run_id)
+    try:
+        stop_http = attach(counts) if attach else lambda: None  # a port in use stops the run at once
+    except EtlstageError as exc:
+        log.error("%s", exc)
+        return exc.exit_code
     try:
         spark = start_session(
             engine.master,
@@ -169,11 +191,13 @@ def run_query(
             log_level=spark_log_level(),
         )
     except SparkStartError as exc:
+        stop_http()
         log.error("%s", exc)
         return exc.exit_code
     try:
-        return run_in(spark, plan, progress=progress)
+        return run_in(spark, plan, progress=progress, counts=counts)
     finally:
+        stop_http()
         with contextlib.suppress(Exception):  # the JVM may be gone already (a signal to the process group)
             spark.stop()
 
@@ -202,19 +226,22 @@ def missing_programs(spark: SparkSession, plan: Plan) -> list[str]:
     return problems
 
 
-def run_in(spark: SparkSession, plan: Plan, *, progress: bool = True) -> int:
+def run_in(spark: SparkSession, plan: Plan, *, progress: bool = True, counts: Counts | None = None) -> int:
     """Run ``plan``'s query in an existing session until it ends; print the summary."""
+    from etlstage.spark.shipping import ship
     from etlstage.spark.sink import LoadSink
     from etlstage.spark.source import ExtractSource
 
     config = plan.config
+    plan = dataclasses.replace(plan, shipped=ship(spark, config.engine.ship, plan.checkpoint / "etlstage" / "ship"))
     missing = missing_programs(spark, plan)
     if missing:
         log.error("cannot run the pipeline on Spark:\n%s", "\n".join(f"  - {m}" for m in missing))
         return 2
     spark.dataSource.register(ExtractSource)
     spark.dataSource.register(LoadSink)
-    counts = Counts(config)
+    counts = counts or Counts(config, plan.run_id)
+    counts.begin()
     spark.streams.addListener(counts.listener())
     names = " → ".join(s.name for s in config.stages)
     log.info(
@@ -279,9 +306,13 @@ def explain(exc: BaseException) -> str:
             body = text[at + len(marker) :]
             lines = []
             for line in body.splitlines():
-                if line.startswith(("\tat ", "at org.", "Traceback", "JVM stacktrace")) or "org.apache.spark" in line:
+                if line.startswith(("\tat ", "at org.", "Traceback", "JVM stacktrace", "=== Streaming Query")) or (
+                    "org.apache.spark" in line
+                ):
                     break
-                lines.append(line)
+                line = re.sub(r"(\s*SQLSTATE: \w+)+\s*$", "", line)  # Spark's error classes, appended
+                if line:
+                    lines.append(line)
             return "\n".join(lines).rstrip()
     return "\n".join(text.strip().splitlines()[:6])
 

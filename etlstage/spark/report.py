@@ -12,13 +12,16 @@ import contextlib
 import json
 import logging
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from etlstage.config.model import PipelineConfig, StageConfig
-from etlstage.runtime.stats import StageStats
+from etlstage.runtime.stats import LAST_ERRORS, LatencyHistogram, RateHistory, StageStats
+from etlstage.spark.status import read_checkpoint
+from etlstage.spark.tally import Tally, forget_other_runs, read_all, tally_dir
 
 if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQuery
@@ -29,26 +32,43 @@ log = logging.getLogger("etlstage.progress")
 
 
 class _Batches:
-    """Stands where the supervisor lists an extractor's windows: the micro-batch in flight."""
+    """Stands where the supervisor lists an extractor's windows: the micro-batches in flight."""
 
     def __init__(self) -> None:
         self.windows: list[int] = []
 
 
 class Counts:
-    def __init__(self, config: PipelineConfig) -> None:
+    """Every stage's counters under the Spark engine, updated from Spark's progress events
+    (a listener thread), the sink's batch-count files and the workers' tallies; read by the
+    progress display, the summary and the HTTP endpoints (:mod:`etlstage.spark.live`)."""
+
+    def __init__(self, config: PipelineConfig, run_id: str = "") -> None:
         self.config = config
+        self.run_id = run_id
         self.stats = {s.name: StageStats(s.name, s.type) for s in config.stages}
+        for s in config.stages:  # where the SDK's report files are (one folder per partition below)
+            self.stats[s.name].state_dir = str(Path(config.state_dir) / "stages" / s.name)
+        self.history = RateHistory()
         self.started = time.monotonic()
         self.sources = {"micro-batches": _Batches()}
         self.batches = 0
+        self.lock = threading.RLock()  # progress events arrive on another thread than the readers
         self._observed: dict[str, int] = {}
+        self._bytes: dict[str, int] = {}
         self._listener: Any = None
         self._dead_at_start = self._deadletters()
+        self._sampled = 0.0
 
     @staticmethod
     def metric(stage: StageConfig) -> str:
         return f"etlstage_{stage.type}_{stage.name}"
+
+    def begin(self) -> None:
+        """The query starts now (rates and the summary's time count from here)."""
+        self.started = time.monotonic()
+        if self.run_id:
+            forget_other_runs(Path(self.config.engine.checkpoint), self.run_id)
 
     # --- from Spark ----------------------------------------------------------------------------
 
@@ -76,46 +96,93 @@ class Counts:
 
     def progress(self, p: Any) -> None:
         """One micro-batch's progress: add its observed counts."""
-        self.batches += 1
         log.debug("micro-batch %s: %s rows, durations (ms) %s", p.batchId, p.numInputRows, p.durationMs)
-        for name, row in (p.observedMetrics or {}).items():
-            self._observed[name] = self._observed.get(name, 0) + int(row["rows"] or 0)
-        fused = Path(self.config.engine.checkpoint) / "etlstage" / "batch-counts" / f"{p.batchId}.json"
-        with contextlib.suppress(OSError, ValueError):
-            for stage, n in json.loads(fused.read_text()).items():  # T-stages run in the sink's tasks
-                key = self.metric(self.config.stage(stage))
-                self._observed[key] = self._observed.get(key, 0) + int(n)
-            fused.unlink()
-        self._update()
+        with self.lock:
+            self.batches += 1
+            for name, row in (p.observedMetrics or {}).items():
+                self._observed[name] = self._observed.get(name, 0) + int(row["rows"] or 0)
+                with contextlib.suppress(KeyError, IndexError, ValueError):
+                    self._bytes[name] = self._bytes.get(name, 0) + int(row["bytes"] or 0)
+            fused = Path(self.config.engine.checkpoint) / "etlstage" / "batch-counts" / f"{p.batchId}.json"
+            with contextlib.suppress(OSError, ValueError):
+                doc = json.loads(fused.read_text())
+                # T-stages run in the sink's tasks; {"messages": .., "bytes": ..} (older runs: messages alone)
+                messages, sizes = (doc["messages"], doc.get("bytes", {})) if "messages" in doc else (doc, {})
+                for stage, n in messages.items():
+                    key = self.metric(self.config.stage(stage))
+                    self._observed[key] = self._observed.get(key, 0) + int(n)
+                for stage, n in sizes.items():
+                    key = self.metric(self.config.stage(stage))
+                    self._bytes[key] = self._bytes.get(key, 0) + int(n)
+                fused.unlink()
+            self._update()
 
     def _update(self) -> None:
-        level_out = 0
-        for s in self.config.stages:
-            st = self.stats[s.name]
-            if s.type == "E":
-                st.messages_out = self._observed.get(self.metric(s), 0)
-        level_out = sum(self.stats[s.name].messages_out for s in self.config.stages if s.type == "E")
-        for s in self.config.stages:
-            st = self.stats[s.name]
-            if s.type == "T":
-                st.messages_in = level_out
-                st.messages_out = level_out = self._observed.get(self.metric(s), 0)
-            elif s.type == "L":
-                st.messages_in = level_out
-        dead = self._deadletters() - self._dead_at_start
-        if dead:
-            self.stats[self.config.stages[-1].name].deadletters = dead  # shown in the summary's total
+        with self.lock:
+            level_out = level_bytes = 0
+            for s in self.config.stages:
+                st = self.stats[s.name]
+                if s.type == "E":
+                    st.messages_out = self._observed.get(self.metric(s), 0)
+                    st.bytes_out = self._bytes.get(self.metric(s), 0)
+                    level_out += st.messages_out
+                    level_bytes += st.bytes_out
+            for s in self.config.stages:
+                st = self.stats[s.name]
+                if s.type == "T":
+                    st.messages_in, st.bytes_in = level_out, level_bytes
+                    st.messages_out = level_out = self._observed.get(self.metric(s), 0)
+                    st.bytes_out = level_bytes = self._bytes.get(self.metric(s), 0)
+                elif s.type == "L":
+                    st.messages_in, st.bytes_in = level_out, level_bytes
+            self.sources["micro-batches"].windows = read_checkpoint(self.config).in_flight
+            dead = self._deadletters()
+            for name, st in self.stats.items():
+                st.deadletters = dead.get(name, 0) - self._dead_at_start.get(name, 0)
+            self._tallies()
 
-    def _deadletters(self) -> int:
+    def _tallies(self) -> None:
+        """Restarts, failures, requests and worker pids as the executors reported them."""
+        if not self.run_id:
+            return
+        found: dict[str, list[Tally]] = {}
+        for t in read_all(tally_dir(Path(self.config.engine.checkpoint), self.run_id)):
+            found.setdefault(t.stage, []).append(t)
+        for name, tallies in found.items():
+            st = self.stats.get(name)
+            if st is None:
+                continue
+            each = [t.stats for t in tallies]
+            st.restarts = sum(w.restarts for w in each)
+            st.jobs = sum(w.jobs for w in each)
+            st.failures = {}
+            for w in each:
+                for reason, n in w.failures.items():
+                    st.failures[reason] = st.failures.get(reason, 0) + n
+            st.last_errors.clear()
+            st.last_errors.extend(sorted(e for w in each for e in w.last_errors)[-LAST_ERRORS:])
+            st.latency = LatencyHistogram.sum_of(w.latency for w in each)
+            st.pids = [pid for w in each for pid in w.pids]
+
+    def _deadletters(self) -> dict[str, int]:
         from etlstage.state.store import StateStore
 
         if not (Path(self.config.state_dir) / StateStore.FILE).exists():
-            return 0
+            return {}
         store = StateStore(self.config.state_dir)
         try:
-            return len(store.deadletters())
+            return store.deadletter_stage_counts()
         finally:
             store.close()
+
+    def tick(self) -> None:
+        """Every second from the driver's loop: workers' tallies, and a rate sample every 2 s."""
+        now = time.monotonic()
+        with self.lock:
+            self._update()
+            if now - self._sampled >= 2.0:
+                self._sampled = now
+                self.history.sample(self.stats, now)
 
     def finish(self, query: StreamingQuery | None) -> None:
         """Progress events arrive asynchronously: take the query's last ones before the summary."""
@@ -134,6 +201,7 @@ class Counts:
         state = {"next": time.monotonic() + (1.0 if tty else interval), "drawn": 0}
 
         def tick() -> None:
+            self.tick()
             if not enabled or time.monotonic() < state["next"]:
                 return
             state["next"] = time.monotonic() + (1.0 if tty else interval)

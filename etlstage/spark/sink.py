@@ -55,6 +55,7 @@ class Loaded(WriterCommitMessage):
     partition: int
     messages: int  # reached the L-stages
     outputs: dict[str, int] = field(default_factory=dict)  # results of the T-stages run in this task
+    sizes: dict[str, int] = field(default_factory=dict)  # their bytes, each message with its EOM
 
 
 class LoadWriter(DataSourceStreamArrowWriter):
@@ -84,33 +85,38 @@ class LoadWriter(DataSourceStreamArrowWriter):
         for name in self.chain:
             stage = config.stage(name)
             worker = using.enter_context(self.plan.use(stage, partition))
-            counter = _Counter(worker.transform(framed_for(blocks, markers, stage)), stage.markers.eom)
+            counter = _Counter(worker.transform(framed_for(self.plan, blocks, markers, stage)), stage.markers.eom)
             counters.append((name, counter))
             blocks, markers = counter, stage.markers
         loads = [s for s in config.stages if s.type == "L"]
         workers = [using.enter_context(self.plan.use(s, partition)) for s in loads]
         loaded = _Counter(blocks, markers.eom)
         if len(workers) == 1:
-            for _ in workers[0].transform(framed_for(loaded, markers, loads[0])):
+            for _ in workers[0].transform(framed_for(self.plan, loaded, markers, loads[0])):
                 pass
         else:  # every L-stage receives every message: block by block, each in turn
             for block in loaded:
                 for stage, worker in zip(loads, workers, strict=True):
-                    for _ in worker.transform(framed_for([block], markers, stage)):
+                    for _ in worker.transform(framed_for(self.plan, [block], markers, stage)):
                         pass
-        return Loaded(partition, loaded.total, {name: c.total for name, c in counters})
+        return Loaded(
+            partition, loaded.total, {name: c.total for name, c in counters}, {name: c.bytes for name, c in counters}
+        )
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         totals: dict[str, int] = {}
+        sizes: dict[str, int] = {}
         for m in messages:
             if isinstance(m, Loaded):
                 for name, n in m.outputs.items():
                     totals[name] = totals.get(name, 0) + n
+                for name, n in m.sizes.items():
+                    sizes[name] = sizes.get(name, 0) + n
         if totals:
             path = self.plan.checkpoint / "etlstage" / "batch-counts" / f"{batchId}.json"
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(".tmp")
-            tmp.write_text(json.dumps(totals))
+            tmp.write_text(json.dumps({"messages": totals, "bytes": sizes}))
             os.replace(tmp, path)
         log.debug("micro-batch %d acknowledged by %d task(s)", batchId, len(messages))
 
@@ -125,10 +131,12 @@ class _Counter:
         self.blocks = blocks
         self.eom = bytes([eom])
         self.total = 0
+        self.bytes = 0
 
     def __iter__(self) -> Iterator[bytes]:
         for block in self.blocks:
             self.total += block.count(self.eom)
+            self.bytes += len(block)
             yield block
 
 

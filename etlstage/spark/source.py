@@ -99,13 +99,16 @@ class DriverReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self.finished or time.monotonic() < self.next_poll:
             return start
         worker = self._worker()
-        if self.stage.mode == "plain":
-            block, self.finished = worker.drain_plain(PLAIN_BATCH_BYTES, PLAIN_LINGER)
-        else:
-            block = worker.cycle(b"")
-            if not block:  # an empty cycle: --once is over; otherwise ask again after poll_interval
-                self.finished = self.plan.once
-                self.next_poll = time.monotonic() + self.stage.poll_interval
+        try:
+            if self.stage.mode == "plain":
+                block, self.finished = worker.drain_plain(PLAIN_BATCH_BYTES, PLAIN_LINGER)
+            else:
+                block = worker.cycle(b"")
+                if not block:  # an empty cycle: --once is over; otherwise ask again after poll_interval
+                    self.finished = self.plan.once
+                    self.next_poll = time.monotonic() + self.stage.poll_interval
+        finally:
+            self.plan.record(worker)
         if not block:
             return start
         self._spool(seq, block)

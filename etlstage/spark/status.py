@@ -22,6 +22,7 @@ class CheckpointStatus:
     committed_count: int = 0
     in_flight: list[int] = field(default_factory=list)
     offsets: dict[str, object] = field(default_factory=dict)  # E-stage -> offset of the last planned batch
+    committed_offsets: dict[str, object] = field(default_factory=dict)  # ... of the last committed batch
     updated_at: float | None = None
 
 
@@ -39,14 +40,26 @@ def read_checkpoint(config: PipelineConfig) -> CheckpointStatus:
         status.updated_at = (root / "commits" / str(commits[-1])).stat().st_mtime
     status.in_flight = [b for b in offsets if status.committed is None or b > status.committed]
     if offsets:
-        lines = (root / "offsets" / str(offsets[-1])).read_text().splitlines()
-        sources = [s.name for s in config.stages if s.type == "E"]  # the query's sources, in this order
-        for name, line in zip(sources, lines[2:], strict=False):
-            try:
-                status.offsets[name] = json.loads(line)
-            except ValueError:
-                status.offsets[name] = line
+        status.offsets = _offsets(root / "offsets" / str(offsets[-1]), config)
+    if status.committed is not None and status.committed in offsets:
+        status.committed_offsets = _offsets(root / "offsets" / str(status.committed), config)
     return status
+
+
+def _offsets(path: Path, config: PipelineConfig) -> dict[str, object]:
+    """E-stage -> its offset in one ``offsets/N`` file of the checkpoint."""
+    found: dict[str, object] = {}
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:  # Spark removed it meanwhile (it keeps the last hundred or so)
+        return found
+    sources = [s.name for s in config.stages if s.type == "E"]  # the query's sources, in this order
+    for name, line in zip(sources, lines[2:], strict=False):
+        try:
+            found[name] = json.loads(line)
+        except ValueError:
+            found[name] = line
+    return found
 
 
 def describe(config: PipelineConfig, as_json: bool = False) -> str:

@@ -15,8 +15,8 @@ import numpy as np
 import pyarrow as pa
 
 from etlstage.config.model import StageConfig
-from etlstage.protocol.framing import reframe
 from etlstage.protocol.markers import Markers
+from etlstage.spark.admission import admitted
 from etlstage.spark.blocks import SCHEMA, message_ends, spans, to_batches, to_block
 from etlstage.spark.plan import Plan
 
@@ -30,17 +30,10 @@ def partition_id() -> int:
     return ctx.partitionId() if ctx is not None else 0
 
 
-def input_blocks(batches: Iterator[pa.RecordBatch], source: Markers, stage: StageConfig) -> Iterator[bytes]:
-    """The task's input as blocks framed for ``stage`` (checked for its markers when they differ)."""
-    return framed_for((to_block(batch.column(0)) for batch in batches), source, stage)
-
-
-def framed_for(blocks: Iterable[bytes], source: Markers, stage: StageConfig) -> Iterator[bytes]:
-    """Blocks framed with ``source`` markers, re-framed and checked for ``stage`` when they differ."""
-    who = f"stage {stage.name!r}"
-    for block in blocks:
-        if block:
-            yield block if source == stage.markers else reframe(block, source, stage.markers, who)
+def framed_for(plan: Plan, blocks: Iterable[bytes], source: Markers, stage: StageConfig) -> Iterator[bytes]:
+    """Blocks framed with ``source`` markers, as ``stage`` may take them: re-framed for its
+    markers, and what it refuses handled by its ``on_failure`` (:mod:`etlstage.spark.admission`)."""
+    return admitted(blocks, source, stage, plan.refuse, partition_id())
 
 
 def transform_task(plan: Plan, stage_name: str, source: Markers) -> ArrowFn:
@@ -49,20 +42,21 @@ def transform_task(plan: Plan, stage_name: str, source: Markers) -> ArrowFn:
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         stage = plan.config.stage(stage_name)
         with plan.use(stage, partition_id()) as worker:
-            for block in worker.transform(input_blocks(batches, source, stage)):
+            blocks = framed_for(plan, (to_block(batch.column(0)) for batch in batches), source, stage)
+            for block in worker.transform(blocks):
                 yield from to_batches(block, stage.markers.eom)
 
     return run
 
 
-def reframe_task(source: Markers, target: Markers, who: str) -> ArrowFn:
-    """Rows framed with ``source`` markers, re-framed for ``target`` (a union of extractors)."""
+def reframe_task(plan: Plan, source: Markers, stage_name: str) -> ArrowFn:
+    """Rows framed with ``source`` markers, as the first stage after the extractors may take
+    them (a union of extractors with different markers)."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            block = to_block(batch.column(0))
-            if block:
-                yield from to_batches(reframe(block, source, target, who), target.eom)
+        stage = plan.config.stage(stage_name)
+        for block in framed_for(plan, (to_block(batch.column(0)) for batch in batches), source, stage):
+            yield from to_batches(block, stage.markers.eom)
 
     return run
 
@@ -96,7 +90,6 @@ __all__ = [
     "KEYED_SCHEMA",
     "SCHEMA",
     "framed_for",
-    "input_blocks",
     "key_task",
     "partition_id",
     "reframe_task",

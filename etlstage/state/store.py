@@ -368,6 +368,10 @@ class StateStore:
         """Dead letters by status (new, replay, replayed), without reading their messages."""
         return dict(self.db.execute("SELECT status, COUNT(*) FROM deadletters GROUP BY status").fetchall())
 
+    def deadletter_stage_counts(self) -> dict[str, int]:
+        """Dead letters by stage (all statuses), without reading their messages."""
+        return dict(self.db.execute("SELECT stage, COUNT(*) FROM deadletters GROUP BY stage").fetchall())
+
     def deadletter(self, ident: int) -> DeadLetter | None:
         found = [d for d in self.deadletters() if d.id == ident]
         return found[0] if found else None

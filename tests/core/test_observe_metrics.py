@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
-import itertools
 import json
 import socket
 import textwrap
 import time
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.live_run import LiveRun
+from tests.support.scrapes import (
+    check_bytes_and_requests,
+    check_growth,
+    check_summary,
+    scrape,
+    scrape_until_loaded,
+    value,
+)
 
 N = 30_000
 STAGES = """
@@ -21,59 +27,19 @@ STAGES = """
       - {name: shout, type: T, mode: batch, batch_size: 50, command: ["{PY}", "{TW}", counting]}
       - {name: sink, type: L, mode: batch, batch_size: 100, command: ["{PY}", "{TW}", append, out.txt]}
 """
-MONOTONIC = ("_total", "_bucket", "_count", "_sum")
-Key = tuple[str, frozenset[tuple[str, str]]]
-
-
-def scrape(run: LiveRun) -> tuple[dict[Key, float], dict[str, str]]:
-    """Every sample of /metrics by (name, labels), and each family's type."""
-    code, ctype, body = run.get("/metrics")
-    assert code == 200 and ctype.startswith("text/plain"), (code, ctype)
-    samples: dict[Key, float] = {}
-    types: dict[str, str] = {}
-    for fam in text_string_to_metric_families(body):
-        for s in fam.samples:
-            samples[(s.name, frozenset(s.labels.items()))] = s.value
-            types[s.name] = fam.type
-    return samples, types
-
-
-def value(samples: dict[Key, float], name: str, **labels: str) -> float:
-    want = set(labels.items())
-    found = [v for (n, ls), v in samples.items() if n == name and want <= ls]
-    assert len(found) == 1, (name, labels, found)
-    return found[0]
 
 
 @pytest.mark.slow
 def test_metrics_during_a_run_grow_add_up_to_the_summary_and_carry_the_right_labels(pdir):
     pdir.write(STAGES % N)
     with LiveRun(pdir.path) as run:
-        scrapes = []
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:
-            samples, types = scrape(run)
-            scrapes.append(samples)
-            if value(samples, "etlstage_stage_input_messages_total", stage="sink") == N:
-                break
-            time.sleep(0.2)
-        else:
-            pytest.fail("the run did not load its messages in time:\n" + run.stderr)
-        time.sleep(2.5)  # the extractor keeps polling (empty cycles); nothing else moves
+        scrapes = scrape_until_loaded(run, "sink", N, within=90)
         final, types = scrape(run)
-        scrapes.append(final)
         status_code, ctype, status_body = run.get("/api/status")
         assert run.stop() == 0, run.stderr
 
-    # seen mid-run, not only at the end
-    mid = [s for s in scrapes if 0 < value(s, "etlstage_stage_input_messages_total", stage="sink") < N]
-    assert mid, "no scrape caught the run in progress"
-
-    # counters (and histogram series) never go down between scrapes
-    for before, after in itertools.pairwise(scrapes):
-        for key, v in before.items():
-            if key[0].endswith(MONOTONIC) and types.get(key[0]) in ("counter", "histogram"):
-                assert after[key] >= v, (key, v, after[key])
+    # seen mid-run, not only at the end; counters (and histogram series) never go down
+    check_growth([*scrapes, final], types, "sink", N)
 
     # labels: pipeline and stage on every stage series; instance on workers and sources
     stages = {"src", "shout", "sink"}
@@ -92,21 +58,11 @@ def test_metrics_during_a_run_grow_add_up_to_the_summary_and_carry_the_right_lab
     # per-stage figures add up to the end-of-run summary
     summary = run.summary()
     assert set(summary) == stages, run.stderr
-    for stage, (n_in, n_out) in summary.items():
-        assert value(final, "etlstage_stage_input_messages_total", stage=stage) == n_in, stage
-        assert value(final, "etlstage_stage_output_messages_total", stage=stage) == n_out, stage
+    check_summary(final, summary)
     assert summary["src"][1] == summary["sink"][0] == N
     assert "shout: seen 30,000" in run.stderr
     assert value(final, "etlstage_reported_seen", stage="shout") == N
-    expected_bytes = sum(len(str(i)) + 1 for i in range(N))  # each message and its EOM
-    assert value(final, "etlstage_stage_output_bytes_total", stage="src") == expected_bytes
-    assert value(final, "etlstage_stage_input_bytes_total", stage="sink") == expected_bytes
-    # every request answered is in the latency histogram; the sink answered one per batch of 100
-    for stage in stages:
-        assert value(final, "etlstage_stage_request_duration_seconds_count", stage=stage) == value(
-            final, "etlstage_stage_requests_total", stage=stage
-        )
-    assert value(final, "etlstage_stage_requests_total", stage="sink") >= N / 100
+    check_bytes_and_requests(final, stages, "src", "sink", N)
     opened = value(final, "etlstage_source_windows_opened_total", stage="src")
     committed = value(final, "etlstage_source_windows_committed_total", stage="src")
     in_flight = value(final, "etlstage_source_windows_in_flight", stage="src")

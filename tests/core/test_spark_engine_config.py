@@ -118,3 +118,23 @@ def test_sharded_supervisor_offsets_need_the_spark_engine() -> None:
     assert apply_flags(spark, None, None).stages[0].instances == 2
     with pytest.raises(ConfigError, match="with instances > 1 need engine spark"):
         apply_flags(spark, "supervisor", None)
+
+
+def test_ship_paths_are_resolved_checked_and_named_when_wrong(pdir: PipelineDir, tmp_path: Path) -> None:
+    (tmp_path / "tools").mkdir()
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "tools").write_text("a file of the same name\n")
+    e = config("engine: {kind: spark, ship: [tools, /abs/x.py]}\n", base_dir=str(tmp_path)).engine
+    assert e.ship == [str(tmp_path / "tools"), "/abs/x.py"]
+    pdir.write(BASE + "engine: {kind: spark, ship: [tools, nowhere.sh, other/tools]}\n")
+    r = pdir.etlstage("validate")
+    assert r.code == 2 and "Traceback" not in r.stderr, r
+    assert (
+        f"engine.ship: {tmp_path / 'nowhere.sh'} does not exist (paths are relative to the pipeline file)" in r.stderr
+    )
+    assert f"engine.ship: {tmp_path / 'other' / 'tools'} and {tmp_path / 'tools'} have the same name 'tools'" in (
+        r.stderr
+    )
+    pdir.write(BASE + "engine: {kind: spark, ship: tools}\n")
+    r = pdir.etlstage("validate")
+    assert r.code == 2 and "engine.ship" in r.stderr and "is not of type 'array'" in r.stderr, r

@@ -326,3 +326,85 @@ engine: {{kind: spark, master: "local[2]"}}
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+MISBEHAVE = str(FIXTURES / "misbehave.py")
+
+
+def test_restarts_on_executors_reach_the_summary(spark, tmp_path: Path, capsys) -> None:
+    """A T-stage on two partitions (its own mapInArrow step) and the loader (in the sink's
+    tasks) each crash once: one restart each in the end-of-run summary."""
+    from tests.support.live_run import restarts_in_summary
+
+    for d in ("t-flags", "l-flags"):
+        (tmp_path / d).mkdir()
+    code = run(
+        spark,
+        tmp_path,
+        f"""
+stages:
+  - {{name: ext, type: E, mode: cyclic, command: [{{PY}}, {{TW}}, count, "60", "20"]}}
+  - {{name: up, type: T, instances: 2, mode: batch, batch_size: 5, restart: {{backoff: 0.05}},
+     command: [{{PY}}, {MISBEHAVE}, {tmp_path}/t-flags, crash@2]}}
+  - {{name: load, type: L, mode: batch, batch_size: 5, restart: {{backoff: 0.05}},
+     command: [{{PY}}, {MISBEHAVE}, {tmp_path}/l-flags, crash@3]}}
+""",
+    )
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert (tmp_path / "t-flags" / "crash@2").exists() and (tmp_path / "l-flags" / "crash@3").exists()
+    assert restarts_in_summary(err) == {"ext": 0, "up": 1, "load": 1}, err
+    assert "extracted 60 messages" in err
+
+
+def test_a_message_a_stage_cannot_take_is_set_aside_as_a_dead_letter(spark, tmp_path: Path) -> None:
+    """As under the supervisor: a marker of the receiving stage inside a message, or a message
+    over its max_message_bytes, is refused and (on_failure: deadletter) set aside; the rest
+    goes on.  ``up`` runs as its own step on two partitions, ``sink`` in the sink's tasks."""
+    source = tmp_path / "source.txt"
+    source.write_text("one\ntwo#three\n" + "x" * 40 + "\nfour\nfive|six\n")
+    code = run(
+        spark,
+        tmp_path,
+        f"""
+stages:
+  - {{name: ext, type: E, command: [cat, {source}]}}
+  - {{name: up, type: T, instances: 2, markers: {{eop: "#"}}, on_failure: deadletter,
+     command: [{{PY}}, {{TW}}, upper]}}
+  - {{name: sink, type: L, markers: {{eom: "|"}}, max_message_bytes: 16, on_failure: deadletter,
+     command: [{{PY}}, {{TW}}, append, out.txt]}}
+""",
+    )
+    assert code == 0
+    assert sorted(lines(tmp_path / "out.txt")) == ["FOUR", "ONE"]
+    store = StateStore(tmp_path / ".etlstage")
+    dead = {d.stage: [] for d in store.deadletters()}
+    for d in store.deadletters():
+        dead[d.stage].append((d.split(), d.error))
+    assert [m for m, _ in dead["up"]] == [[b"two#three"]]
+    assert "stage 'up' contains its EOP marker 0x23" in dead["up"][0][1]
+    assert sorted(m for m, _ in dead["sink"]) == [[b"FIVE|SIX"], [b"X" * 40]]
+    errors = " ".join(e for _, e in dead["sink"])
+    assert "stage 'sink' contains its EOM marker 0x7c" in errors
+    assert "a message of 40 bytes for stage 'sink' is over its max_message_bytes of 16" in errors
+
+
+def test_under_on_failure_fail_a_message_with_a_marker_stops_the_query_naming_it(spark, tmp_path: Path, caplog) -> None:
+    source = tmp_path / "source.txt"
+    source.write_text("one\ntwo#three\nfour\n")
+    code = run(
+        spark,
+        tmp_path,
+        f"""
+stages:
+  - {{name: ext, type: E, command: [cat, {source}]}}
+  - {{name: sink, type: L, markers: {{eop: "#"}}, command: [{{PY}}, {{TW}}, append, out.txt]}}
+""",
+    )
+    assert code == 1
+    text = caplog.text
+    assert "stage 'sink' contains its EOP marker 0x23" in text, text
+    assert "(partition 0 on " in text and "bytes: b'two#three'" in text, text
+    assert "on_failure=fail" in text and "Traceback" not in text and "SQLSTATE" not in text
+    assert not list((tmp_path / ".etlstage" / "spark-checkpoint" / "commits").glob("[0-9]*"))
+    assert not (tmp_path / ".etlstage" / "state.db").exists() or not StateStore(tmp_path / ".etlstage").deadletters()

@@ -15,6 +15,12 @@ from tests.support.run_cli import ETLSTAGE
 
 URL_LINE = re.compile(r"status page and metrics on (http://\S+/)")
 SUMMARY_ROW = re.compile(r"^(\S+)\s+([ETL])\s+([\d,]+)\s+([\d,]+)\s", re.M)
+RESTARTS_ROW = re.compile(r"^(\S+)\s+([ETL])\s+([\d,]+)\s+([\d,]+)\s+\S+\s+(\d+)\s+(\d+)\s*$", re.M)
+
+
+def restarts_in_summary(stderr: str) -> dict[str, int]:
+    """``stage -> restarts`` from a summary table (stage, type, in, out, rate, in flight, restarts)."""
+    return {m[0]: int(m[5]) for m in RESTARTS_ROW.findall(stderr)}
 
 
 class LiveRun:

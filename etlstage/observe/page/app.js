@@ -100,7 +100,7 @@ function reports(rep) {
   return items.length ? el("ul", { class: "reports", "data-figure": "reports" }, items) : null;
 }
 
-function card(name, st) {
+function card(name, st, spark) {
   const lat = latency(st.latency);
   const failures = Object.entries(st.failures || {})
     .filter(([, n]) => n)
@@ -131,15 +131,17 @@ function card(name, st) {
       st.type === "E" ? null : figure("bytes in", bytes(st.bytes_in || 0), "bytes_in"),
       st.type === "L" ? null : figure("bytes out", bytes(st.bytes_out || 0), "bytes_out"),
       figure(st.type === "E" ? "cycles" : "requests", num(st.jobs), "jobs"),
-      figure("in flight", num(st.in_flight), "in_flight"),
-      figure("queued", num((st.queued || {}).messages || 0), "queued"),
+      // under the Spark engine the workers run on executors: no queues, resources or
+      // requests in flight that the driver could show
+      spark ? null : figure("in flight", num(st.in_flight), "in_flight"),
+      spark ? null : figure("queued", num((st.queued || {}).messages || 0), "queued"),
       figure("mean latency", secs(lat.mean), "latency_mean"),
       figure("p95 latency", lat.p95, "latency_p95"),
       figure("restarts", num(st.restarts) + (failures ? ` (${failures})` : ""), "restarts", st.restarts ? "bad" : undefined),
       figure("dead letters", num(st.deadletters), "deadletters", st.deadletters ? "bad" : undefined),
-      figure("workers", num((st.workers || []).length), "workers"),
-      figure("RSS", rss, "rss"),
-      figure("CPU", `${(st.cpu || 0).toFixed(0)}%`, "cpu")
+      spark ? null : figure("workers", num((st.workers || []).length), "workers"),
+      spark ? null : figure("RSS", rss, "rss"),
+      spark ? null : figure("CPU", `${(st.cpu || 0).toFixed(0)}%`, "cpu")
     ),
     reports(st.reports),
     errors.length ? el("ul", { class: "errors", "data-figure": "errors" }, errors) : null
@@ -154,14 +156,14 @@ function render(doc) {
   const dead = (doc.deadletters || {}).total || 0;
   const summary = document.getElementById("summary");
   summary.replaceChildren(
-    el("span", {}, "supervisor ", el("b", { "data-figure": "state" }, run ? `pid ${run.pid}, ${run.state}` : "not running")),
+    el("span", {}, live.engine === "spark" ? "Spark driver " : "supervisor ", el("b", { "data-figure": "state" }, run ? `pid ${run.pid}, ${run.state}` : "not running")),
     el("span", {}, "elapsed ", el("b", { "data-figure": "elapsed" }, secs(live.elapsed))),
     el("span", {}, "windows in flight ", el("b", { "data-figure": "windows" }, num((doc.windows_in_flight || []).length))),
     el("span", {}, "dead letters ", el("b", { "data-figure": "deadletters", class: dead ? "bad" : undefined }, `${num(dead)} (${num((doc.deadletters || {}).new || 0)} new)`)),
     el("span", {}, "as of ", el("b", {}, clock(doc.time)))
   );
   const stages = live.stages || {};
-  document.getElementById("stages").replaceChildren(...Object.entries(stages).map(([n, st]) => card(n, st)));
+  document.getElementById("stages").replaceChildren(...Object.entries(stages).map(([n, st]) => card(n, st, live.engine === "spark")));
   const windows = doc.windows_in_flight || [];
   document.getElementById("window-count").textContent = `(${windows.length})`;
   document.querySelector("#windows tbody").replaceChildren(

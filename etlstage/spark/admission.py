@@ -1,0 +1,44 @@
+"""What a Spark task may hand a stage's worker: the supervisor's admission rule, per block.
+
+A message that holds one of the receiving stage's markers (possible when stages use
+different markers) or is over its ``max_message_bytes`` is refused, exactly as the
+supervisor refuses it (:func:`etlstage.runtime.admit.admit`), and the stage's
+``on_failure`` decides: ``deadletter`` sets it aside in the dead-letter store and the
+rest goes on; ``fail`` stops the query with an error naming the stage, the partition,
+the host and the escaped bytes.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable, Iterable, Iterator
+
+from etlstage.config.model import StageConfig
+from etlstage.protocol.markers import Markers
+from etlstage.runtime.admit import admit
+
+RefuseFn = Callable[[StageConfig, list[tuple[bytes, str]], str], None]
+
+
+def admitted(
+    blocks: Iterable[bytes], source: Markers, stage: StageConfig, refuse: RefuseFn, partition: int
+) -> Iterator[bytes]:
+    """``blocks`` (framed with ``source``) re-framed for ``stage``, without what it refuses."""
+    who = f"stage {stage.name!r}"
+    limit = stage.max_message_bytes
+    for block in blocks:
+        if not block:
+            continue
+        if source == stage.markers and len(block) <= limit:
+            # the upstream worker's output was parsed with these very markers, so no message
+            # holds one; and none is longer than the block
+            yield block
+            continue
+        kept, n, refused = admit(block, block.count(source.EOM), source, stage.markers, limit, who)
+        if refused:
+            refuse(stage, refused, f"partition {partition} on {socket.gethostname()}")
+        if n:
+            yield kept
+
+
+__all__ = ["RefuseFn", "admitted"]
