@@ -22,17 +22,23 @@ from __future__ import annotations
 
 import importlib
 import os
-from collections.abc import Callable
+import socket
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from etlstage.config.model import StageConfig
 from etlstage.errors import ConfigError
 from etlstage.protocol.vocabulary import StageType
 from etlstage.spark.conversation import worker_env
 from etlstage.spark.plan import Plan
+from etlstage.spark.transform import partition_id
 
 SOURCES = "etlstage.spark.sources"
 SINKS = "etlstage.spark.sinks"
@@ -131,4 +137,79 @@ def _kind(stage: StageConfig) -> str:
     return "source" if stage.type == StageType.E else "sink"
 
 
-__all__ = ["SINKS", "SOURCES", "NativeContext", "context_for", "factory_for", "natives", "program_of"]
+# --- the engine's side: rows of a native source become framed messages, and back --------
+
+
+def frame_rows(column: pa.Array, eom: int) -> pa.Array:
+    """A binary column of messages without a marker, each followed by ``eom`` (no Python loop).
+
+    >>> frame_rows(pa.array([b"a", b"", b"bc"], pa.binary()), 10).to_pylist()
+    [b'a\\n', b'\\n', b'bc\\n']
+    """
+    n = len(column)
+    if n == 0:
+        return pa.array([], pa.binary())
+    column = column.cast(pa.binary())
+    offsets = np.frombuffer(column.buffers()[1], np.int32)[column.offset : column.offset + n + 1]
+    start = int(offsets[0])
+    data = np.frombuffer(column.buffers()[2], np.uint8)[start : int(offsets[-1])]
+    framed = (offsets - start) + np.arange(n + 1, dtype=np.int32)
+    out = np.empty(len(data) + n, np.uint8)
+    at_eom = np.zeros(len(out), bool)
+    at_eom[framed[1:] - 1] = True
+    out[at_eom] = eom
+    out[~at_eom] = data
+    return pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(framed.tobytes()), pa.py_buffer(out.tobytes())])
+
+
+def frame_task(
+    plan: Plan, consumer_name: str, eom: int
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """``mapInArrow`` for a native source's rows: each message admitted to the stage that
+    consumes it (none may hold one of its markers or pass its ``max_message_bytes``; its
+    ``on_failure`` decides about those that do), then framed with ``eom``."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        consumer = plan.config.stage(consumer_name)
+        who = f"stage {consumer.name!r}"
+        m = consumer.markers
+        markers = {m.EOM: "EOM", m.EOP: "EOP", m.EOB: "EOB", m.BNC: "BNC"}
+        for batch in batches:
+            column = batch.column(0)
+            if len(column) == 0:
+                continue
+            kept, refused = _admitted(column, markers, consumer.max_message_bytes, who)
+            if refused:
+                where = f"partition {partition_id()} on {socket.gethostname()}"
+                plan.refuse(consumer, refused, where)
+            if len(kept):
+                yield pa.RecordBatch.from_arrays([frame_rows(kept, eom)], names=["value"])
+
+    return run
+
+
+def _admitted(
+    column: pa.Array, markers: dict[bytes, str], limit: int, who: str
+) -> tuple[pa.Array, list[tuple[bytes, str]]]:
+    """The rows a stage can take, and the others with the reason (the fast path reads the
+    column's bytes once per marker, in C)."""
+    lengths = pc.binary_length(column)
+    data = column.buffers()[2]
+    body = b"" if data is None else data.to_pybytes()
+    if not any(m in body for m in markers) and (len(column) == 0 or pc.max(lengths).as_py() <= limit):
+        return column, []
+    keep, refused = [], []
+    for message in column.to_pylist():
+        held = next((m for m in markers if m in message), None)
+        if held is not None:
+            why = f"a message for {who} contains its {markers[held]} byte 0x{held[0]:02x}"
+            refused.append((message, why))
+        elif len(message) > limit:
+            why = f"a message of {len(message)} bytes for {who} is over its max_message_bytes of {limit}"
+            refused.append((message, why))
+        else:
+            keep.append(message)
+    return pa.array(keep, pa.binary()), refused
+
+
+__all__ = ["SINKS", "SOURCES", "NativeContext", "context_for", "factory_for", "frame_rows", "frame_task", "natives"]

@@ -41,6 +41,7 @@ def build(spark: SparkSession, plan: Plan) -> Any:
     """The query's DataStreamWriter, ready to start."""
     from pyspark.sql import functions as F
 
+    from etlstage.spark.native import context_for, frame_task, natives
     from etlstage.spark.transform import KEYED_SCHEMA, key_task, reframe_task, transform_task
 
     config = plan.config
@@ -50,6 +51,10 @@ def build(spark: SparkSession, plan: Plan) -> Any:
     loads = [s for s in config.stages if s.type == "L"]
     consumer = transforms[0] if transforms else loads[0]
     spool_partitions = consumer.instances if not consumer.partition_by else 1
+    native = natives(plan)  # stages that run as Spark itself (a source, a sink) instead of a worker
+    native_sink = native.get(loads[0].name)
+    # Native sources straight into a native sink: bare messages all the way, never framed.
+    bare = native_sink is not None and not transforms and all(e.name in native for e in extractors)
 
     def observed(df: DataFrame, stage: StageConfig) -> DataFrame:
         return df.observe(
@@ -59,11 +64,12 @@ def build(spark: SparkSession, plan: Plan) -> Any:
     def source_parts(e: StageConfig) -> int:
         return e.instances if e.mode == "cyclic" and e.offsets == "supervisor" else spool_partitions
 
-    fused = fusable(transforms, loads[0], sum(source_parts(e) for e in extractors))
+    fused = [] if native_sink else fusable(transforms, loads[0], sum(source_parts(e) for e in extractors))
     # One driver-side extractor whose spool partitions are the sink's and every T-stage in the
     # sink's tasks: the tasks read the spool files themselves; no message crosses the JVM.
     handoff = (
-        len(extractors) == 1
+        not native
+        and len(extractors) == 1
         and source_parts(extractors[0]) == spool_partitions
         and not (extractors[0].mode == "cyclic" and extractors[0].offsets == "supervisor")
         and len(fused) == len(transforms)
@@ -75,6 +81,12 @@ def build(spark: SparkSession, plan: Plan) -> Any:
     if any(e.markers != markers for e in extractors):
         markers = consumer.markers  # each extractor's messages admitted to the consumer, as under the supervisor
     for e in extractors:
+        if e.name in native:
+            df = observed(native[e.name](spark, context_for(e, plan)), e)
+            if not bare:  # rows become messages framed for their consumer
+                df = df.mapInArrow(frame_task(plan, consumer.name, markers.eom), "value binary")
+            frames.append((df, 0))  # its partitions are the source's own: placed anew below
+            continue
         df = (
             spark.readStream.format("etlstage-extract")
             .option("plan", encoded)
@@ -106,9 +118,15 @@ def build(spark: SparkSession, plan: Plan) -> Any:
         df, parts = place(df, parts, t, markers)
         df = observed(df.mapInArrow(transform_task(plan, t.name, markers), "value binary"), t)
         markers = t.markers
+    engine = config.engine
+    if native_sink is not None:
+        if not bare:  # the sink takes messages without their EOM
+            df = df.select(F.expr("substring(value, 1, length(value) - 1)").alias("value"))
+        df = observed(df, loads[0])
+        writer = native_sink(df, context_for(loads[0], plan))
+        return _started_by_engine(writer.option("checkpointLocation", engine.checkpoint), plan)
     if not fused:
         df, parts = place(df, parts, loads[0], markers)
-    engine = config.engine
     writer = (
         df.writeStream.format("etlstage-load")
         .option("plan", encoded)
@@ -116,12 +134,17 @@ def build(spark: SparkSession, plan: Plan) -> Any:
         .option("chain", ",".join(t.name for t in fused))
         .option("handoff", extractors[0].name if handoff else "")
         .option("checkpointLocation", engine.checkpoint)
-        .queryName(_query_name(config))
     )
+    return _started_by_engine(writer, plan)
+
+
+def _started_by_engine(writer: Any, plan: Plan) -> Any:
+    """The query's name and trigger: the engine's, whoever wrote the sink."""
+    writer = writer.queryName(_query_name(plan.config))
     if plan.once:
-        writer = writer.trigger(availableNow=True)
-    elif engine.trigger > 0:
-        writer = writer.trigger(processingTime=f"{engine.trigger:g} seconds")
+        return writer.trigger(availableNow=True)
+    if plan.config.engine.trigger > 0:
+        return writer.trigger(processingTime=f"{plan.config.engine.trigger:g} seconds")
     return writer
 
 
@@ -210,11 +233,14 @@ def spark_log_level() -> str:
 def missing_programs(spark: SparkSession, plan: Plan) -> list[str]:
     """Stages whose program cannot be found where their tasks run: checked by a small job
     with a task per core, before the query starts (driver-side extractors: on the driver)."""
+    from etlstage.spark.native import natives
     from etlstage.spark.probe import find_programs
 
     config = plan.config
-    on_driver = [s for s in config.stages if s.type == "E" and not (s.mode == "cyclic" and s.offsets == "supervisor")]
-    on_executors = [s for s in config.stages if s not in on_driver]
+    native = natives(plan)  # no program of theirs runs
+    workers = [s for s in config.stages if s.name not in native]
+    on_driver = [s for s in workers if s.type == "E" and not (s.mode == "cyclic" and s.offsets == "supervisor")]
+    on_executors = [s for s in workers if s not in on_driver]
     problems = find_programs(plan, on_driver)
     if on_executors:
         slots = max(1, spark.sparkContext.defaultParallelism)
