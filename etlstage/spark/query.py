@@ -192,13 +192,30 @@ def run_query(
     except SparkStartError as exc:
         log.error("%s", exc)
         return exc.exit_code
-    from etlstage.spark.plan import Plan
-    from etlstage.spark.session import start_session
+    from etlstage.spark.services import running_services
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # executors run this Python (and etlstage)
+    try:
+        with running_services(config, dict(extra_env or {})) as exports:
+            return _run_query(config, once, progress, {**(extra_env or {}), **exports}, attach)
+    except EtlstageError as exc:  # a service that does not start
+        log.error("%s", exc)
+        return exc.exit_code
+
+
+def _run_query(
+    config: PipelineConfig,
+    once: bool,
+    progress: bool,
+    extra_env: dict[str, str],
+    attach: Callable[[Counts], Callable[[], None]] | None,
+) -> int:
+    from etlstage.spark.plan import Plan
+    from etlstage.spark.session import SparkStartError, start_session
+
     engine = config.engine
     plain_only = all(s.mode == "plain" for s in config.stages if s.type == "E")
-    plan = Plan(config, once=once or plain_only, extra_env=dict(extra_env or {}))
+    plan = Plan(config, once=once or plain_only, extra_env=extra_env)
     counts = Counts(config, plan.run_id)
     try:
         stop_http = attach(counts) if attach else lambda: None  # a port in use stops the run at once

@@ -138,3 +138,29 @@ def test_ship_paths_are_resolved_checked_and_named_when_wrong(pdir: PipelineDir,
     pdir.write(BASE + "engine: {kind: spark, ship: tools}\n")
     r = pdir.etlstage("validate")
     assert r.code == 2 and "engine.ship" in r.stderr and "is not of type 'array'" in r.stderr, r
+
+
+def test_the_spark_engine_runs_the_pipelines_services_and_stops_them(tmp_path: Path) -> None:
+    """The driver has no event loop: services get one of their own, exports reach the stages."""
+    from etlstage.spark.services import running_services
+
+    (tmp_path / "svc.py").write_text(
+        "import os, sys, time\n"
+        "open('svc.pid', 'w').write(str(os.getpid()))\n"
+        "print('ENDPOINT=http://127.0.0.1:4567'); print('READY', flush=True)\n"
+        "for i in range(100000): print('chatter', i)\n"  # read after READY, or it blocks
+        "sys.stdout.flush(); time.sleep(60)\n"
+    )
+    cfg = parse_config(
+        BASE + f"services:\n  - {{name: prep, ready: exit, command: [{PY}, -c, \"open('prepared', 'w')\"]}}\n"
+        f"  - {{name: svc, command: [{PY}, svc.py]}}\n",
+        "stages.yaml",
+        base_dir=str(tmp_path),
+    )
+    with running_services(cfg, {}) as exports:
+        assert exports == {"ENDPOINT": "http://127.0.0.1:4567"}
+        assert (tmp_path / "prepared").exists()
+        pid = int((tmp_path / "svc.pid").read_text())
+        os.kill(pid, 0)  # running
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
