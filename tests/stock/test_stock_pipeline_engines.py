@@ -8,15 +8,20 @@ messageIds with the same error codes, row for row — and exactly the demo's exp
 from __future__ import annotations
 
 import json
+import os
+import random
 import shutil
+import signal
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
 from tests.stock.test_stock_pipeline import ROOT, tables
-from tests.support.run_cli import etlstage
+from tests.support.run_cli import ETLSTAGE, etlstage
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 RUN_S = 280
 
 
@@ -45,3 +50,29 @@ def test_the_stock_pipeline_gives_the_same_tables_on_both_engines(tmp_path: Path
     assert spark == supervisor
     assert {t: len(rows) for t, rows in spark.items()} == {t: len(rows) for t, rows in supervisor.items()}
     assert all(spark.values())  # every table has rows: the demo data exercises all three
+
+
+def test_the_stock_pipeline_on_spark_survives_kills_of_the_driver(tmp_path: Path) -> None:
+    """SIGKILL the whole driver (etlstage, its JVM, its services) at seeded random moments,
+    five times, restarting with --once each time: the tables are exactly the demo's."""
+    seed = int(os.environ.get("ETLSTAGE_CRASH_SEED", "4111"))
+    rng = random.Random(seed)
+    shutil.copy(ROOT / "stages.yaml", tmp_path / "stages.yaml")
+    text = (tmp_path / "stages.yaml").read_text()  # windows of 1,000 records: several micro-batches
+    smaller = text.replace('--max-records-per-cycle, "10000"', '--max-records-per-cycle, "1000"')
+    assert smaller != text
+    (tmp_path / "stages.yaml").write_text(smaller)
+    cmd = [*ETLSTAGE, "run", "--engine", "spark", "--master", "local[2]", "--once", "--no-progress", "stages.yaml"]
+    hits = 0
+    with open(tmp_path / "run.log", "ab") as log:
+        for _ in range(5):
+            proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=log, stderr=log, start_new_session=True)
+            time.sleep(rng.uniform(6, 24))
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                hits += 1
+            proc.wait(30)
+        final = subprocess.run(cmd, cwd=tmp_path, stdout=log, stderr=log, timeout=RUN_S)
+    assert final.returncode == 0, (tmp_path / "run.log").read_text()[-4000:]
+    assert hits >= 4, f"seed {seed}: the run had ended before most kills ({hits} of 5 landed)"
+    assert tables(tmp_path / "output/rdss") == expected(tmp_path), f"seed {seed}: the tables differ"
