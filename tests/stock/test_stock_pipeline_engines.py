@@ -76,3 +76,21 @@ def test_the_stock_pipeline_on_spark_survives_kills_of_the_driver(tmp_path: Path
     assert final.returncode == 0, (tmp_path / "run.log").read_text()[-4000:]
     assert hits >= 4, f"seed {seed}: the run had ended before most kills ({hits} of 5 landed)"
     assert tables(tmp_path / "output/rdss") == expected(tmp_path), f"seed {seed}: the tables differ"
+
+
+def test_the_stock_pipeline_on_a_standalone_cluster_gives_the_same_tables(tmp_path: Path) -> None:
+    """A master and two one-core workers on loopback; the RDSS stage's two partitions spread
+    over them; the emulator and the demo data are the driver's services."""
+    from tests.support.spark_cluster import standalone_cluster
+
+    work = tmp_path / "work"
+    work.mkdir()
+    shutil.copy(ROOT / "stages.yaml", work / "stages.yaml")
+    (tmp_path / "cluster").mkdir()
+    with standalone_cluster(tmp_path / "cluster", workers=2, memory="2g") as master:
+        r = etlstage(work, "run", "--engine", "spark", "--master", master, "--once", "--no-progress", "stages.yaml",
+                     timeout=RUN_S)  # fmt: skip
+    assert r.code == 0, r.stderr[-4000:]
+    assert tables(work / "output/rdss") == expected(work)
+    apps = [p for p in (tmp_path / "cluster").glob("worker-*/app-*") if p.is_dir()]
+    assert len({p.parent.name for p in apps}) == 2, apps  # both workers ran executors
