@@ -90,14 +90,14 @@ CPU_SECONDS: dict[str, float] = {}  # the same, not divided by the run's wall ti
 EMULATOR_CPU: dict[str, float] = {}  # of which the Kinesis emulator (AWS's side in production)
 
 
-def run(work: Path, yaml_text: str, label: str = "") -> float:
+def run(work: Path, yaml_text: str, label: str = "", flags: tuple[str, ...] = ()) -> float:
     shutil.rmtree(work / ".etlstage", ignore_errors=True)
     shutil.rmtree(work / "out", ignore_errors=True)
     (work / "stages.yaml").write_text(yaml_text)
     t0 = time.perf_counter()
     with open(work / "run.log", "w+") as log:
         proc = subprocess.Popen(
-            [PY, "-m", "etlstage.cli", "run", "stages.yaml", "--once", "--no-progress"],
+            [PY, "-m", "etlstage.cli", "run", *flags, "stages.yaml", "--once", "--no-progress"],
             cwd=work,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -142,7 +142,7 @@ def size_label(n: int, large: bool) -> str:
     return f"{n:,} x {'4.5' if large else '1'} KB"
 
 
-def measure(work: Path, n: int, large: bool) -> dict[str, float]:
+def measure(work: Path, n: int, large: bool, engines: dict[str, tuple[str, ...]]) -> dict[str, float]:
     records = messages(n, large)
     (work / "records.jsonl").write_bytes(b"\n".join(records) + b"\n")
     loader = work / "discard"
@@ -165,6 +165,9 @@ def measure(work: Path, n: int, large: bool) -> dict[str, float]:
         work, pipeline({**cat, "command": ["cat", "results.jsonl"]}, spark), f"{size}: spark alone"
     )
     times["pipeline"] = run(work, pipeline(kinesis, rdss, spark, services=service), f"{size}: pipeline")
+    for name, flags in engines.items():  # the same pipeline file on the Spark engine
+        stock = pipeline(kinesis, rdss, spark, services=service)
+        times[name] = run(work, stock, f"{size}: {name}", flags)
     for name, seconds in times.items():
         CPU[f"{size}: {name}"] /= seconds  # cores' worth busy on average
     return {k: n / v for k, v in times.items()}
@@ -175,21 +178,38 @@ def main() -> None:
     ap.add_argument("--n1k", type=int, default=40000)
     ap.add_argument("--n4k", type=int, default=10000)
     ap.add_argument("--plot", default=str(HERE.parent / "docs" / "stock-pipeline.png"))
+    ap.add_argument("--spark", action="store_true", help="also the pipeline on the Spark engine (local[2])")
+    ap.add_argument("--cluster", action="store_true", help="...and on a loopback standalone cluster of two workers")
     a = ap.parse_args()
+    engines: dict[str, tuple[str, ...]] = {}
+    if a.spark or a.cluster:
+        engines["spark engine, local[2]"] = ("--engine", "spark", "--master", "local[2]")
+    with contextlib.ExitStack() as stack:
+        if a.cluster:
+            sys.path.insert(0, str(HERE.parent))
+            from tests.support.spark_cluster import standalone_cluster
+
+            cluster = Path(tempfile.mkdtemp(prefix="etlstage-bench-cluster-"))
+            master = stack.enter_context(standalone_cluster(cluster, workers=2, memory="2g"))
+            engines["spark engine, 2-worker cluster"] = ("--engine", "spark", "--master", master)
+        report(a, engines)
+
+
+def report(a: argparse.Namespace, engines: dict[str, tuple[str, ...]]) -> None:
     work = Path(tempfile.mkdtemp(prefix="etlstage-stock-bench-"))
     results = {}
     ceilings: dict[str, float] = {}
     for label, n, large in (("~1 KB", a.n1k, False), ("~4 KB", a.n4k, True)):
         size = sum(map(len, messages(50, large))) / 50
-        rates = measure(work, n, large)
+        rates = measure(work, n, large, engines)
         results[f"{label} ({size / 1000:.1f} KB, {n:,} messages)"] = rates
         # The pipeline runs the three stages' work on the same cores at once: it cannot beat
         # n / (CPU seconds of the stages alone / cores), however well they overlap.
-        alone = sum(CPU_SECONDS[f"{size_label(n, large)}: {k}"] for k in rates if k != "pipeline")
+        alone = sum(CPU_SECONDS[f"{size_label(n, large)}: {k}"] for k in rates if k.endswith("alone"))
         ceilings[f"{label} ({size / 1000:.1f} KB, {n:,} messages)"] = n * CORES / alone
     print(f"{'input':<32} {'stage':<14} {'records/s':>10}")
     for label, rates in results.items():
-        slowest = min(v for k, v in rates.items() if k != "pipeline")
+        slowest = min(v for k, v in rates.items() if k.endswith("alone"))
         for k, v in rates.items():
             print(f"{label:<32} {k:<14} {v:>10,.0f}")
         print(f"{label:<32} {'pipeline / slowest stage':<14} {rates['pipeline'] / slowest:>10.0%}")
@@ -197,6 +217,8 @@ def main() -> None:
         print(f"{label:<32} {'CPU ceiling (%d cores)' % CORES:<14} {ceiling:>10,.0f}")
         print(f"{label:<32} {'ceiling / slowest stage':<14} {ceiling / slowest:>10.0%}")
         print(f"{label:<32} {'pipeline / ceiling':<14} {rates['pipeline'] / ceiling:>10.0%}")
+        for name in engines:
+            print(f"{label:<32} {name + ' / supervisor':<14} {rates[name] / rates['pipeline']:>10.0%}")
     print(f"\nCPU (cores busy on average: CPU seconds of the run's processes / wall seconds; {CORES} cores)")
     for label, cores in CPU.items():
         emulator = EMULATOR_CPU[label] / CPU_SECONDS[label] if CPU_SECONDS[label] else 0.0
@@ -215,7 +237,7 @@ def main() -> None:
     fig, axes = plt.subplots(1, len(results), figsize=(10, 4), sharey=False)
     for ax, (label, rates) in zip(axes, results.items(), strict=True):
         names = list(rates)
-        ax.bar(names, [rates[k] for k in names], color=["#7a9", "#79a", "#a97", "#c55"])
+        ax.bar(names, [rates[k] for k in names], color=["#7a9", "#79a", "#a97", "#c55", "#e85", "#f4a"][: len(names)])
         ax.set_title(label, fontsize=9)
         ax.set_ylabel("records/s (whole run, start-up included)")
         ax.tick_params(axis="x", labelrotation=20, labelsize=8)
