@@ -25,23 +25,20 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
-import math
 import os
 import threading
 import time
 import uuid
-from collections import Counter
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import pyarrow.parquet as pq
 from etlstage_workers.spark import publish as pub
 from etlstage_workers.spark.config import LoaderConfig
 from etlstage_workers.spark.extract import Prepared, prepare
 from etlstage_workers.spark.keystore import CLAIMED, COMMITTED, STAGED, KeyStore
 from etlstage_workers.spark.session import start_session
-from etlstage_workers.spark.writer import unique_columns, write_batch
+from etlstage_workers.spark.staged import stage_input, write_staged
 
 from etlstage.errors import EtlstageError
 from etlstage.worker import Loader
@@ -50,11 +47,6 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 log = logging.getLogger("etlstage.spark")
-
-
-# Rows below which a batch is written by one Spark task: a task's fixed cost (scheduling,
-# one file per table) outweighs splitting so few rows across cores.
-ROWS_PER_TASK = 10_000
 
 
 class ClaimTimeout(EtlstageError):
@@ -274,30 +266,10 @@ class SparkLoader(Loader):
         return earlier
 
     def _write_input(self, batch: str, prepared: Prepared, positions: list[int]) -> None:
-        in_dir = os.path.join(pub.batch_dir(self.output, batch), "in")
-        os.makedirs(in_dir, exist_ok=True)
-        table = prepared.table if len(positions) == prepared.table.num_rows else prepared.take(positions)
-        # One row group per Spark task: one per core, but no task of fewer than
-        # ROWS_PER_TASK rows (a small batch in one task: fewer files, less scheduling).
-        tasks = max(1, min(self.parallelism, table.num_rows // ROWS_PER_TASK))
-        rows_per_group = max(1, math.ceil(table.num_rows / tasks))
-        path = os.path.join(in_dir, "batch.parquet")
-        pq.write_table(table, path, row_group_size=rows_per_group, compression="none")
+        stage_input(self.output, batch, prepared, positions, self.parallelism)
 
     def _run_spark(self, batch: str, prepared: Prepared, positions: list[int], clock: _Clock) -> dict[str, int]:
-        directory = pub.batch_dir(self.output, batch)
-        in_dir, out_dir = os.path.join(directory, "in"), os.path.join(directory, "out")
-        pub.crash_point("staged-input")
-        plain = unique_columns(prepared.table) if prepared.parsed else []
-        schema = prepared.table.schema
-        write_batch(self.spark, self.config, "file://" + in_dir, "file://" + out_dir, prepared.parsed, plain, schema)
-        clock.lap("spark")
-        pub.sync_staged(out_dir)
-        clock.lap("fsync")
-        counts = {"total": len(positions)}
-        if prepared.routes is not None:
-            counts.update(Counter(prepared.routes[p] for p in positions))
-        return counts
+        return write_staged(self.spark, self.config, self.output, batch, prepared, positions, clock.lap)
 
 
 @dataclass

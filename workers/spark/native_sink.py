@@ -1,0 +1,198 @@
+"""The Spark loader as a native sink of the Spark engine: the worker's tables, written by the
+engine's own Spark session, exactly once per micro-batch, idempotent by key.
+
+Under ``etlstage run --engine spark`` an ``etlstage-spark-load`` stage is no worker process:
+the engine hands its input rows (one message each) to :func:`native_sink`, and Spark calls
+:func:`SinkBatches.write` on the driver for every micro-batch ``B`` (``foreachBatch``):
+
+1. ``B`` in the sink log (``<checkpoint>/sink-log/B``): written before, and Spark replays it
+   because its own commit was not logged yet — nothing to do.
+2. ``B`` staged (``<output>/_staging/spark-B/staged`` exists): a crash came while it was
+   being published — publish again (renames of what is left: idempotent), log it.
+3. Otherwise the worker's own steps: parse the messages (``prepare``), drop the keys loaded
+   before and repeats within the batch, stage the rows, Spark writes the tables, fsync,
+   mark staged, publish, add the batch's keys to the key dataset, log ``B``.
+
+**Keys** (``--key``; the messageId in ``--rdss`` mode; the content hash without a key) live
+in a Parquet dataset beside the tables, ``<output>/_keys/`` — on the output's shared file
+system, so any driver of any run sees them, with no machine-local index. A batch's keys are
+checked against it with Arrow's hash lookup (``is_in``) on the driver, where the batch
+already is; every 64 batches its files are compacted into one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import os
+import time
+import uuid
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+from etlstage_workers.spark import publish as pub
+from etlstage_workers.spark.cli import build_parser, config_from_args
+from etlstage_workers.spark.config import LoaderConfig
+from etlstage_workers.spark.extract import prepare
+from etlstage_workers.spark.staged import stage_input, write_staged
+
+from etlstage.errors import ConfigError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+    from pyspark.sql.streaming import DataStreamWriter
+
+log = logging.getLogger("etlstage.spark")
+
+KEYS = "_keys"
+COMPACT_AFTER = 64  # key files before they are merged into one
+# Worker options that mean nothing here: the engine's session, no per-instance claims.
+ENGINE_OWNS = ("--master", "--conf", "--app-name", "--connect-timeout", "--spark-log-level", "--state-dir",
+               "--claim-timeout")  # fmt: skip
+
+
+def native_sink(df: DataFrame, ctx: Any) -> DataStreamWriter:
+    """``etlstage-spark-load`` under the Spark engine: ``df.writeStream.foreachBatch(...)``."""
+    config = parse(ctx)
+    return df.writeStream.foreachBatch(SinkBatches(config, os.path.join(ctx.checkpoint, "sink-log")).write)
+
+
+def parse(ctx: Any) -> LoaderConfig:
+    """The worker's own options, checked as it checks them (exit 2 naming the stage)."""
+    ignored = sorted({a.split("=")[0] for a in ctx.argv if a.split("=")[0] in ENGINE_OWNS})
+    said = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(said):
+            args = build_parser().parse_args(ctx.argv)
+    except SystemExit:
+        why = (said.getvalue().strip().splitlines() or ["bad arguments"])[-1]
+        raise ConfigError([f"stage {ctx.stage.name!r}: etlstage-spark-load: {why}"]) from None
+    args.output = ctx.path(args.output)
+    try:
+        config = config_from_args(args)
+    except ConfigError as exc:
+        raise ConfigError([f"stage {ctx.stage.name!r}: {p}" for p in exc.problems]) from None
+    if ignored:
+        log.info(
+            "stage %r: %s ignored under the Spark engine (its session is used)", ctx.stage.name, ", ".join(ignored)
+        )
+    return config
+
+
+class SinkBatches:
+    """Writes micro-batches; picklable state only (Spark keeps the function on the driver)."""
+
+    def __init__(self, config: LoaderConfig, sink_log: str) -> None:
+        self.config = config
+        self.sink_log = sink_log
+
+    def write(self, batch_df: DataFrame, batch_id: int) -> None:
+        output, batch = self.config.output, f"spark-{batch_id}"
+        logged = os.path.join(self.sink_log, str(batch_id))
+        if os.path.exists(logged):
+            log.info("micro-batch %d was written before (a replay): skipped", batch_id)
+            pub.remove(output, batch)  # what a crash right after logging it left
+            return
+        if not os.path.exists(_staged_mark(output, batch)):
+            pub.remove(output, batch)  # leftovers of a crash before it was staged: start again
+            if not self._stage(batch_df, batch):
+                _log(self.sink_log, batch_id, "nothing new")
+                return
+        pub.publish(output, batch)
+        _publish_keys(output, batch)
+        _log(self.sink_log, batch_id, "published")
+        pub.remove(output, batch)
+        _compact_keys(output)
+
+    def _stage(self, batch_df: DataFrame, batch: str) -> bool:
+        """Parse, drop known keys, write with Spark into staging, mark staged; False if nothing new."""
+        started = time.monotonic()
+        messages = [bytes(v) for v in batch_df.toArrow().column("value").to_pylist()]
+        if not messages:
+            return False
+        prepared = prepare(messages, self.config)
+        first: dict[str, int] = {}
+        for pos, key in enumerate(prepared.keys):
+            first.setdefault(key, pos)
+        keys = pa.array(list(first), pa.string())
+        known = _known(self.config.output, keys)
+        positions = [pos for key, pos, old in zip(first, first.values(), known, strict=True) if not old]
+        duplicates = len(messages) - len(positions)
+        if not positions:
+            log.info("%s: %d messages, all loaded before", batch, len(messages))
+            return False
+        spark = batch_df.sparkSession
+        parallelism = spark.sparkContext.defaultParallelism
+        stage_input(self.config.output, batch, prepared, positions, parallelism)
+        counts = write_staged(spark, self.config, self.config.output, batch, prepared, positions)
+        new_keys = pa.table({"key": keys.filter(pc.invert(pa.array(known, pa.bool_())))})
+        staging = pub.batch_dir(self.config.output, batch)
+        pq.write_table(new_keys, os.path.join(staging, "keys.parquet"))
+        _durable(os.path.join(staging, "keys.parquet"))
+        _durable(_staged_mark(self.config.output, batch), b"")
+        pub.crash_point("staged")
+        log.info(
+            "%s: %d messages, %d rows written %s, %d duplicates skipped, %.2fs",
+            batch, len(messages), len(positions), counts, duplicates, time.monotonic() - started,
+        )  # fmt: skip
+        return True
+
+
+def _staged_mark(output: str, batch: str) -> str:
+    return os.path.join(pub.batch_dir(output, batch), "staged")
+
+
+def _known(output: str, keys: pa.Array) -> list[bool]:
+    """Which of ``keys`` an earlier batch loaded."""
+    root = os.path.join(output, KEYS)
+    if not os.path.isdir(root) or not os.listdir(root):
+        return [False] * len(keys)
+    loaded = ds.dataset(root, format="parquet", schema=pa.schema([("key", pa.string())])).to_table(columns=["key"])
+    return pc.is_in(keys, value_set=loaded.column("key").combine_chunks()).to_pylist()
+
+
+def _publish_keys(output: str, batch: str) -> None:
+    staged = os.path.join(pub.batch_dir(output, batch), "keys.parquet")
+    if os.path.exists(staged):  # gone: moved before a crash
+        os.makedirs(os.path.join(output, KEYS), exist_ok=True)
+        os.replace(staged, os.path.join(output, KEYS, f"{batch}.parquet"))
+
+
+def _compact_keys(output: str) -> None:
+    """Many small key files into one (written, synced, then the small ones removed: a key is
+    never absent, at worst present twice for a moment)."""
+    root = os.path.join(output, KEYS)
+    files = sorted(f for f in os.listdir(root) if f.endswith(".parquet")) if os.path.isdir(root) else []
+    if len(files) < COMPACT_AFTER:
+        return
+    merged = pa.concat_tables(pq.read_table(os.path.join(root, f), columns=["key"]) for f in files)
+    tmp = os.path.join(root, f".compact-{uuid.uuid4().hex}.tmp")
+    pq.write_table(merged, tmp)
+    _durable(tmp)
+    os.replace(tmp, os.path.join(root, f"compact-{uuid.uuid4().hex}.parquet"))
+    for f in files:
+        os.remove(os.path.join(root, f))
+
+
+def _durable(path: str, data: bytes | None = None) -> None:
+    """Write ``data`` to ``path`` (or leave it as it is) and fsync it."""
+    mode = "wb" if data is not None else "ab"
+    with open(path, mode) as f:
+        if data:
+            f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _log(sink_log: str, batch_id: int, what: str) -> None:
+    os.makedirs(sink_log, exist_ok=True)
+    tmp = os.path.join(sink_log, f".{batch_id}.tmp")
+    _durable(tmp, what.encode())
+    os.replace(tmp, os.path.join(sink_log, str(batch_id)))
+
+
+__all__ = ["native_sink"]
