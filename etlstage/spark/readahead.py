@@ -2,11 +2,14 @@
 
 Without it the driver reads a plain worker's output only when Spark asks for the next
 micro-batch's offsets, so extraction and the running batch take turns.  Here a thread
-of the source's planning process drains the worker into windows of about ``max_bytes``
-(or what came within ``linger``), writes each to the spool (synced) under a provisional
-name and hands it over; ``latestOffset`` renames the next one into place under its
-batch number — still on disk before Spark logs the batch's offsets.  At most one window
-waits (bounded memory and disk); the worker blocks on its pipe meanwhile.
+of the source's planning process drains the worker into windows, writes each to the
+spool (synced) under a provisional name and hands it over; ``latestOffset`` renames the
+next one into place under its batch number — still on disk before Spark logs the
+batch's offsets.  A window closes at ``max_bytes``, ``linger`` seconds after its first
+bytes, or as soon as ``latestOffset`` waits for one and it holds anything: a fast
+extractor fills large windows while batches run (their fixed cost is paid less often), a
+slow one hands over what it has without delay.  At most one window waits on disk and
+one fills in memory; the worker blocks on its pipe meanwhile.
 """
 
 from __future__ import annotations
@@ -14,10 +17,13 @@ from __future__ import annotations
 import os
 import queue
 import threading
+import time
 from pathlib import Path
 
 from etlstage.spark.extract import ExtractWorker
 from etlstage.spark.spool import fsync_dir, write_window
+
+STEP = 0.05  # seconds a read waits for more after the first bytes (then checks whether a window is wanted)
 
 
 class ReadAhead:
@@ -31,16 +37,33 @@ class ReadAhead:
         self.ended = False
         self._windows: queue.Queue[tuple[str, object]] = queue.Queue(maxsize=1)
         self._stopping = threading.Event()
+        self._wanted = threading.Event()  # latestOffset waits for a window
+        self._first: float | None = None  # when the window being filled got its first bytes
         self._thread = threading.Thread(target=self._read, name=f"read ahead {worker.label}", daemon=True)
         self._thread.start()
 
     def _read(self) -> None:
         n = 0
+        pending: list[bytes] = []
+        size = 0
         try:
             while not self._stopping.is_set():
-                block, ended = self.worker.drain_plain(self.max_bytes, self.linger)
+                # short pieces, so that a window can be handed over as soon as one is wanted
+                block, ended = self.worker.drain_plain(self.max_bytes - size, STEP)
                 if block:
-                    write_window(self.ahead, str(n), block, self.worker.stage.markers.eom, self.parts)
+                    pending.append(block)
+                    size += len(block)
+                    if self._first is None:
+                        self._first = time.monotonic()
+                due = size and (
+                    ended
+                    or size >= self.max_bytes
+                    or self._wanted.is_set()
+                    or time.monotonic() - (self._first or 0.0) >= self.linger
+                )
+                if due:
+                    write_window(self.ahead, str(n), b"".join(pending), self.worker.stage.markers.eom, self.parts)
+                    pending, size, self._first = [], 0, None
                     self._put(("window", str(n)))
                     n += 1
                 if ended:
@@ -61,7 +84,11 @@ class ReadAhead:
         """The next window as batch ``seq``'s spool files; False when the worker has ended."""
         if self.ended:
             return False
-        kind, value = self._windows.get()
+        self._wanted.set()  # the thread hands over what it has instead of filling a window
+        try:
+            kind, value = self._windows.get()
+        finally:
+            self._wanted.clear()
         if kind == "error":
             assert isinstance(value, BaseException)
             raise value

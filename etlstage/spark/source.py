@@ -35,8 +35,8 @@ from etlstage.spark.spool import spool_blocks, write_window
 
 log = logging.getLogger("etlstage.spark.source")
 
-PLAIN_BATCH_BYTES = 128 << 20  # a plain worker's output is cut into micro-batches of about this size
-PLAIN_LINGER = 0.5  # ...or what it wrote within this long after the first bytes
+PLAIN_BATCH_BYTES = 256 << 20  # a plain worker's output is cut into micro-batches of at most about this size
+PLAIN_LINGER = 2.0  # ...or what it wrote within this long after the first bytes (sooner when a batch waits)
 
 
 class ExtractSource(DataSource):
