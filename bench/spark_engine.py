@@ -9,7 +9,8 @@ every micro-batch is nearly empty; and how many worker processes each stage star
 
 Steady state: the rate at the sink between 10 % and 95 % of the messages loaded (the
 tally worker's time marks), which leaves out the start-up (a JVM and Spark's Python
-workers) and the end.
+workers) and the end; for the Spark engine only when the run had at least 4
+micro-batches (with fewer it would measure the inside of one batch: "nan").
 
     python bench/spark_engine.py [--repeat 2] [--sizes 1000000x100,10000000x100,100000x1024] [--cycles 40]
 """
@@ -96,6 +97,13 @@ def steady_rate(work: Path, n: int, lo: float = 0.10, hi: float = 0.95) -> float
     raise SystemExit(f"the sink's marks reach only {total} of {n} messages")
 
 
+MIN_BATCHES = 4
+
+
+def micro_batches(stderr: str) -> int:
+    return int(re.search(r"micro-batches committed in this run: (\d+)", stderr).group(1))  # type: ignore[union-attr]
+
+
 def starts(work: Path, stage: str) -> int:
     p = work / f"{stage}.pids"
     return len(p.read_text().splitlines()) if p.exists() else 0
@@ -124,20 +132,22 @@ def main() -> None:
                 print(
                     f"{n:>10,} {size:>6} {'supervisor':<16} {sup:>7.2f} {'':>7} {n / sup:>11,.0f} {sup_steady:>12,.0f}"
                 )
-                wall, query, _ = run(work, *spark)
+                wall, query, err = run(work, *spark)
                 got = loaded(work, n)
                 assert got == n, f"spark: tally counted {got}, expected {n}"
-                steady = steady_rate(work, n)
+                batches = micro_batches(err)
+                # a steady state needs a few micro-batches; with fewer, the rate is one batch's inside
+                steady = steady_rate(work, n) if batches >= MIN_BATCHES else float("nan")
                 print(
                     f"{n:>10,} {size:>6} {'spark local[2]':<16} {wall:>7.2f} {query or 0:>7.2f} {n / wall:>11,.0f} "
                     f"{steady:>12,.0f} {starts(work, 'pass'):>4}/{starts(work, 'tally'):<5}"
                     f"  of the supervisor: wall {sup / wall:.0%}, query alone {sup / (query or wall):.0%}, "
-                    f"steady {steady / sup_steady:.0%} (rep {rep + 1})"
+                    f"steady {steady / sup_steady:.0%}; {batches} micro-batches (rep {rep + 1})"
                 )
         # micro-batch overhead: one message per cycle, one cycle per micro-batch
         pipeline(work, args.cycles, 100, mode="cyclic", per_cycle=1)
         wall, query, err = run(work, *spark)
-        batches = int(re.search(r"micro-batches committed in this run: (\d+)", err).group(1))  # type: ignore[union-attr]
+        batches = micro_batches(err)
         spent = query or wall
         print(
             f"micro-batch overhead: {batches} nearly empty micro-batches in {spent:.1f}s "
