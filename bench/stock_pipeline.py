@@ -83,8 +83,11 @@ def pipeline(*stages: dict[str, Any], services: str = "") -> str:
     return services + "stages:\n" + "".join(f"  - {json.dumps(st)}\n" for st in stages)
 
 
+CORES = psutil.cpu_count() or 1
 PEAK_RSS: dict[str, int] = {}  # the supervisor's peak RSS per run label, sampled every 0.1 s
 CPU: dict[str, float] = {}  # CPU seconds of each run: the supervisor and every process under it, sampled
+CPU_SECONDS: dict[str, float] = {}  # the same, not divided by the run's wall time
+EMULATOR_CPU: dict[str, float] = {}  # of which the Kinesis emulator (AWS's side in production)
 
 
 def run(work: Path, yaml_text: str, label: str = "") -> float:
@@ -101,6 +104,8 @@ def run(work: Path, yaml_text: str, label: str = "") -> float:
         )
         peak = [0]
         cpu: dict[int, float] = {}  # pid -> its CPU seconds when last seen (a process's last 0.1 s is lost)
+        seen: set[int] = set()
+        emulators: set[int] = set()
         done = threading.Event()
 
         def sample() -> None:
@@ -112,6 +117,10 @@ def run(work: Path, yaml_text: str, label: str = "") -> float:
                         with contextlib.suppress(psutil.Error):
                             times = p.cpu_times()
                             cpu[p.pid] = times.user + times.system
+                            if p.pid not in seen:
+                                seen.add(p.pid)
+                                if any("emulator" in arg for arg in p.cmdline()):
+                                    emulators.add(p.pid)
 
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
@@ -124,8 +133,13 @@ def run(work: Path, yaml_text: str, label: str = "") -> float:
             raise SystemExit(f"run failed:\n{log.read()[-3000:]}")
     if label:
         PEAK_RSS[label] = max(PEAK_RSS.get(label, 0), peak[0])
-        CPU[label] = sum(cpu.values())
+        CPU[label] = CPU_SECONDS[label] = sum(cpu.values())
+        EMULATOR_CPU[label] = sum(cpu[pid] for pid in emulators if pid in cpu)
     return seconds
+
+
+def size_label(n: int, large: bool) -> str:
+    return f"{n:,} x {'4.5' if large else '1'} KB"
 
 
 def measure(work: Path, n: int, large: bool) -> dict[str, float]:
@@ -141,7 +155,7 @@ def measure(work: Path, n: int, large: bool) -> dict[str, float]:
     keep = {"name": "keep", "type": "L", "mode": "batch", "batch_size": 500,
             "command": [PY, str(W / "keep.py"), "results.jsonl"]}  # fmt: skip
     times = {}
-    size = f"{n:,} x {'4.5' if large else '1'} KB"
+    size = size_label(n, large)
     times["kinesis alone"] = run(work, pipeline(kinesis, discard, services=service), f"{size}: kinesis alone")
     times["rdss alone"] = run(work, pipeline(cat, rdss, discard), f"{size}: rdss alone")
     # the results of rdss, as the spark stage receives them
@@ -164,19 +178,29 @@ def main() -> None:
     a = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="etlstage-stock-bench-"))
     results = {}
+    ceilings: dict[str, float] = {}
     for label, n, large in (("~1 KB", a.n1k, False), ("~4 KB", a.n4k, True)):
         size = sum(map(len, messages(50, large))) / 50
         rates = measure(work, n, large)
         results[f"{label} ({size / 1000:.1f} KB, {n:,} messages)"] = rates
+        # The pipeline runs the three stages' work on the same cores at once: it cannot beat
+        # n / (CPU seconds of the stages alone / cores), however well they overlap.
+        alone = sum(CPU_SECONDS[f"{size_label(n, large)}: {k}"] for k in rates if k != "pipeline")
+        ceilings[f"{label} ({size / 1000:.1f} KB, {n:,} messages)"] = n * CORES / alone
     print(f"{'input':<32} {'stage':<14} {'records/s':>10}")
     for label, rates in results.items():
         slowest = min(v for k, v in rates.items() if k != "pipeline")
         for k, v in rates.items():
             print(f"{label:<32} {k:<14} {v:>10,.0f}")
         print(f"{label:<32} {'pipeline / slowest stage':<14} {rates['pipeline'] / slowest:>10.0%}")
-    print("\nCPU (cores busy on average: CPU seconds of the run's processes / wall seconds; 2 cores)")
+        ceiling = ceilings[label]
+        print(f"{label:<32} {'CPU ceiling (%d cores)' % CORES:<14} {ceiling:>10,.0f}")
+        print(f"{label:<32} {'ceiling / slowest stage':<14} {ceiling / slowest:>10.0%}")
+        print(f"{label:<32} {'pipeline / ceiling':<14} {rates['pipeline'] / ceiling:>10.0%}")
+    print(f"\nCPU (cores busy on average: CPU seconds of the run's processes / wall seconds; {CORES} cores)")
     for label, cores in CPU.items():
-        print(f"  {label:<36} {cores:5.2f}")
+        emulator = EMULATOR_CPU[label] / CPU_SECONDS[label] if CPU_SECONDS[label] else 0.0
+        print(f"  {label:<36} {cores:5.2f}   ({CPU_SECONDS[label]:5.1f} CPU-s, emulator {emulator:.0%})")
     for label, peak in PEAK_RSS.items():
         if label.endswith("pipeline"):
             print(f"supervisor peak RSS, {label}: {peak / 2**20:.0f} MiB")

@@ -215,16 +215,7 @@ class Pipeline:
         self.stats[stage.name].deadletters += refuse(self.store, stage, refused)
 
     def deadletter(self, stage: StageConfig, job: Job, error: str) -> None:
-        ident = self.store.add_deadletter(stage.name, job.attempts, error, job.block, job.messages, stage.markers.eom)
-        log.error(
-            "stage %r: %d message(s) failed %d times; written to the dead-letter store as #%d "
-            "(etlstage deadletter show %d)",
-            stage.name,
-            job.messages,
-            job.attempts,
-            ident,
-            ident,
-        )
+        self.store.set_aside(stage.name, job.attempts, error, job.block, job.messages, stage.markers.eom)
 
     # --- running ----------------------------------------------------------------------------
 

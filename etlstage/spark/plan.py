@@ -139,18 +139,9 @@ class Plan:
 
         store = StateStore(self.config.state_dir)
         try:
-            ident = store.add_deadletter(stage.name, job.attempts, error, job.block, job.messages, stage.markers.eom)
+            store.set_aside(stage.name, job.attempts, error, job.block, job.messages, stage.markers.eom)
         finally:
             store.close()
-        log.error(
-            "stage %r: %d message(s) failed %d times; written to the dead-letter store as #%d "
-            "(etlstage deadletter show %d)",
-            stage.name,
-            job.messages,
-            job.attempts,
-            ident,
-            ident,
-        )
 
 
 __all__ = ["Plan"]

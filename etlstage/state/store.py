@@ -337,6 +337,20 @@ class StateStore:
             )
             return int(cur.lastrowid or 0)
 
+    def set_aside(self, stage: str, attempts: int, error: str, inputs: bytes, messages: int, eom: int) -> int:
+        """:meth:`add_deadletter`, and the log line that tells the operator where it went."""
+        ident = self.add_deadletter(stage, attempts, error, inputs, messages, eom)
+        log.error(
+            "stage %r: %d message(s) failed %d times; written to the dead-letter store as #%d "
+            "(etlstage deadletter show %d)",
+            stage,
+            messages,
+            attempts,
+            ident,
+            ident,
+        )
+        return ident
+
     def deadletters(self, status: str | None = None, stage: str | None = None) -> list[DeadLetter]:
         sql = "SELECT id, stage, created_at, attempts, error, messages, inputs, eom, status FROM deadletters"
         where, args = [], []

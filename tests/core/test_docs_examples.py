@@ -127,3 +127,16 @@ def test_yaml_examples_in_the_docs_parse_and_their_stock_worker_commands_are_acc
         # A complete stages.yaml (not an excerpt with "# ..." stages): the supervisor accepts it.
         config = parse_config(block, "example")
         assert [s.name for s in config.stages] == [s["name"] for s in stages]
+
+
+def test_no_document_is_left_with_a_figure_placeholder() -> None:
+    """Benchmarks fill tables in by hand; a placeholder (``STOCK_TABLE``) left in a page
+    would publish a figure that was never measured."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    left = [
+        f"{page.relative_to(ROOT)}:{n}: {line.strip()}"
+        for page in pages
+        for n, line in enumerate(page.read_text().splitlines(), 1)
+        if re.search(r"\b[A-Z][A-Z0-9]*_(TABLE|LINE|FIGURES?)\b", line)
+    ]
+    assert not left, "placeholders left in the docs:\n" + "\n".join(left)

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from etlstage.protocol.scenario import Scenario
+from etlstage.protocol.vocabulary import BatchDriver, Mode, StageType
 from tests.support.paths import FIXTURES, ROOT
 
 CHILDREN = FIXTURES / "kcl_children"
@@ -99,24 +101,14 @@ def run_adapter(
     state = tmp_path / "state"
     state.mkdir(exist_ok=True)
     pythonpath = [str(ROOT)] + ([str(kclpy)] if kclpy else [])
-    full_env = dict(
-        os.environ,
-        PYTHONPATH=os.pathsep.join(pythonpath),
-        ETLSTAGE_EOM="0a",
-        ETLSTAGE_EOP="00",
-        ETLSTAGE_EOB="17",
-        ETLSTAGE_BNC="11",
-        ETLSTAGE_STAGE="kcl",
-        ETLSTAGE_TYPE=stage_type,
-        ETLSTAGE_MODE=mode,
-        ETLSTAGE_BATCH_SIZE=str(batch_size),
-        ETLSTAGE_BATCH_DRIVER=batch_driver,
-        ETLSTAGE_OFFSETS="worker",
-        ETLSTAGE_INSTANCE="0",
-        ETLSTAGE_INSTANCES="1",
-        ETLSTAGE_STATE_DIR=str(state),
-        KCL_TEST_OUT=str(out),
-    )
+    scenario = Scenario(StageType(stage_type), Mode(mode), batch_size, BatchDriver(batch_driver), stage="kcl")
+    full_env = {
+        **os.environ,
+        **scenario.to_env(),
+        "PYTHONPATH": os.pathsep.join(pythonpath),
+        "ETLSTAGE_STATE_DIR": str(state),
+        "KCL_TEST_OUT": str(out),
+    }
     full_env.update(env or {})
     argv = [sys.executable, "-m", "etlstage_workers.kcl", *adapter_args, "--", *child]
     done = subprocess.run(argv, check=False, input=stdin, env=full_env, capture_output=True, timeout=timeout, cwd=ROOT)

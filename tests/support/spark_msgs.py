@@ -10,6 +10,9 @@ import subprocess
 import sys
 import time
 
+from etlstage.protocol.scenario import Scenario
+from etlstage.protocol.vocabulary import Mode, StageType
+
 PY = sys.executable
 WT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -39,19 +42,9 @@ WRAPPED_NOT_JSON = (
 
 def env_for(state_dir: str, instance: int = 0, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ETLSTAGE_")}
+    scenario = Scenario(StageType.L, Mode.BATCH, 1000, stage="load", instance=instance)
+    env.update(scenario.to_env())
     env.update(
-        ETLSTAGE_EOM="0a",
-        ETLSTAGE_EOP="00",
-        ETLSTAGE_EOB="17",
-        ETLSTAGE_BNC="11",
-        ETLSTAGE_STAGE="load",
-        ETLSTAGE_TYPE="L",
-        ETLSTAGE_MODE="batch",
-        ETLSTAGE_BATCH_SIZE="1000",
-        ETLSTAGE_BATCH_DRIVER="supervisor",
-        ETLSTAGE_OFFSETS="worker",
-        ETLSTAGE_INSTANCE=str(instance),
-        ETLSTAGE_INSTANCES="1",
         ETLSTAGE_STATE_DIR=state_dir,
         PYTHONPATH=WT,
         SPARK_LOCAL_IP="127.0.0.1",

@@ -83,14 +83,13 @@ def type_test(t: str, v: str, draft4: bool) -> str:
 
 
 class _Compiler:
-    def __init__(self, resolver: Resolver, formats: Mapping[str, Callable[[object], bool]], draft4: bool):
+    def __init__(self, formats: Mapping[str, Callable[[object], bool]], draft4: bool):
         self.formats = formats
         self.draft4 = draft4
         self.consts: dict[str, Any] = {"_unique": unique}
         self.lines: list[str] = []
         self.names: dict[int, str] = {}  # id(schema) -> function name (refs compile once)
         self.keep: list[Any] = []  # schemas whose id() is used as a key stay alive
-        self.root_resolver = resolver
 
     def const(self, value: Any) -> str:
         name = f"_c{len(self.consts)}"
@@ -317,7 +316,7 @@ def compile_schema(
     (True, False, False)
     """
     resolver = root_resolver(schema, registry, draft4)
-    compiler = _Compiler(resolver, formats or {}, draft4)
+    compiler = _Compiler(formats or {}, draft4)
     entry = compiler.function(schema, resolver)
     source = "\n".join(compiler.lines)
     namespace: dict[str, Any] = dict(compiler.consts, _MISSING=object())

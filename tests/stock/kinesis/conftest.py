@@ -24,6 +24,9 @@ from typing import Any
 import pytest
 from etlstage_workers.kinesis.emulator import FAKE_CREDENTIALS, Emulator
 
+from etlstage.protocol.scenario import Scenario
+from etlstage.protocol.vocabulary import Mode, StageType
+
 ROOT = Path(__file__).resolve().parents[3]
 _names = itertools.count()
 
@@ -171,23 +174,9 @@ class WorkerProcess:
         instance: int = 0,
         instances: int = 1,
     ) -> None:
-        env = dict(os.environ)
-        env.update(
-            ETLSTAGE_EOM="0a",
-            ETLSTAGE_EOP="00",
-            ETLSTAGE_EOB="17",
-            ETLSTAGE_BNC="11",
-            ETLSTAGE_STAGE="extract",
-            ETLSTAGE_TYPE="E",
-            ETLSTAGE_MODE=mode,
-            ETLSTAGE_BATCH_SIZE="1",
-            ETLSTAGE_BATCH_DRIVER="supervisor",
-            ETLSTAGE_OFFSETS="worker",
-            ETLSTAGE_INSTANCE=str(instance),
-            ETLSTAGE_INSTANCES=str(instances),
-            ETLSTAGE_STATE_DIR=state_dir,
-            PYTHONPATH=str(ROOT) + os.pathsep + env.get("PYTHONPATH", ""),
-        )
+        scenario = Scenario(StageType.E, Mode(mode), stage="extract", instance=instance, instances=instances)
+        env = {**os.environ, **scenario.to_env(), "ETLSTAGE_STATE_DIR": state_dir}
+        env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
         env.update(extra_env or {})
         Path(state_dir).mkdir(parents=True, exist_ok=True)
         self.stderr_path = Path(state_dir) / f"stderr-{time.monotonic_ns()}.log"
