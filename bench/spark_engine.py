@@ -2,12 +2,17 @@
 
 The same stages.yaml and the same SDK workers run with ``etlstage run --once`` under
 the supervisor and with ``--engine spark --master local[2]``, in one run, for
-1,000,000 x 100 B and 100,000 x 1 KiB messages (wall time of the whole command, JVM
-start included, and the Spark query alone).  Then the micro-batch overhead: a cyclic
-extractor answering each request with one message, so every micro-batch is nearly
-empty; and how many worker processes each stage started.
+1,000,000 and 10,000,000 x 100 B and 100,000 x 1 KiB messages (wall time of the whole
+command, JVM start included, the Spark query alone, and the steady state).  Then the
+micro-batch overhead: a cyclic extractor answering each request with one message, so
+every micro-batch is nearly empty; and how many worker processes each stage started.
 
-    python bench/spark_engine.py [--repeat 2] [--sizes 1000000x100,100000x1024] [--cycles 40]
+Steady state: the rate at the sink between 10 % and 95 % of the messages loaded (the
+tally worker's time marks), which leaves out the start-up (a JVM and Spark's Python
+workers) and the end; for the Spark engine only when the run had at least 4
+micro-batches (with fewer it would measure the inside of one batch: "nan").
+
+    python bench/spark_engine.py [--repeat 2] [--sizes 1000000x100,10000000x100,100000x1024] [--cycles 40]
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ PY = sys.executable
 def pipeline(work: Path, n: int, size: int, mode: str = "plain", per_cycle: int = 0) -> None:
     # tally writes its totals when its stdin closes; under Spark a stage may have one process
     # per Python worker, so each writes its own file (tally.<pid>) and the bench adds them up.
-    tally = f"exec {PY} {W / 'tally.py'} {work}/tally.$$"
+    tally = f"exec {PY} {W / 'tally.py'} {work}/tally.$$ {work}/marks.txt"
     (work / "stages.yaml").write_text(
         textwrap.dedent(f"""
         stages:
@@ -46,7 +51,7 @@ def pipeline(work: Path, n: int, size: int, mode: str = "plain", per_cycle: int 
 
 
 def run(work: Path, *flags: str) -> tuple[float, float | None, str]:
-    for p in {*work.glob("tally.*"), *work.glob("*.pids")}:
+    for p in {*work.glob("tally.*"), *work.glob("*.pids"), *work.glob("marks.txt")}:
         p.unlink()
     shutil.rmtree(work / ".etlstage", ignore_errors=True)
     t0 = time.perf_counter()
@@ -75,6 +80,30 @@ def loaded(work: Path, n: int) -> int:
     return total
 
 
+def steady_rate(work: Path, n: int, lo: float = 0.10, hi: float = 0.95) -> float:
+    """Messages per second at the sink between ``lo`` and ``hi`` of the run's messages loaded
+    (the tally workers' time marks, every 10,000 messages): start-up and the end left out."""
+    marks = sorted(
+        (float(t), int(k)) for line in (work / "marks.txt").read_text().splitlines() for t, k in [line.split()]
+    )
+    total, t0, c0 = 0, None, 0
+    for t, k in marks:
+        total += k
+        if t0 is None and total >= lo * n:
+            t0, c0 = t, total
+        if total >= hi * n:
+            assert t0 is not None
+            return (total - c0) / (t - t0) if t > t0 else float("nan")
+    raise SystemExit(f"the sink's marks reach only {total} of {n} messages")
+
+
+MIN_BATCHES = 4
+
+
+def micro_batches(stderr: str) -> int:
+    return int(re.search(r"micro-batches committed in this run: (\d+)", stderr).group(1))  # type: ignore[union-attr]
+
+
 def starts(work: Path, stage: str) -> int:
     p = work / f"{stage}.pids"
     return len(p.read_text().splitlines()) if p.exists() else 0
@@ -83,36 +112,42 @@ def starts(work: Path, stage: str) -> int:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeat", type=int, default=2)
-    ap.add_argument("--sizes", default="1000000x100,100000x1024")
+    ap.add_argument("--sizes", default="1000000x100,10000000x100,100000x1024")
     ap.add_argument("--cycles", type=int, default=40)
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="etlstage-spark-bench-"))
     spark = ("--engine", "spark", "--master", "local[2]")
     try:
         print(
-            f"{'messages':>10} {'size':>6} {'engine':<18} {'wall s':>8} {'query s':>8} {'msg/s':>12} {'starts T/L':>10}"
+            f"{'messages':>10} {'size':>6} {'engine':<16} {'wall s':>7} {'query s':>7} {'wall msg/s':>11} "
+            f"{'steady msg/s':>12} {'starts T/L':>10}"
         )
         for spec in args.sizes.split(","):
             n, size = (int(x) for x in spec.split("x"))
             pipeline(work, n, size)
-            for rep in range(args.repeat):
+            for rep in range(args.repeat):  # the two engines in turn: a change of load falls on both
                 sup, _, _ = run(work)
                 assert loaded(work, n) == n, "supervisor: tally count"
-                print(f"{n:>10,} {size:>6} {'supervisor':<18} {sup:>8.2f} {'':>8} {n / sup:>12,.0f} {'':>10}")
-                wall, query, _ = run(work, *spark)
+                sup_steady = steady_rate(work, n)
+                print(
+                    f"{n:>10,} {size:>6} {'supervisor':<16} {sup:>7.2f} {'':>7} {n / sup:>11,.0f} {sup_steady:>12,.0f}"
+                )
+                wall, query, err = run(work, *spark)
                 got = loaded(work, n)
                 assert got == n, f"spark: tally counted {got}, expected {n}"
-                rate, qrate = n / wall, n / (query or wall)
+                batches = micro_batches(err)
+                # a steady state needs a few micro-batches; with fewer, the rate is one batch's inside
+                steady = steady_rate(work, n) if batches >= MIN_BATCHES else float("nan")
                 print(
-                    f"{n:>10,} {size:>6} {'spark local[2]':<18} {wall:>8.2f} {query or 0:>8.2f} {rate:>12,.0f} "
-                    f"{starts(work, 'pass'):>4}/{starts(work, 'tally'):<5}"
-                    f"  wall: {rate / (n / sup):.0%} of the supervisor; query alone {qrate:,.0f}/s = "
-                    f"{qrate / (n / sup):.0%} (rep {rep + 1})"
+                    f"{n:>10,} {size:>6} {'spark local[2]':<16} {wall:>7.2f} {query or 0:>7.2f} {n / wall:>11,.0f} "
+                    f"{steady:>12,.0f} {starts(work, 'pass'):>4}/{starts(work, 'tally'):<5}"
+                    f"  of the supervisor: wall {sup / wall:.0%}, query alone {sup / (query or wall):.0%}, "
+                    f"steady {steady / sup_steady:.0%}; {batches} micro-batches (rep {rep + 1})"
                 )
         # micro-batch overhead: one message per cycle, one cycle per micro-batch
         pipeline(work, args.cycles, 100, mode="cyclic", per_cycle=1)
         wall, query, err = run(work, *spark)
-        batches = int(re.search(r"micro-batches committed in this run: (\d+)", err).group(1))  # type: ignore[union-attr]
+        batches = micro_batches(err)
         spent = query or wall
         print(
             f"micro-batch overhead: {batches} nearly empty micro-batches in {spent:.1f}s "

@@ -63,7 +63,7 @@ def refusal(stage: StageConfig, refused: list[tuple[bytes, str]], where: str = "
     )
 
 
-def set_aside(store: StateStore, stage: StageConfig, refused: list[tuple[bytes, str]]) -> list[int]:
+def deadletter_refused(store: StateStore, stage: StageConfig, refused: list[tuple[bytes, str]]) -> list[int]:
     """Messages ``stage`` cannot take, each written to the dead-letter store on its own
     (``etlstage deadletter`` lists them); their ids."""
     eom = stage.markers.eom if all(stage.markers.EOM not in m for m, _ in refused) else None
@@ -84,10 +84,10 @@ def set_aside(store: StateStore, stage: StageConfig, refused: list[tuple[bytes, 
 
 def refuse(store: StateStore, stage: StageConfig, refused: list[tuple[bytes, str]], where: str = "") -> int:
     """``stage``'s on_failure policy for messages it cannot take: raise :func:`refusal`
-    (fail), or :func:`set_aside` them (deadletter); how many were set aside."""
+    (fail), or :func:`deadletter_refused` them (deadletter); how many were set aside."""
     if stage.on_failure != OnFailure.DEADLETTER:
         raise refusal(stage, refused, where)
-    return len(set_aside(store, stage, refused))
+    return len(deadletter_refused(store, stage, refused))
 
 
-__all__ = ["admit", "refusal", "refuse", "set_aside"]
+__all__ = ["admit", "deadletter_refused", "refusal", "refuse"]

@@ -5,13 +5,19 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from etlstage.config.model import StageConfig
 from etlstage.runtime.transport import resolve_program
 from etlstage.spark.conversation import worker_env
 from etlstage.spark.plan import Plan
 from etlstage.spark.shipping import localize
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import SparkSession
 
 
 def find_programs(plan: Plan, stages: list[StageConfig]) -> list[str]:
@@ -41,4 +47,37 @@ def find_programs(plan: Plan, stages: list[StageConfig]) -> list[str]:
     return problems
 
 
-__all__ = ["find_programs"]
+def probe_job(spark: SparkSession, plan: Plan, names: list[str]) -> list[str]:
+    """``names``' programs looked for by a task on every core, through the same Arrow path
+    as the query's tasks (so the Python processes it warms up are the ones they reuse)."""
+    import pyarrow as pa
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for _ in batches:
+            pass
+        found = probe_task(plan, names)
+        yield pa.RecordBatch.from_arrays([pa.array(found, pa.string())], ["problem"])
+
+    slots = max(1, spark.sparkContext.defaultParallelism)
+    rows = spark.range(0, slots, 1, slots).mapInArrow(run, "problem string").collect()
+    return sorted({r.problem for r in rows})
+
+
+def probe_task(plan: Plan, names: list[str]) -> list[str]:
+    """What a task of the start-up job does: warm its Python process up, then look for the programs."""
+    warm_up()
+    return find_programs(plan, [plan.config.stage(n) for n in names])
+
+
+def warm_up() -> None:
+    """Import what the query's tasks import, in the Spark Python process a probe task runs
+    in: Spark reuses it for the query's first tasks, which then start without the wait."""
+    import pandas  # noqa: F401  (pyspark's Arrow paths import it)
+    import pyarrow  # noqa: F401
+    import pyspark.sql.pandas.serializers  # noqa: F401
+
+    import etlstage.spark.sink
+    import etlstage.spark.transform  # noqa: F401
+
+
+__all__ = ["find_programs", "probe_job", "probe_task", "warm_up"]

@@ -251,7 +251,7 @@ def missing_programs(spark: SparkSession, plan: Plan) -> list[str]:
     """Stages whose program cannot be found where their tasks run: checked by a small job
     with a task per core, before the query starts (driver-side extractors: on the driver)."""
     from etlstage.spark.native import natives
-    from etlstage.spark.probe import find_programs
+    from etlstage.spark.probe import find_programs, probe_job
 
     config = plan.config
     native = natives(plan)  # no program of theirs runs
@@ -260,12 +260,7 @@ def missing_programs(spark: SparkSession, plan: Plan) -> list[str]:
     on_executors = [s for s in workers if s not in on_driver]
     problems = find_programs(plan, on_driver)
     if on_executors:
-        slots = max(1, spark.sparkContext.defaultParallelism)
-        rdd = spark.sparkContext.parallelize(range(slots), slots)
-        names = [s.name for s in on_executors]
-        problems += sorted(
-            set(rdd.mapPartitions(lambda _: find_programs(plan, [plan.config.stage(n) for n in names])).collect())
-        )
+        problems += probe_job(spark, plan, [s.name for s in on_executors])
     return problems
 
 

@@ -96,8 +96,8 @@ class Counts:
 
     def progress(self, p: Any) -> None:
         """One micro-batch's progress: add its observed counts."""
-        log.debug("micro-batch %s: %s rows, durations (ms) %s", p.batchId, p.numInputRows, p.durationMs)
         with self.lock:
+            extracted = self._extracted()
             self.batches += 1
             for name, row in (p.observedMetrics or {}).items():
                 self._observed[name] = self._observed.get(name, 0) + int(row["rows"] or 0)
@@ -116,6 +116,16 @@ class Counts:
                     self._bytes[key] = self._bytes.get(key, 0) + int(n)
                 fused.unlink()
             self._update()
+            log.debug(
+                "micro-batch %s: %d messages extracted, %s rows, durations (ms) %s",
+                p.batchId,
+                self._extracted() - extracted,
+                p.numInputRows,
+                p.durationMs,
+            )
+
+    def _extracted(self) -> int:
+        return sum(self._observed.get(self.metric(s), 0) for s in self.config.stages if s.type == "E")
 
     def _update(self) -> None:
         with self.lock:

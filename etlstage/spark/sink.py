@@ -76,10 +76,11 @@ class LoadWriter(DataSourceStreamArrowWriter):
         blocks: Iterable[bytes] = (to_block(batch.column(0)) for batch in iterator)
         counters: list[tuple[str, _Counter]] = []
         if self.handoff:
-            from etlstage.spark.source import read_spool
+            from etlstage.spark.spool import spool_blocks
 
             paths = (p for batch in iterator for p in batch.column(0).to_pylist())
-            extracted = _Counter((read_spool(p.decode()) for p in paths), markers.eom)
+            eom = markers.eom  # bound now: the generator runs after `markers` moves on down the chain
+            extracted = _Counter((b for p in paths for b in spool_blocks(p.decode(), eom)), eom)
             counters.append((self.handoff, extracted))
             blocks = extracted
         for name in self.chain:

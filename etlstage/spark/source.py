@@ -18,10 +18,8 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
@@ -32,11 +30,13 @@ from etlstage.errors import PipelineError, WorkerError
 from etlstage.spark.blocks import message_ends, to_batches
 from etlstage.spark.extract import ExtractWorker
 from etlstage.spark.plan import Plan
+from etlstage.spark.readahead import ReadAhead
+from etlstage.spark.spool import spool_blocks, write_window
 
 log = logging.getLogger("etlstage.spark.source")
 
-PLAIN_BATCH_BYTES = 64 << 20  # a plain worker's output is cut into micro-batches of about this size
-PLAIN_LINGER = 0.5  # ...or what it wrote within this long after the first bytes
+PLAIN_BATCH_BYTES = 256 << 20  # a plain worker's output is cut into micro-batches of at most about this size
+PLAIN_LINGER = 2.0  # ...or what it wrote within this long after the first bytes (sooner when a batch waits)
 
 
 class ExtractSource(DataSource):
@@ -85,6 +85,7 @@ class DriverReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.finished = False  # plain: the worker exited; cyclic --once: an empty cycle came
         self.answered: tuple[int, int] | None = None  # (start seq, end seq) already extracted
         self.next_poll = 0.0
+        self.ahead: ReadAhead | None = None  # a plain worker's next window, read while batches run
 
     def initialOffset(self) -> dict:
         return {"seq": 0}
@@ -100,42 +101,33 @@ class DriverReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return start
         worker = self._worker()
         try:
-            if self.stage.mode == "plain":
-                block, self.finished = worker.drain_plain(PLAIN_BATCH_BYTES, PLAIN_LINGER)
-            else:
-                block = worker.cycle(b"")
-                if not block:  # an empty cycle: --once is over; otherwise ask again after poll_interval
-                    self.finished = self.plan.once
-                    self.next_poll = time.monotonic() + self.stage.poll_interval
+            if self.stage.mode == "plain":  # read ahead while batches run: spooled already
+                if not self._read_ahead(worker).take(seq):
+                    self.finished = True
+                    return start
+                self.answered = (seq, seq + 1)
+                return {"seq": seq + 1}
+            block = worker.cycle(b"")
+            if not block:  # an empty cycle: --once is over; otherwise ask again after poll_interval
+                self.finished = self.plan.once
+                self.next_poll = time.monotonic() + self.stage.poll_interval
         finally:
             self.plan.record(worker)
         if not block:
             return start
-        self._spool(seq, block)
+        write_window(self.spool, str(seq), block, self.stage.markers.eom, self.partitions_per_batch)
         self.answered = (seq, seq + 1)
         return {"seq": seq + 1}
+
+    def _read_ahead(self, worker: ExtractWorker) -> ReadAhead:
+        if self.ahead is None:
+            self.ahead = ReadAhead(worker, self.spool, self.partitions_per_batch, PLAIN_BATCH_BYTES, PLAIN_LINGER)
+        return self.ahead
 
     def _worker(self) -> ExtractWorker:
         if self.worker is None:
             self.worker = self.plan.extractor(self.stage, 0)
         return self.worker
-
-    def _spool(self, seq: int, block: bytes) -> None:
-        """The window's messages, cut into the batch's partitions, durable before its offsets."""
-        self.spool.mkdir(parents=True, exist_ok=True)
-        ends = message_ends(block, self.stage.markers.eom)
-        n = self.partitions_per_batch
-        cuts = [0] + [int(ends[(len(ends) * k) // n - 1]) if (len(ends) * k) // n else 0 for k in range(1, n)]
-        cuts.append(len(block))
-        for p in range(n):
-            path = self.spool / f"{seq}-{p}.bin"
-            tmp = path.with_suffix(".tmp")
-            with open(tmp, "wb") as f:
-                f.write(block[cuts[p] : max(cuts[p], cuts[p + 1])])
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        _fsync_dir(self.spool)
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         first, stop = int(start["seq"]), int(end["seq"])
@@ -152,7 +144,8 @@ class DriverReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             yield pa.RecordBatch.from_arrays([pa.array([f.encode() for f in partition.files], pa.binary())], ["value"])
             return
         for name in partition.files:
-            yield from to_batches(read_spool(name), partition.eom)
+            for block in spool_blocks(name, partition.eom):
+                yield from to_batches(block, partition.eom)
 
     def commit(self, end: dict) -> None:
         """Batches before ``end`` are committed: their spool is no longer needed."""
@@ -162,6 +155,8 @@ class DriverReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 path.unlink(missing_ok=True)
 
     def stop(self) -> None:
+        if self.ahead is not None:
+            self.ahead.stop()
         if self.worker is not None:
             self.worker.stop()
             self.worker = None
@@ -227,27 +222,8 @@ class PolicyReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 path.unlink(missing_ok=True)
 
 
-def read_spool(name: str) -> bytes:
-    """A spooled window's messages, or a clear error when the file is not where it was written."""
-    try:
-        return Path(name).read_bytes()
-    except FileNotFoundError:
-        raise PipelineError(
-            f"spooled window {name} is missing: the checkpoint directory must be a path every "
-            "executor sees (engine.checkpoint), and must not be cleaned while the query runs"
-        ) from None
-
-
 def _safe(value: object) -> str:
     return str(value).replace("/", "_").replace(":", "_")
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-__all__ = ["ExtractSource", "read_spool"]
+__all__ = ["ExtractSource"]
