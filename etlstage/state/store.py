@@ -15,6 +15,7 @@ no one else can swap what is in it, so the checks made at opening hold for the r
 from __future__ import annotations
 
 import errno
+import fcntl
 import json
 import logging
 import os
@@ -22,7 +23,8 @@ import pwd
 import sqlite3
 import stat
 import time
-from contextlib import AbstractContextManager
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -201,6 +203,17 @@ def ensure_private_dir(path: str | Path) -> Path:
     return p
 
 
+@contextmanager
+def _locked(directory: Path) -> Iterator[None]:
+    """An exclusive lock on ``directory`` (flock on its descriptor) for the block."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
 class StateStore:
     FILE = "state.db"
 
@@ -210,9 +223,12 @@ class StateStore:
         stage_dirs = self._stage_dirs()
         for suffix in SIDE_FILES:
             self._check_file(Path(str(self.path) + suffix))
-        self._open_file(stage_dirs)
         try:
-            self.db = connect(self.path, schema=SCHEMA)
+            # Processes opening a new store at once (a Spark engine's tasks setting aside dead
+            # letters) take turns: none sees the file another is creating still empty.
+            with _locked(self.dir):
+                self._open_file(stage_dirs)
+                self.db = connect(self.path, schema=SCHEMA)
             check = self.db.execute("PRAGMA quick_check").fetchall()
             if check != [("ok",)]:
                 raise sqlite3.DatabaseError("; ".join(str(r[0]) for r in check[:3]))

@@ -162,3 +162,41 @@ def test_a_state_dir_others_could_write_is_made_owner_only_with_a_warning(pdir):
     assert r.code == 0, r.stderr
     assert f"{state} was writable by others (mode 777); made owner-only (0700)" in r.stderr
     assert mode(state) == 0o700
+
+
+OPEN_AT_ONCE = """
+import sys, time
+from etlstage.state.store import StateStore
+start = float(sys.argv[2])
+while time.time() < start:
+    pass
+store = StateStore(sys.argv[1])
+store.add_deadletter("up", 1, "refused", b"m\\n", 1, 10)
+store.close()
+"""
+
+
+@pytest.mark.parametrize("round_", range(3))
+def test_processes_creating_the_store_at_once_all_open_it(tmp_path: Path, round_: int) -> None:
+    """A Spark engine's tasks may each set a dead letter aside before any state.db exists,
+    beside stage folders: none may take the file another is creating for an emptied one."""
+    import subprocess
+    import sys
+    import time
+
+    state = tmp_path / "state"
+    (state / "stages" / "up").mkdir(parents=True)
+    start = time.time() + 1.5
+    procs = [
+        subprocess.Popen([sys.executable, "-c", OPEN_AT_ONCE, str(state), str(start)], stderr=subprocess.PIPE)
+        for _ in range(8)
+    ]
+    errors = [p.communicate(timeout=60)[1].decode() for p in procs]
+    assert [p.returncode for p in procs] == [0] * 8, "\n".join(e for e in errors if e)
+    from etlstage.state.store import StateStore
+
+    store = StateStore(state)
+    try:
+        assert len(store.deadletters()) == 8
+    finally:
+        store.close()

@@ -58,23 +58,25 @@ def test_the_stock_pipeline_on_spark_survives_kills_of_the_driver(tmp_path: Path
     seed = int(os.environ.get("ETLSTAGE_CRASH_SEED", "4111"))
     rng = random.Random(seed)
     shutil.copy(ROOT / "stages.yaml", tmp_path / "stages.yaml")
-    text = (tmp_path / "stages.yaml").read_text()  # windows of 1,000 records: several micro-batches
-    smaller = text.replace('--max-records-per-cycle, "10000"', '--max-records-per-cycle, "1000"')
+    text = (tmp_path / "stages.yaml").read_text()  # windows of 200 records: some 25 micro-batches
+    smaller = text.replace('--max-records-per-cycle, "10000"', '--max-records-per-cycle, "200"')
     assert smaller != text
     (tmp_path / "stages.yaml").write_text(smaller)
     cmd = [*ETLSTAGE, "run", "--engine", "spark", "--master", "local[2]", "--once", "--no-progress", "stages.yaml"]
     hits = 0
+    deadline = time.monotonic() + 420
     with open(tmp_path / "run.log", "ab") as log:
-        for _ in range(5):
+        while hits < 5 and time.monotonic() < deadline:
             proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=log, stderr=log, start_new_session=True)
-            time.sleep(rng.uniform(6, 24))
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-                hits += 1
+            time.sleep(rng.uniform(5, 14))
+            if proc.poll() is not None:
+                break  # it finished before this kill: the final run below must find nothing left
+            os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(30)
+            hits += 1
         final = subprocess.run(cmd, cwd=tmp_path, stdout=log, stderr=log, timeout=RUN_S)
     assert final.returncode == 0, (tmp_path / "run.log").read_text()[-4000:]
-    assert hits >= 4, f"seed {seed}: the run had ended before most kills ({hits} of 5 landed)"
+    assert hits == 5, f"seed {seed}: the run ended after {hits} kills, before five had landed"
     assert tables(tmp_path / "output/rdss") == expected(tmp_path), f"seed {seed}: the tables differ"
 
 
