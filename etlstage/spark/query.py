@@ -271,7 +271,11 @@ def run_in(spark: SparkSession, plan: Plan, *, progress: bool = True, counts: Co
     from etlstage.spark.source import ExtractSource
 
     config = plan.config
-    plan = dataclasses.replace(plan, shipped=ship(spark, config.engine.ship, plan.checkpoint / "etlstage" / "ship"))
+    try:
+        plan = dataclasses.replace(plan, shipped=ship(spark, config.engine.ship, plan.checkpoint / "etlstage" / "ship"))
+    except EtlstageError as exc:
+        log.error("%s", exc)
+        return exc.exit_code
     missing = missing_programs(spark, plan)
     if missing:
         log.error("cannot run the pipeline on Spark:\n%s", "\n".join(f"  - {m}" for m in missing))

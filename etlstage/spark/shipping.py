@@ -19,6 +19,8 @@ import tarfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from etlstage.errors import ConfigError
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -32,16 +34,20 @@ def ship(spark: SparkSession, paths: list[str], packs: Path) -> Shipped:
     shipped = []
     for path in paths:
         root = os.path.normpath(os.path.abspath(path))
-        if os.path.isdir(root):
-            packs.mkdir(parents=True, exist_ok=True)
-            archive = packs / f"{os.path.basename(root)}.tgz"
-            with tarfile.open(archive, "w:gz") as tar:
-                tar.add(root, arcname=".")
-            spark.sparkContext.addArchive(str(archive))
-            shipped.append((root, archive.name))
-        else:
-            spark.sparkContext.addFile(root)
-            shipped.append((root, os.path.basename(root)))
+        try:
+            if os.path.isdir(root):
+                packs.mkdir(parents=True, exist_ok=True)
+                archive = packs / f"{os.path.basename(root)}.tgz"
+                with tarfile.open(archive, "w:gz") as tar:
+                    tar.add(root, arcname=".")
+                spark.sparkContext.addArchive(str(archive))
+                shipped.append((root, archive.name))
+            else:
+                spark.sparkContext.addFile(root)
+                shipped.append((root, os.path.basename(root)))
+        except Exception as exc:  # gone since it was checked, unreadable, or refused by Spark
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise ConfigError([f"engine.ship: cannot ship {path} to the executors: {first[:300]}"]) from None
     if shipped:
         log.info("shipping to the executors: %s", ", ".join(paths))
     return tuple(shipped)

@@ -408,3 +408,23 @@ stages:
     assert "on_failure=fail" in text and "Traceback" not in text and "SQLSTATE" not in text
     assert not list((tmp_path / ".etlstage" / "spark-checkpoint" / "commits").glob("[0-9]*"))
     assert not (tmp_path / ".etlstage" / "state.db").exists() or not StateStore(tmp_path / ".etlstage").deadletters()
+
+
+def test_a_shipped_file_gone_before_the_run_is_a_clear_error(spark, tmp_path: Path, caplog) -> None:
+    """Checked when the file is read (``validate``); removed before Spark ships it: exit 2, named."""
+    gone = tmp_path / "gone-helper.sh"
+    gone.write_text("#!/bin/sh\n")
+    text = f"""
+stages:
+  - {{name: ext, type: E, command: [{PY}, {TW}, count, "3"]}}
+  - {{name: load, type: L, command: [{PY}, {TW}, append, out.txt]}}
+engine: {{kind: spark, ship: [{gone.name}]}}
+"""
+    config = apply_flags(parse_config(text, str(tmp_path / "stages.yaml"), base_dir=str(tmp_path)), "spark", None)
+    gone.unlink()
+    from etlstage.spark.plan import Plan
+    from etlstage.spark.query import run_in
+
+    assert run_in(spark, Plan(config, once=True), progress=False) == 2
+    assert f"engine.ship: cannot ship {gone} to the executors" in caplog.text, caplog.text
+    assert "Traceback" not in caplog.text and not (tmp_path / "out.txt").exists()
