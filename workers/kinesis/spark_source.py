@@ -125,7 +125,7 @@ def settings_from(ctx: _Context) -> Settings:
         raise ConfigError([message], where)
 
     parser.error = error
-    parser.set_defaults(stream=ctx.env.get("ETLSTAGE_KINESIS_STREAM"), log_format=None, syslog_address=None)
+    parser.set_defaults(stream=ctx.env.get("ETLSTAGE_KINESIS_STREAM"))
     for action in parser._actions:
         if action.dest in NOT_UNDER_SPARK:
             action.default = argparse.SUPPRESS  # present in the namespace only when given

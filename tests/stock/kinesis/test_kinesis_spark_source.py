@@ -1,0 +1,263 @@
+"""The Kinesis extractor as a native Spark source: real PySpark (local[2]) against moto's server."""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from etlstage_workers.kinesis import kpl
+from etlstage_workers.kinesis.options import build_parser, options_from_args
+from etlstage_workers.kinesis.spark_source import native_source, settings_from
+
+from etlstage.errors import ConfigError
+from etlstage.protocol.markers import DEFAULT_MARKERS, Markers
+
+from .test_kinesis_moto import run_plain
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str = "extract"
+    type: str = "E"
+    markers: Markers = DEFAULT_MARKERS
+
+
+@dataclass(frozen=True)
+class Ctx:
+    """The shape of the engine's NativeContext (only these attribute names are used)."""
+
+    argv: list[str]
+    checkpoint: str
+    stage: Stage = field(default_factory=Stage)
+    env: dict[str, str] = field(default_factory=dict)
+    state_dir: str = ""
+    once: bool = True
+
+
+@pytest.fixture(scope="module")
+def spark() -> Any:
+    from etlstage.spark.query import ENGINE_CONF
+    from etlstage.spark.session import quiet_spark, start_session
+
+    quiet_spark()
+    session = start_session(
+        "local[2]", "etlstage-kinesis-source-tests", ENGINE_CONF, connect_timeout=10, log_level="ERROR"
+    )
+    yield session
+    session.stop()
+
+
+def args(stream: str, url: str, *more: str) -> list[str]:
+    return ["--stream", stream, "--endpoint-url", url, "--region", "us-east-1", *more]
+
+
+def run(spark: Any, ctx: Ctx, root: Path, timeout: float = 120) -> dict[int, list[bytes]]:
+    """One available-now run with the checkpoint under ``root``: the rows of each micro-batch."""
+    batches: dict[int, list[bytes]] = {}
+
+    def collect(df: Any, batch_id: int) -> None:
+        batches[batch_id] = [bytes(r.value) for r in df.collect()]
+
+    query = (
+        native_source(spark, ctx)
+        .writeStream.foreachBatch(collect)
+        .option("checkpointLocation", str(root / "query"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    try:
+        assert query.awaitTermination(timeout), "the available-now query did not end"
+    finally:
+        query.stop()
+    assert query.exception() is None
+    return batches
+
+
+def ctx_for(root: Path, argv: list[str]) -> Ctx:
+    return Ctx(argv=argv, checkpoint=str(root / "query" / "stage-extract"))
+
+
+def shard_contents(emulator: Any, stream: str) -> dict[str, list[dict[str, Any]]]:
+    """Every record of every shard, in order, read directly."""
+    client = emulator.client()
+    out = {}
+    for shard in client.list_shards(StreamName=stream)["Shards"]:
+        sid = shard["ShardId"]
+        it = client.get_shard_iterator(StreamName=stream, ShardId=sid, ShardIteratorType="TRIM_HORIZON")
+        reply = client.get_records(ShardIterator=it["ShardIterator"], Limit=10000)
+        out[sid] = reply["Records"]
+    return dict(sorted(out.items()))
+
+
+def data(n: int, prefix: str = "r") -> list[tuple[str, bytes]]:
+    return [(f"k{i % 7}", json.dumps({"id": f"{prefix}{i}"}).encode()) for i in range(n)]
+
+
+def concat(values: list[list[bytes]]) -> list[bytes]:
+    return [v for vs in values for v in vs]
+
+
+# --- options ------------------------------------------------------------------------------
+
+
+def test_options_mean_what_they_mean_for_the_worker(tmp_path) -> None:
+    argv = args("s", "http://127.0.0.1:1", "--envelope", "--limit", "7", "--max-records-per-cycle", "9")
+    settings = settings_from(ctx_for(tmp_path, argv))
+    assert settings.options == options_from_args(build_parser().parse_args(argv))
+    assert settings.stage == "extract"
+
+
+@pytest.mark.parametrize(
+    ("given", "named"),
+    [
+        (["--state-dir", "/tmp/x"], "--state-dir"),
+        (["--parallel", "2"], "--parallel"),
+        (["--paral", "2"], "--parallel"),  # an abbreviation is the same option
+        (["--no-read-ahead"], "--no-read-ahead"),
+        (["--max-cycle-seconds", "3"], "--max-cycle-seconds"),
+        (["--limit", "0"], "--limit 0"),
+        (["--initial-position", "NOW"], "NOW"),
+        (["--bogus"], "--bogus"),
+    ],
+)
+def test_bad_or_meaningless_options_name_the_stage_and_the_option(tmp_path, given, named) -> None:
+    with pytest.raises(ConfigError) as err:
+        settings_from(ctx_for(tmp_path, args("s", "http://127.0.0.1:1", *given)))
+    assert "stage 'extract'" in str(err.value)
+    assert named in str(err.value)
+
+
+def test_the_stream_may_come_from_the_stage_environment(tmp_path) -> None:
+    ctx = Ctx(
+        argv=["--endpoint-url", "http://127.0.0.1:1"],
+        checkpoint=str(tmp_path),
+        env={"ETLSTAGE_KINESIS_STREAM": "from-env", "AWS_REGION": "eu-west-1"},
+    )
+    settings = settings_from(ctx)
+    assert (settings.options.stream, settings.options.region) == ("from-env", "eu-west-1")
+
+
+# --- micro-batches --------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_two_shards_every_record_once_in_shard_order_as_the_worker_emits(
+    spark, emulator, stream, put_records, tmp_path
+) -> None:
+    s = stream(2)
+    put_records(s, data(40))
+    argv = args(s, emulator.endpoint_url, "--envelope")
+    batches = run(spark, ctx_for(tmp_path, argv), tmp_path)
+
+    contents = shard_contents(emulator, s)
+    assert all(len(records) > 5 for records in contents.values())  # both shards hold records
+    worker = run_plain(options_from_args(build_parser().parse_args(argv)))
+    by_shard = {sid: [m for m in worker if json.loads(m)["shardId"] == sid] for sid in contents}
+    assert [[json.loads(m)["sequenceNumber"] for m in ms] for ms in by_shard.values()] == [
+        [r["SequenceNumber"] for r in records] for records in contents.values()
+    ]
+    assert batches == {0: concat(list(by_shard.values()))}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_a_restart_with_the_same_checkpoint_reads_only_the_new_records(
+    spark, emulator, stream, put_records, tmp_path
+) -> None:
+    s = stream(2)
+    put_records(s, data(10, "a"))
+    ctx = ctx_for(tmp_path, args(s, emulator.endpoint_url))
+    first = run(spark, ctx, tmp_path)
+    before = shard_contents(emulator, s)
+    assert first == {0: concat([[r["Data"] for r in rs] for rs in before.values()])}
+
+    put_records(s, data(6, "b"))
+    after = shard_contents(emulator, s)
+    second = run(spark, ctx, tmp_path)
+    assert second == {1: concat([[r["Data"] for r in after[sid][len(before[sid]) :]] for sid in after])}
+    assert sorted(json.loads(v)["id"] for v in second[1]) == sorted(f"b{i}" for i in range(6))
+
+    assert run(spark, ctx, tmp_path) == {}  # nothing new: no batch at all
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_kpl_aggregates_are_deaggregated_and_a_limit_may_cut_inside_one(
+    spark, emulator, stream, put_records, tmp_path
+) -> None:
+    s = stream(1)
+    agg1 = kpl.aggregate([("a", b"a0"), ("b", b"a1"), ("c", b"a2")])
+    agg2 = kpl.aggregate([("d", b"b0"), ("e", b"b1"), ("f", b"b2")])
+    put_records(s, [("x", agg1), ("y", agg2), ("z", b"plain")])
+
+    whole = run(spark, ctx_for(tmp_path / "whole", args(s, emulator.endpoint_url)), tmp_path / "whole")
+    assert whole == {0: [b"a0", b"a1", b"a2", b"b0", b"b1", b"b2", b"plain"]}
+
+    argv = args(s, emulator.endpoint_url, "--max-records-per-cycle", "2")
+    cut = run(spark, ctx_for(tmp_path / "cut", argv), tmp_path / "cut")
+    assert cut == {0: [b"a0", b"a1"], 1: [b"a2", b"b0"], 2: [b"b1", b"b2"], 3: [b"plain"]}
+
+    kept = run(spark, ctx_for(tmp_path / "kept", [*argv, "--no-deaggregate"]), tmp_path / "kept")
+    # aggregates passed on whole hold newline bytes: base64 envelopes, as the worker sends them
+    worker = run_plain(options_from_args(build_parser().parse_args([*argv, "--no-deaggregate"])))
+    assert [base64.b64decode(json.loads(m)["data"]) for m in worker[:2]] == [agg1, agg2]
+    assert kept == {0: worker[:2], 1: [b"plain"]}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_the_record_limit_holds_per_shard_in_every_micro_batch(spark, emulator, stream, put_records, tmp_path) -> None:
+    s = stream(2)
+    put_records(s, data(25))
+    batches = run(
+        spark, ctx_for(tmp_path, args(s, emulator.endpoint_url, "--envelope", "--max-records-per-cycle", "4")), tmp_path
+    )
+
+    contents = shard_contents(emulator, s)
+    assert sorted(batches) == list(range(len(batches)))
+    for sid, records in contents.items():
+        counts = [n for n in (sum(json.loads(m)["shardId"] == sid for m in rows) for rows in batches.values()) if n]
+        n = len(records)
+        assert counts == [4] * (n // 4) + ([n % 4] if n % 4 else [])
+    seqs = {
+        sid: [
+            json.loads(m)["sequenceNumber"] for m in concat(list(batches.values())) if json.loads(m)["shardId"] == sid
+        ]
+        for sid in contents
+    }
+    assert seqs == {sid: [r["SequenceNumber"] for r in records] for sid, records in contents.items()}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_a_replayed_batch_reads_exactly_what_it_read_the_first_time(
+    spark, emulator, stream, put_records, tmp_path
+) -> None:
+    s = stream(1)
+    put_records(s, data(3, "a"))
+    ctx = ctx_for(tmp_path, args(s, emulator.endpoint_url, "--max-records-per-cycle", "5"))
+    first = run(spark, ctx, tmp_path)
+    assert [json.loads(v)["id"] for v in first[0]] == ["a0", "a1", "a2"]
+
+    put_records(s, data(4, "b"))  # a batch read again without its recorded end would take a0..a2, b0, b1
+    commit = tmp_path / "query" / "commits" / "0"
+    assert commit.exists()
+    commit.unlink()
+    crc = commit.with_name(".0.crc")
+    if crc.exists():
+        crc.unlink()
+    again = run(spark, ctx, tmp_path)
+    assert again == {0: first[0], 1: [v for _, v in data(4, "b")]}
+    assert not (Path(ctx.checkpoint) / "kinesis-reached" / "0").exists()  # forgotten once batch 1 committed
+
+
+def test_the_entry_point_names_the_factory() -> None:
+    from importlib.metadata import entry_points
+
+    found = [ep for ep in entry_points(group="etlstage.spark.sources") if ep.name == "etlstage-kinesis"]
+    assert [ep.load() for ep in found] == [native_source]
