@@ -1,4 +1,5 @@
-"""The Kinesis extractor as a native Spark source: real PySpark (local[2]) against moto's server."""
+"""The Kinesis extractor as a native Spark source: real PySpark (local[2]) against moto's server
+(and kinesis-local for resharding, which moto does not end shards for)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from etlstage_workers.kinesis.spark_source import native_source, settings_from
 from etlstage.errors import ConfigError
 from etlstage.protocol.markers import DEFAULT_MARKERS, Markers
 
+from . import test_kinesis_reshard as reshard
 from .test_kinesis_moto import run_plain
 
 
@@ -36,6 +38,9 @@ class Ctx:
     env: dict[str, str] = field(default_factory=dict)
     state_dir: str = ""
     once: bool = True
+
+
+kinesis_mock = reshard.kinesis_mock  # kinesis-local on loopback: a mock that closes split and merged shards
 
 
 @pytest.fixture(scope="module")
@@ -261,3 +266,25 @@ def test_the_entry_point_names_the_factory() -> None:
 
     found = [ep for ep in entry_points(group="etlstage.spark.sources") if ep.name == "etlstage-kinesis"]
     assert [ep.load() for ep in found] == [native_source]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_after_a_split_and_a_merge_children_are_read_after_their_parents(spark, kinesis_mock, tmp_path) -> None:
+    url, client = kinesis_mock
+    s = "spark-reshard"
+    client.create_stream(StreamName=s, ShardCount=1)
+    reshard._wait_active(client, s)
+    writer = reshard.Writer(client, s, per_phase=30, keys=5)
+    writer.run()  # 30 records, split, 30 more, merge, 30 more (here, not in a thread)
+    assert writer.error is None
+
+    batches = run(spark, ctx_for(tmp_path, args(s, url)), tmp_path, timeout=200)
+    docs = [json.loads(v) for rows in batches.values() for v in rows]
+    assert sorted((d["key"], d["n"]) for d in docs) == sorted(writer.written)  # each record once
+    for key in {d["key"] for d in docs}:
+        ns = [d["n"] for d in docs if d["key"] == key]
+        assert ns == sorted(ns), key
+    phases = [[d["n"] // 30 for d in map(json.loads, rows)] for _, rows in sorted(batches.items())]
+    assert [p for ps in phases for p in ps] == sorted(p for ps in phases for p in ps)  # parents' batches first
+    assert all(len(set(ps)) == 1 for ps in phases)  # a batch never mixes a parent with its children
