@@ -70,6 +70,7 @@ class KinesisReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._rows: dict[str, ShardRow] = {}
         self._more: set[str] = set()  # shards whose last read was cut short by the record limit
         self._answer: tuple[int, dict[str, Any]] | None = None
+        self._registry_at_start: dict[str, Any] = {}
         self._last_sync = 0.0
         self._sync_needed = True
         self._next_probe: dict[str, float] = {}
@@ -127,9 +128,11 @@ class KinesisReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     row.ended = newly_ended = self._sync_needed = True
             if not newly_ended:  # else its children may be readable now
                 break
-        if not read:
-            return start
         end = encode(batch + 1, self._rows, read)
+        if not read and _registry(end) == self._registry_at_start:
+            return start
+        # a batch, or new shards / finished shards to keep: an offset with nothing to read
+        # (a pinned LATEST start time survives a restart only in the offset log)
         self._answer = (batch, end)
         return end
 
@@ -152,6 +155,7 @@ class KinesisReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if reached.more and not reached.ended:
                 more.add(sid)
         self._rows, self._more, self._view_batch = rows, more, batch
+        self._registry_at_start = _registry(encode(batch, rows, {}))
         self._sync_needed = True
 
     def _sync(self) -> None:
@@ -285,6 +289,11 @@ class KinesisReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if pos is None:
             return iterator_from(self.api(), row, None, None, True)
         return iterator_from(self.api(), row, pos.seq, pos.subseq, pos.complete)
+
+
+def _registry(offset: dict[str, Any]) -> dict[str, Any]:
+    """What an offset says about the shards (not which ones its batch reads)."""
+    return {"shards": offset["shards"], "ended": offset["ended"]}
 
 
 def _key(pos: Position | None) -> tuple[int, int]:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import base64
 import json
-from dataclasses import dataclass, field
+import time
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -288,3 +289,63 @@ def test_after_a_split_and_a_merge_children_are_read_after_their_parents(spark, 
     phases = [[d["n"] // 30 for d in map(json.loads, rows)] for _, rows in sorted(batches.items())]
     assert [p for ps in phases for p in ps] == sorted(p for ps in phases for p in ps)  # parents' batches first
     assert all(len(set(ps)) == 1 for ps in phases)  # a batch never mixes a parent with its children
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_latest_starts_at_the_first_run_and_a_restart_keeps_that_start(
+    spark, emulator, stream, put_records, tmp_path
+) -> None:
+    s = stream(2)
+    put_records(s, data(5, "old"))
+    ctx = ctx_for(tmp_path, args(s, emulator.endpoint_url, "--initial-position", "LATEST"))
+    assert run(spark, ctx, tmp_path) == {0: []}  # a batch with no rows: the start time is in the offset log
+    put_records(s, data(5, "new"))
+    got = run(spark, ctx, tmp_path)
+    assert sorted(got) == [1]
+    assert sorted(json.loads(v)["id"] for v in got[1]) == [f"new{i}" for i in range(5)]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_throttled_calls_back_off_and_nothing_is_lost(spark, emulator, stream, put_records, proxy, tmp_path) -> None:
+    s = stream(1)
+    put_records(s, data(12))
+    proxy.fail_at = {1, 2, 4}  # the driver's first look, its first retry, the task's first GetRecords
+    argv = args(s, proxy.endpoint_url, "--backoff-base-ms", "1", "--max-records-per-cycle", "5")
+    batches = run(spark, ctx_for(tmp_path, argv), tmp_path)
+    assert proxy.failed == 3
+    assert concat([batches[b] for b in sorted(batches)]) == [v for _, v in data(12)]
+    assert [len(batches[b]) for b in sorted(batches)] == [5, 5, 2]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_a_running_query_reads_records_as_they_come(spark, emulator, stream, put_records, tmp_path) -> None:
+    s = stream(2)
+    ctx = replace(ctx_for(tmp_path, args(s, emulator.endpoint_url, "--idle-sleep", "0.1")), once=False)
+    rows: list[bytes] = []
+
+    def collect(df: Any, batch_id: int) -> None:
+        rows.extend(bytes(r.value) for r in df.collect())
+
+    query = (
+        native_source(spark, ctx)
+        .writeStream.foreachBatch(collect)
+        .option("checkpointLocation", str(tmp_path / "query"))
+        .trigger(processingTime="0.2 seconds")
+        .start()
+    )
+    try:
+        for wave in ("a", "b"):
+            put_records(s, data(6, wave))
+            deadline = time.monotonic() + 60
+            while sum(json.loads(v)["id"].startswith(wave) for v in rows) < 6:
+                assert query.exception() is None
+                assert time.monotonic() < deadline, f"wave {wave}: {len(rows)} rows so far"
+                time.sleep(0.1)
+    finally:
+        query.stop()
+    assert sorted(json.loads(v)["id"] for v in rows) == sorted(
+        [f"a{i}" for i in range(6)] + [f"b{i}" for i in range(6)]
+    )
