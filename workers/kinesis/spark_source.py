@@ -16,7 +16,9 @@ Micro-batches (:mod:`.spark_reader`)
     partition, read by one task with at most the batch's record limit per shard
     (``--max-records-per-cycle``, or Spark's ``ReadMaxRows``).  Offsets
     (:mod:`.spark_offsets`) hold every shard's position, the finished shards, and the
-    shards the batch reads with their limits.
+    shards the batch reads with their limits.  New shards (with a pinned ``LATEST`` start
+    time) and shards found finished go into an offset even when nothing is to be read: a
+    micro-batch with no rows, so that a restart starts from the same view.
 
 Exact replay
     A GetRecords call with a limit may stop anywhere before it, so an offset cannot say
