@@ -74,6 +74,7 @@ class KinesisReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._last_sync = 0.0
         self._sync_needed = True
         self._next_probe: dict[str, float] = {}
+        self._probe_iterators: dict[str, tuple[tuple[Any, ...], str]] = {}
         self._rates: dict[str, RateLimit] = {}
 
     # --- both sides ---------------------------------------------------------------------
@@ -186,17 +187,35 @@ class KinesisReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return [r for sid, r in sorted(rows.items()) if not r.ended and not unfinished_parents(r, rows)]
 
     def _probe(self, row: ShardRow) -> tuple[bool, bool]:
-        """(records wait after the row's position, the shard ended there): one GetRecords(Limit=1)."""
+        """(records wait after the row's position, the shard ended there): one GetRecords(Limit=1).
+
+        An empty answer's next iterator stands at the same position: the next look at the
+        shard reuses it (one call instead of two) until the position moves.
+        """
+        sid = row.shard_id
         now = time.monotonic()
-        if not self.available_now and now < self._next_probe.get(row.shard_id, 0.0):
+        if not self.available_now and now < self._next_probe.get(sid, 0.0):
             return False, False
-        self._next_probe[row.shard_id] = now + self.o.idle_sleep
+        self._next_probe[sid] = now + self.o.idle_sleep
         api = self.api()
-        it, _ = iterator_from(api, row, row.seq, row.subseq, row.complete)
-        reply = api.get_records(it, 1, row.shard_id, self._rate(row.shard_id))
+        at = (row.seq, row.subseq, row.complete, row.start_type, row.start_ts)
+        kept = self._probe_iterators.pop(sid, None)
+        reply = None
+        if kept is not None and kept[0] == at:
+            try:
+                reply = api.get_records(kept[1], 1, sid, self._rate(sid))
+            except Exception as exc:
+                if error_code(exc) != "ExpiredIteratorException":
+                    raise
+        if reply is None:
+            it, _ = iterator_from(api, row, row.seq, row.subseq, row.complete)
+            reply = api.get_records(it, 1, sid, self._rate(sid))
         if reply.get("Records") or reply.get("MillisBehindLatest"):
             return True, False
-        return False, reply.get("NextShardIterator") is None
+        following = reply.get("NextShardIterator")
+        if following is not None:
+            self._probe_iterators[sid] = (at, following)
+        return False, following is None
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         batch = int(end["batch"])

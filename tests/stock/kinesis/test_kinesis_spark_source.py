@@ -147,6 +147,14 @@ def test_the_stream_may_come_from_the_stage_environment(tmp_path) -> None:
     assert (settings.options.stream, settings.options.region) == ("from-env", "eu-west-1")
 
 
+def test_no_secret_reaches_the_source_options(tmp_path) -> None:
+    secret, token = "wJalrXUtnFEMI-test-secret-never-passed", "IQoJb3JpZ2luX2VjE-test-token-never-passed"
+    env = {"AWS_SECRET_ACCESS_KEY": secret, "AWS_SESSION_TOKEN": token, "AWS_ACCESS_KEY_ID": "AKIATEST"}
+    ctx = Ctx(argv=args("s", "http://127.0.0.1:1"), checkpoint=str(tmp_path), env=env)
+    passed = json.dumps(settings_from(ctx).to_options())
+    assert secret not in passed and token not in passed and "AKIATEST" not in passed
+
+
 # --- micro-batches --------------------------------------------------------------------------
 
 
