@@ -297,9 +297,12 @@ class KinesisReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if iterator is None:
                 ended = True
                 break
-            if len(records) < ask and not reply.get("MillisBehindLatest"):
+            lag = reply.get("MillisBehindLatest")
+            if len(records) < ask and not lag:
                 caught_up = True
                 break
+            if room is not None and taken >= room and lag == 0:
+                caught_up = True  # the limit ended at the tip: the next batch need not read it unasked
         seq, sub, complete = (pos.seq, pos.subseq, pos.complete) if pos else (None, None, True)
         more = not ended and not caught_up
         return Reached(seq, sub, complete, ended, more, taken)

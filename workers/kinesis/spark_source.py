@@ -11,7 +11,7 @@ Micro-batches (:mod:`.spark_reader`)
     seconds, and after a shard ended), registers new ones as the extractor does
     (:func:`.shards.plan_new`), and picks the shards to read: open shards whose parents
     all reached SHARD_END and that have records — a shard whose last read stopped at its
-    record limit does, any other is asked with one ``GetRecords(Limit=1)`` (at most every
+    record limit behind the tip does, any other is asked with one ``GetRecords(Limit=1)`` (at most every
     ``--idle-sleep`` seconds, except under available-now).  Each picked shard is one input
     partition, read by one task with at most the batch's record limit per shard
     (``--max-records-per-cycle``, or Spark's ``ReadMaxRows``).  Offsets

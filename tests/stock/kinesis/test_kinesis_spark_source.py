@@ -259,15 +259,36 @@ def test_a_replayed_batch_reads_exactly_what_it_read_the_first_time(
     assert [json.loads(v)["id"] for v in first[0]] == ["a0", "a1", "a2"]
 
     put_records(s, data(4, "b"))  # a batch read again without its recorded end would take a0..a2, b0, b1
-    commit = tmp_path / "query" / "commits" / "0"
-    assert commit.exists()
-    commit.unlink()
-    crc = commit.with_name(".0.crc")
-    if crc.exists():
-        crc.unlink()
+    forget_commit(tmp_path, 0)
     again = run(spark, ctx, tmp_path)
     assert again == {0: first[0], 1: [v for _, v in data(4, "b")]}
     assert not (Path(ctx.checkpoint) / "kinesis-reached" / "0").exists()  # forgotten once batch 1 committed
+
+
+def forget_commit(root: Path, batch: int) -> None:
+    """As if the query died after the batch's tasks but before its commit was logged."""
+    commit = root / "query" / "commits" / str(batch)
+    assert commit.exists()
+    commit.unlink()
+    commit.with_name(f".{batch}.crc").unlink(missing_ok=True)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_a_replayed_batch_that_began_inside_an_aggregate_ends_where_it_ended(
+    spark, emulator, stream, put_records, tmp_path
+) -> None:
+    s = stream(1)
+    agg = kpl.aggregate([("a", b"a0"), ("b", b"a1"), ("c", b"a2")])
+    put_records(s, [("x", agg)])
+    ctx = ctx_for(tmp_path, args(s, emulator.endpoint_url, "--max-records-per-cycle", "2"))
+    first = run(spark, ctx, tmp_path)
+    assert first == {0: [b"a0", b"a1"], 1: [b"a2"]}  # batch 1 began at sub-record 2 and caught up
+
+    put_records(s, [("z", b"p1"), ("z", b"p2")])  # batch 1 read again by its limit alone would take a2, p1
+    forget_commit(tmp_path, 1)
+    again = run(spark, ctx, tmp_path)
+    assert again == {1: [b"a2"], 2: [b"p1", b"p2"]}
 
 
 def test_the_entry_point_names_the_factory() -> None:
