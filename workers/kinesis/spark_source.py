@@ -132,7 +132,10 @@ def settings_from(ctx: _Context) -> Settings:
         if action.dest in NOT_UNDER_SPARK:
             action.default = argparse.SUPPRESS  # present in the namespace only when given
     try:
-        ns = parser.parse_args(ctx.argv)
+        try:
+            ns = parser.parse_args(ctx.argv)
+        except SystemExit:  # --help printed its text
+            raise ConfigError(["--help: not an option for a stage that runs"], where) from None
         given = [NOT_UNDER_SPARK[d] for d in NOT_UNDER_SPARK if d in vars(ns)]
         if given:
             raise ConfigError([f"{g} has no meaning under the Spark engine: remove it" for g in given], where)

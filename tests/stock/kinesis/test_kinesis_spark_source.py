@@ -13,8 +13,10 @@ from typing import Any
 import pytest
 from etlstage_workers.kinesis import kpl
 from etlstage_workers.kinesis.options import build_parser, options_from_args
+from etlstage_workers.kinesis.spark_offsets import Reached, ReachedLog
 from etlstage_workers.kinesis.spark_source import native_source, settings_from
 
+from etlstage.config.loader import parse_config
 from etlstage.errors import ConfigError
 from etlstage.protocol.markers import DEFAULT_MARKERS, Markers
 
@@ -128,6 +130,7 @@ def test_options_mean_what_they_mean_for_the_worker(tmp_path) -> None:
         (["--limit", "0"], "--limit 0"),
         (["--initial-position", "NOW"], "NOW"),
         (["--bogus"], "--bogus"),
+        (["--help"], "--help"),
     ],
 )
 def test_bad_or_meaningless_options_name_the_stage_and_the_option(tmp_path, given, named) -> None:
@@ -145,6 +148,41 @@ def test_the_stream_may_come_from_the_stage_environment(tmp_path) -> None:
     )
     settings = settings_from(ctx)
     assert (settings.options.stream, settings.options.region) == ("from-env", "eu-west-1")
+
+
+STAGES = """
+stages:
+  - name: orders
+    type: E
+    mode: cyclic
+    offsets: worker
+    command: [etlstage-kinesis, --stream, orders, --region, eu-west-1, --max-records-per-cycle, "300"]
+    markers: {eom: 0x1e}
+  - name: load
+    type: L
+    command: [etlstage-spark-load, --columns, "id=/id", --output, /tmp/out]
+"""
+
+
+def test_a_stage_as_stages_yaml_loads_it(tmp_path) -> None:
+    config = parse_config(STAGES)
+    extract, load = config.stage("orders"), config.stage("load")
+    settings = settings_from(Ctx(argv=list(extract.command[1:]), checkpoint=str(tmp_path), stage=extract))
+    assert (settings.stage, settings.options.max_records_per_cycle, settings.markers.eom) == ("orders", 300, 0x1E)
+    with pytest.raises(ConfigError, match="stage 'load'.*E stage"):
+        settings_from(Ctx(argv=["--stream", "x"], checkpoint=str(tmp_path), stage=load))
+
+
+def test_a_position_is_recorded_once_whatever_a_second_attempt_reached(tmp_path) -> None:
+    log = ReachedLog(str(tmp_path))
+    first = Reached("5", 0, True, False, False, 3)
+    assert log.load(4, "shardId-000000000001") is None
+    assert log.record(4, "shardId-000000000001", first) == first
+    assert log.record(4, "shardId-000000000001", Reached("9", 0, True, False, True, 5)) == first
+    assert log.load(4, "shardId-000000000001") == first
+    log.record(5, "shardId-000000000001", first)
+    log.forget_before(5)
+    assert (log.load(4, "shardId-000000000001"), log.load(5, "shardId-000000000001")) == (None, first)
 
 
 def test_no_secret_reaches_the_source_options(tmp_path) -> None:
