@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Generator, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
@@ -32,6 +33,8 @@ from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows, SupportsTri
 from etlstage.errors import PipelineError
 
 log = logging.getLogger("etlstage.kinesis.spark")
+
+PROBE_THREADS = 8  # shards the driver asks at once whether records wait
 
 
 class KinesisSource(DataSource):
@@ -115,13 +118,15 @@ class KinesisReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if self._sync_needed or time.monotonic() - self._last_sync >= self.o.shard_sync_interval:
                 self._sync()
             newly_ended = False
+            to_ask = []
             for row in self._readable():
                 if row.shard_id in read:
                     continue
                 if row.shard_id in self._more:
                     read[row.shard_id] = per_shard
-                    continue
-                waiting, ended = self._probe(row)
+                else:
+                    to_ask.append(row)
+            for row, (waiting, ended) in zip(to_ask, self._probe_all(to_ask), strict=True):
                 if waiting:
                     read[row.shard_id] = per_shard
                 elif ended:
@@ -185,6 +190,16 @@ class KinesisReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _readable(self) -> list[ShardRow]:
         rows = self._rows
         return [r for sid, r in sorted(rows.items()) if not r.ended and not unfinished_parents(r, rows)]
+
+    def _probe_all(self, rows: list[ShardRow]) -> list[tuple[bool, bool]]:
+        """:meth:`_probe` for each row, a few at once (boto3 clients are thread-safe)."""
+        if len(rows) <= 1:
+            return [self._probe(row) for row in rows]
+        self.api()
+        for row in rows:
+            self._rate(row.shard_id)
+        with ThreadPoolExecutor(min(PROBE_THREADS, len(rows)), thread_name_prefix="kinesis-probe") as pool:
+            return list(pool.map(self._probe, rows))
 
     def _probe(self, row: ShardRow) -> tuple[bool, bool]:
         """(records wait after the row's position, the shard ended there): one GetRecords(Limit=1).
