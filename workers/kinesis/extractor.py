@@ -30,7 +30,7 @@ from etlstage_workers.kinesis.options import Options
 from etlstage_workers.kinesis.output import Framer, Position
 from etlstage_workers.kinesis.readahead import ReadAhead, Round, shares
 from etlstage_workers.kinesis.retry import Backoff, RateLimit, error_code
-from etlstage_workers.kinesis.shards import owner, plan_new
+from etlstage_workers.kinesis.shards import iterator_from, owner, plan_new, unfinished_parents
 from etlstage_workers.kinesis.store import CheckpointStore, Commit, ShardRow
 
 from etlstage.errors import ConfigError
@@ -256,23 +256,21 @@ class KinesisExtractor(Extractor):
         """Owned shards not ended whose parents all reached SHARD_END (committed; or, in_run, in this run)."""
         out = []
         foreign: set[str] = set()
+
+        def ended_in_run(sid: str) -> bool:
+            return self._ended_in_run(sid, in_run)
+
         for cur in self._cursors.values():
             if cur.ended or cur.row.ended:
                 continue
-            for p in cur.row.parents:
-                if p in self._rows and not self._rows[p].ended and not self._ended_in_run(p, in_run):
-                    foreign.add(p)
+            foreign.update(unfinished_parents(cur.row, self._rows, ended_in_run))
         if foreign:  # another instance may have finished them since we looked
             for sid in self.store.ended(foreign):
                 self._rows[sid].ended = True
         for cur in sorted(self._cursors.values(), key=lambda c: c.shard_id):
             if cur.ended or cur.row.ended:
                 continue
-            waiting = [
-                p
-                for p in cur.row.parents
-                if p in self._rows and not self._rows[p].ended and not self._ended_in_run(p, in_run)
-            ]
+            waiting = unfinished_parents(cur.row, self._rows, ended_in_run)
             if waiting:
                 if not cur.waiting_logged:
                     log.info("%s waits for its parent(s) %s to reach SHARD_END", cur.shard_id, ", ".join(waiting))
@@ -292,20 +290,8 @@ class KinesisExtractor(Extractor):
         row = cur.row
         pos = cur.position
         seq, sub, complete = (pos.seq, pos.subseq, pos.complete) if pos else (row.seq, row.subseq, row.complete)
-        if seq is not None:
-            if complete:
-                return self.api.shard_iterator(cur.shard_id, "AFTER_SEQUENCE_NUMBER", seq=seq), None
-            # resume inside an aggregated record: read it again, skip the sub-records done
-            it = self.api.shard_iterator(cur.shard_id, "AT_SEQUENCE_NUMBER", seq=seq)
-            return it, (int(seq), sub if sub is not None else -1)
-        if row.start_type == "TRIM_HORIZON":
-            return self.api.shard_iterator(cur.shard_id, "TRIM_HORIZON"), None
-        if row.start_type == "LATEST" and cur.latest_now:
-            cur.latest_now = False
-            return self.api.shard_iterator(cur.shard_id, "LATEST"), None
-        if row.start_type in ("AT_TIMESTAMP", "LATEST") and row.start_ts is not None:
-            return self.api.shard_iterator(cur.shard_id, "AT_TIMESTAMP", ts=row.start_ts), None
-        raise AssertionError(f"{cur.shard_id}: start type {row.start_type!r} is never read")
+        latest_now, cur.latest_now = cur.latest_now, False
+        return iterator_from(self.api, row, seq, sub, complete, latest_now)
 
     def _pin_latest(self, cursors: list[Cursor]) -> None:
         """Before a first LATEST iterator, store the time: a restart before any checkpoint

@@ -16,13 +16,20 @@ from __future__ import annotations
 
 import re
 import zlib
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 from etlstage_workers.kinesis.store import ShardRow
 
+if TYPE_CHECKING:
+    from etlstage_workers.kinesis.client import KinesisApi
+
 INITIAL_POSITIONS = ("TRIM_HORIZON", "LATEST", "AT_TIMESTAMP")
 _SHARD_NUMBER = re.compile(r"shardId-(\d+)")
+
+
+def _never(shard_id: str) -> bool:
+    return False
 
 
 def owner(shard_id: str, instances: int) -> int:
@@ -45,6 +52,47 @@ def parents_of(shard: dict[str, Any]) -> list[str]:
 
 def is_closed(shard: dict[str, Any]) -> bool:
     return "EndingSequenceNumber" in shard.get("SequenceNumberRange", {})
+
+
+def unfinished_parents(
+    row: ShardRow, rows: dict[str, ShardRow], also_ended: Callable[[str], bool] = _never
+) -> list[str]:
+    """The parents of ``row`` still to reach SHARD_END: a child is read only when this is empty.
+
+    A parent the stream no longer lists (not in ``rows``) is not waited for.
+    """
+    return [p for p in row.parents if p in rows and not rows[p].ended and not also_ended(p)]
+
+
+def iterator_from(
+    api: KinesisApi,
+    row: ShardRow,
+    seq: str | None,
+    subseq: int | None,
+    complete: bool,
+    latest_now: bool = False,
+) -> tuple[str, tuple[int, int] | None]:
+    """A fresh iterator just after the position ``seq``/``subseq`` (else at the row's start).
+
+    Returns the iterator and, when resuming inside an aggregated record, the
+    ``(sequence, sub-sequence)`` whose user records were already read: the caller skips
+    those.  ``latest_now``: the first iterator of a ``LATEST`` shard really is ``LATEST``;
+    later ones resume ``AT_TIMESTAMP`` from the time pinned in ``row.start_ts``.
+    """
+    sid = row.shard_id
+    if seq is not None:
+        if complete:
+            return api.shard_iterator(sid, "AFTER_SEQUENCE_NUMBER", seq=seq), None
+        # resume inside an aggregated record: read it again, skip the sub-records done
+        it = api.shard_iterator(sid, "AT_SEQUENCE_NUMBER", seq=seq)
+        return it, (int(seq), subseq if subseq is not None else -1)
+    if row.start_type == "TRIM_HORIZON":
+        return api.shard_iterator(sid, "TRIM_HORIZON"), None
+    if row.start_type == "LATEST" and latest_now:
+        return api.shard_iterator(sid, "LATEST"), None
+    if row.start_type in ("AT_TIMESTAMP", "LATEST") and row.start_ts is not None:
+        return api.shard_iterator(sid, "AT_TIMESTAMP", ts=row.start_ts), None
+    raise AssertionError(f"{sid}: start type {row.start_type!r} is never read")
 
 
 def lineage_order(shards: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -1,0 +1,169 @@
+"""The Kinesis extractor as a native Spark streaming source (``etlstage run --engine spark``).
+
+``native_source(spark, ctx)`` parses the stage's arguments with the extractor's own
+parser, registers the ``etlstage-kinesis`` data source and returns a streaming DataFrame
+with one column ``value: binary``: one row per user record, byte for byte the message the
+``etlstage-kinesis`` worker writes for it (same envelope, data encoding, marker handling
+and KPL de-aggregation: :mod:`.output` and :mod:`.kpl` do the work).
+
+Micro-batches (:mod:`.spark_reader`)
+    The driver plans: it lists the shards (at most every ``--shard-sync-interval``
+    seconds, and after a shard ended), registers new ones as the extractor does
+    (:func:`.shards.plan_new`), and picks the shards to read: open shards whose parents
+    all reached SHARD_END and that have records — a shard whose last read stopped at its
+    record limit behind the tip does, any other is asked with one ``GetRecords(Limit=1)`` (at most every
+    ``--idle-sleep`` seconds, except under available-now).  Each picked shard is one input
+    partition, read by one task with at most the batch's record limit per shard
+    (``--max-records-per-cycle``, or Spark's ``ReadMaxRows``).  Offsets
+    (:mod:`.spark_offsets`) hold every shard's position, the finished shards, and the
+    shards the batch reads with their limits.  New shards (with a pinned ``LATEST`` start
+    time) and shards found finished go into an offset even when nothing is to be read: a
+    micro-batch with no rows, so that a restart starts from the same view.
+
+Exact replay
+    A GetRecords call with a limit may stop anywhere before it, so an offset cannot say
+    where a batch will end.  Instead the task that reads shard S in batch B writes where it
+    stopped (last sequence and sub-sequence number, whether the shard ended or the limit
+    cut it short) to ``<ctx.checkpoint>/kinesis-reached/B/S.json`` — fsync'd, written once
+    (a hard link: a second attempt never replaces it) — before its rows leave the task.
+    The driver plans batch B+1 (``latestOffset``) only after batch B committed, from those
+    reached positions.  When Spark replays batch B (its commit was not logged), each task
+    finds its file and reads exactly up to the recorded end, whatever more the shard holds
+    by then; a shard that cannot reach it any more (records past retention) fails the
+    batch rather than give different rows.  Files of batches before the last committed
+    one are removed on commit.
+
+Available-now (``ctx.once``): the query ends once a planning round finds every shard
+caught up (or finished, or waiting for parents).  Retries of throttled and failed calls
+follow :mod:`.retry`; credentials come only from boto3's chain in the Spark processes;
+nothing secret is passed in the source's options or logged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from etlstage_workers.kinesis.client import make_client, region_of
+from etlstage_workers.kinesis.options import Options, build_parser, options_from_args
+
+from etlstage.errors import ConfigError, EtlstageError
+from etlstage.protocol.markers import Markers
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+SOURCE_NAME = "etlstage-kinesis"
+
+# Options of the worker that Spark itself takes over: the checkpoint (Spark's), threads
+# (one task per shard), cycle pacing (the trigger), read-ahead, logging (the engine's).
+NOT_UNDER_SPARK = {
+    "state_dir": "--state-dir (positions live in the query's checkpoint)",
+    "parallel": "--parallel (Spark reads each shard in a task of its own)",
+    "max_cycle_seconds": "--max-cycle-seconds (the query's trigger paces micro-batches)",
+    "read_ahead": "--no-read-ahead (Spark plans the next batch when the previous one committed)",
+    "lag_log_interval": "--lag-log-interval (Spark's query progress reports the batches)",
+    "log_format": "--log-format (the engine configures logging)",
+    "syslog_address": "--syslog-address (the engine configures logging)",
+}
+
+
+class _Stage(Protocol):
+    name: str
+    type: Any
+    markers: Markers
+
+
+class _Context(Protocol):
+    stage: _Stage
+    argv: list[str]
+    env: dict[str, str]
+    checkpoint: str
+    once: bool
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything the driver and the tasks need, passed to the data source as its options."""
+
+    stage: str
+    options: Options
+    markers: Markers
+    checkpoint: str
+    once: bool
+
+    def to_options(self) -> dict[str, str]:
+        m = self.markers
+        return {
+            "stage": self.stage,
+            "kinesis": json.dumps(asdict(self.options), separators=(",", ":")),
+            "markers": json.dumps([m.eom, m.eop, m.eob, m.bnc]),
+            "checkpoint": self.checkpoint,
+            "once": "true" if self.once else "false",
+        }
+
+    @classmethod
+    def from_options(cls, options: Any) -> Settings:
+        eom, eop, eob, bnc = json.loads(options["markers"])
+        return cls(
+            stage=options["stage"],
+            options=Options(**json.loads(options["kinesis"])),
+            markers=Markers(eom=eom, eop=eop, eob=eob, bnc=bnc),
+            checkpoint=options["checkpoint"],
+            once=options["once"] == "true",
+        )
+
+
+def settings_from(ctx: _Context) -> Settings:
+    """The stage's arguments parsed and checked as the worker would; ConfigError names the stage."""
+    where = f"stage {ctx.stage.name!r} ({SOURCE_NAME} under the Spark engine)"
+    if str(ctx.stage.type) != "E":
+        raise ConfigError([f"{SOURCE_NAME} is an E stage; this stage has type {ctx.stage.type!r}"], where)
+    parser = build_parser()
+
+    def error(message: str) -> Any:
+        raise ConfigError([message], where)
+
+    parser.error = error
+    parser.set_defaults(stream=ctx.env.get("ETLSTAGE_KINESIS_STREAM"))
+    for action in parser._actions:
+        if action.dest in NOT_UNDER_SPARK:
+            action.default = argparse.SUPPRESS  # present in the namespace only when given
+    try:
+        try:
+            ns = parser.parse_args(ctx.argv)
+        except SystemExit:  # --help printed its text
+            raise ConfigError(["--help: not an option for a stage that runs"], where) from None
+        given = [NOT_UNDER_SPARK[d] for d in NOT_UNDER_SPARK if d in vars(ns)]
+        if given:
+            raise ConfigError([f"{g} has no meaning under the Spark engine: remove it" for g in given], where)
+        options = options_from_args(ns)
+        options.region = (
+            options.region
+            or region_of(options.stream)
+            or ctx.env.get("AWS_REGION")
+            or ctx.env.get("AWS_DEFAULT_REGION")
+        )
+        options.profile = options.profile or ctx.env.get("AWS_PROFILE")
+        make_client(options.stream, options.region, options.endpoint_url, options.profile)  # a region at all?
+    except ConfigError as exc:
+        if exc.source == where:
+            raise
+        raise ConfigError(exc.problems, where) from None
+    except EtlstageError as exc:
+        raise ConfigError([str(exc)], where) from None
+    return Settings(ctx.stage.name, options, ctx.stage.markers, ctx.checkpoint, bool(ctx.once))
+
+
+def native_source(spark: SparkSession, ctx: _Context) -> DataFrame:
+    """The stage as a streaming DataFrame of one column ``value: binary`` (one message per row)."""
+    from etlstage_workers.kinesis.spark_reader import KinesisSource
+
+    settings = settings_from(ctx)
+    spark.dataSource.register(KinesisSource)
+    return spark.readStream.format(SOURCE_NAME).options(**settings.to_options()).load()
+
+
+__all__ = ["SOURCE_NAME", "Settings", "native_source", "settings_from"]
