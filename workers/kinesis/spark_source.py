@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -56,8 +57,9 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 SOURCE_NAME = "etlstage-kinesis"
+log = logging.getLogger("etlstage.kinesis")
 
-# Options of the worker that Spark itself takes over: the checkpoint (Spark's), threads
+# Options of the worker that Spark itself takes over (ignored, with a log line): the checkpoint (Spark's), threads
 # (one task per shard), cycle pacing (the trigger), read-ahead, logging (the engine's).
 NOT_UNDER_SPARK = {
     "state_dir": "--state-dir (positions live in the query's checkpoint)",
@@ -137,8 +139,11 @@ def settings_from(ctx: _Context) -> Settings:
         except SystemExit:  # --help printed its text
             raise ConfigError(["--help: not an option for a stage that runs"], where) from None
         given = [NOT_UNDER_SPARK[d] for d in NOT_UNDER_SPARK if d in vars(ns)]
-        if given:
-            raise ConfigError([f"{g} has no meaning under the Spark engine: remove it" for g in given], where)
+        if given:  # the same stages.yaml runs on both engines: what only the worker needs is ignored
+            log.info("%s: ignored under the Spark engine: %s", where, "; ".join(given))
+            for dest in NOT_UNDER_SPARK:
+                if dest in vars(ns):
+                    delattr(ns, dest)
         options = options_from_args(ns)
         options.region = (
             options.region

@@ -122,22 +122,36 @@ def test_options_mean_what_they_mean_for_the_worker(tmp_path) -> None:
 @pytest.mark.parametrize(
     ("given", "named"),
     [
-        (["--state-dir", "/tmp/x"], "--state-dir"),
-        (["--parallel", "2"], "--parallel"),
-        (["--paral", "2"], "--parallel"),  # an abbreviation is the same option
-        (["--no-read-ahead"], "--no-read-ahead"),
-        (["--max-cycle-seconds", "3"], "--max-cycle-seconds"),
         (["--limit", "0"], "--limit 0"),
         (["--initial-position", "NOW"], "NOW"),
         (["--bogus"], "--bogus"),
         (["--help"], "--help"),
     ],
 )
-def test_bad_or_meaningless_options_name_the_stage_and_the_option(tmp_path, given, named) -> None:
+def test_bad_options_name_the_stage_and_the_option(tmp_path, given, named) -> None:
     with pytest.raises(ConfigError) as err:
         settings_from(ctx_for(tmp_path, args("s", "http://127.0.0.1:1", *given)))
     assert "stage 'extract'" in str(err.value)
     assert named in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        ["--state-dir", "/tmp/x"],
+        ["--parallel", "2"],
+        ["--paral", "2"],  # an abbreviation is the same option
+        ["--no-read-ahead"],
+        ["--max-cycle-seconds", "3"],
+        ["--log-format", "json"],
+    ],
+)
+def test_options_only_the_worker_needs_are_ignored_so_one_file_runs_on_both_engines(tmp_path, given, caplog) -> None:
+    plain = settings_from(ctx_for(tmp_path, args("s", "http://127.0.0.1:1")))
+    with caplog.at_level("INFO"):
+        settings = settings_from(ctx_for(tmp_path, args("s", "http://127.0.0.1:1", *given)))
+    assert settings.options.stream == plain.options.stream and settings.options.limit == plain.options.limit
+    assert "ignored under the Spark engine" in caplog.text and "stage 'extract'" in caplog.text
 
 
 def test_the_stream_may_come_from_the_stage_environment(tmp_path) -> None:
