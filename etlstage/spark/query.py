@@ -197,6 +197,10 @@ def run_query(
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # executors run this Python (and etlstage)
     try:
         with running_services(config, dict(extra_env or {})) as exports:
+            # Native stages run in Spark's own Python processes, whose environment is the
+            # JVM's: what the services export (an emulator's endpoint, its credentials) must
+            # be there too — the driver's, inherited locally, and every executor's.
+            os.environ.update(exports)
             return _run_query(config, once, progress, {**(extra_env or {}), **exports}, attach)
     except EtlstageError as exc:  # a service that does not start
         log.error("%s", exc)
@@ -226,7 +230,7 @@ def _run_query(
         spark = start_session(
             engine.master,
             f"etlstage {config.name}",
-            {**ENGINE_CONF, **engine.conf},
+            {**ENGINE_CONF, **{f"spark.executorEnv.{k}": v for k, v in extra_env.items()}, **engine.conf},
             connect_timeout=10,
             log_level=spark_log_level(),
         )
