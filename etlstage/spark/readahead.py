@@ -21,7 +21,8 @@ import time
 from pathlib import Path
 
 from etlstage.spark.extract import ExtractWorker
-from etlstage.spark.spool import fsync_dir, write_window
+from etlstage.spark.spool import write_window
+from etlstage.state.durable import fsync_path
 
 STEP = 0.05  # seconds a read waits for more after the first bytes (then checks whether a window is wanted)
 
@@ -97,7 +98,7 @@ class ReadAhead:
             return False
         for p in range(self.parts):
             os.replace(self.ahead / f"{value}-{p}.bin", self.spool / f"{seq}-{p}.bin")
-        fsync_dir(self.spool)
+        fsync_path(self.spool, directory=True)
         return True
 
     def stop(self) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from etlstage.errors import PipelineError
 from etlstage.spark.blocks import message_ends
+from etlstage.state.durable import fsync_path
 
 
 def write_window(folder: Path, name: str, block: bytes, eom: int, parts: int) -> None:
@@ -24,7 +25,7 @@ def write_window(folder: Path, name: str, block: bytes, eom: int, parts: int) ->
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    fsync_dir(folder)
+    fsync_path(folder, directory=True)
 
 
 SPOOL_READ = 8 << 20  # a spooled window is read in pieces of about this size
@@ -52,12 +53,4 @@ def spool_blocks(name: str, eom: int, size: int = SPOOL_READ) -> Iterator[bytes]
             raise PipelineError(f"spooled window {name} ends in the middle of a message ({len(carry)} bytes)")
 
 
-def fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-__all__ = ["fsync_dir", "spool_blocks", "write_window"]
+__all__ = ["spool_blocks", "write_window"]

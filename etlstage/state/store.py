@@ -15,7 +15,6 @@ no one else can swap what is in it, so the checks made at opening hold for the r
 from __future__ import annotations
 
 import errno
-import fcntl
 import json
 import logging
 import os
@@ -206,6 +205,8 @@ def ensure_private_dir(path: str | Path) -> Path:
 @contextmanager
 def _locked(directory: Path) -> Iterator[None]:
     """An exclusive lock on ``directory`` (flock on its descriptor) for the block."""
+    import fcntl  # here: reading a pipeline file (config) imports this module, and needs no fcntl
+
     fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)

@@ -32,6 +32,7 @@ from etlstage_workers.kinesis.output import Position
 from etlstage_workers.kinesis.store import ShardRow, position_key
 
 from etlstage.errors import PipelineError
+from etlstage.state.durable import fsync_path
 
 
 def initial_offset() -> dict[str, Any]:
@@ -126,7 +127,7 @@ class ReachedLog:
             pass
         finally:
             tmp.unlink(missing_ok=True)
-        _fsync_dir(path.parent)
+        fsync_path(path.parent, directory=True)
         found = self.load(batch, shard_id)
         assert found is not None
         return found
@@ -138,11 +139,3 @@ class ReachedLog:
         for d in self.root.iterdir():
             if d.name.isdigit() and int(d.name) < batch:
                 shutil.rmtree(d, ignore_errors=True)
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -41,6 +41,7 @@ from etlstage_workers.spark.extract import prepare
 from etlstage_workers.spark.staged import stage_input, write_staged
 
 from etlstage.errors import ConfigError
+from etlstage.state.durable import fsync_path, write_durably
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -132,8 +133,8 @@ class SinkBatches:
         new_keys = pa.table({"key": keys.filter(pc.invert(pa.array(known, pa.bool_())))})
         staging = pub.batch_dir(self.config.output, batch)
         pq.write_table(new_keys, os.path.join(staging, "keys.parquet"))
-        _durable(os.path.join(staging, "keys.parquet"))
-        _durable(_staged_mark(self.config.output, batch), b"")
+        fsync_path(os.path.join(staging, "keys.parquet"))
+        write_durably(_staged_mark(self.config.output, batch), b"")
         pub.crash_point("staged")
         log.info(
             "%s: %d messages, %d rows written %s, %d duplicates skipped, %.2fs",
@@ -172,27 +173,15 @@ def _compact_keys(output: str) -> None:
     merged = pa.concat_tables(pq.read_table(os.path.join(root, f), columns=["key"]) for f in files)
     tmp = os.path.join(root, f".compact-{uuid.uuid4().hex}.tmp")
     pq.write_table(merged, tmp)
-    _durable(tmp)
+    fsync_path(tmp)
     os.replace(tmp, os.path.join(root, f"compact-{uuid.uuid4().hex}.parquet"))
     for f in files:
         os.remove(os.path.join(root, f))
 
 
-def _durable(path: str, data: bytes | None = None) -> None:
-    """Write ``data`` to ``path`` (or leave it as it is) and fsync it."""
-    mode = "wb" if data is not None else "ab"
-    with open(path, mode) as f:
-        if data:
-            f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-
-
 def _log(sink_log: str, batch_id: int, what: str) -> None:
     os.makedirs(sink_log, exist_ok=True)
-    tmp = os.path.join(sink_log, f".{batch_id}.tmp")
-    _durable(tmp, what.encode())
-    os.replace(tmp, os.path.join(sink_log, str(batch_id)))
+    write_durably(os.path.join(sink_log, str(batch_id)), what.encode())
 
 
 __all__ = ["native_sink"]

@@ -18,6 +18,8 @@ import shutil
 
 from etlstage_workers.spark.extract import TABLE
 
+from etlstage.state.durable import fsync_path
+
 STAGING = "_staging"
 
 
@@ -41,19 +43,11 @@ def _data_files(root: str) -> list[tuple[str, str]]:
     return found
 
 
-def _fsync(path: str, directory: bool = False) -> None:
-    fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if directory else 0))
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def sync_staged(out_dir: str) -> int:
     """Flush Spark's staged files to disk (Hadoop's local writer does not); return their number."""
     files = _data_files(out_dir)
     for rel, name in files:
-        _fsync(os.path.join(out_dir, rel, name))
+        fsync_path(os.path.join(out_dir, rel, name))
     return len(files)
 
 
@@ -79,7 +73,7 @@ def publish(output: str, batch: str) -> int:
         touched.add(os.path.dirname(dest))
         _crash_point("mid-publish")
     for directory in sorted(touched):
-        _fsync(directory, directory=True)
+        fsync_path(directory, directory=True)
     return len(files)
 
 
