@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from etlstage.config.model import PipelineConfig, StageConfig
 from etlstage.errors import EtlstageError
 from etlstage.protocol.markers import Markers
+from etlstage.spark.checkpoint import remove_abandoned
 from etlstage.spark.report import Counts
 
 if TYPE_CHECKING:
@@ -303,6 +304,7 @@ def run_in(spark: SparkSession, plan: Plan, *, progress: bool = True, counts: Co
     stop = threading.Event()
     restore = _on_signals(stop)
     try:
+        remove_abandoned(config.engine.checkpoint)
         query = build(spark, plan).start()
         reporter = counts.reporter(progress)
         while not query.awaitTermination(1):

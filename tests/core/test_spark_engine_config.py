@@ -164,3 +164,21 @@ def test_the_spark_engine_runs_the_pipelines_services_and_stops_them(tmp_path: P
         os.kill(pid, 0)  # running
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
+
+
+def test_what_a_crash_left_half_written_in_the_spark_checkpoint_is_removed(tmp_path: Path) -> None:
+    """A driver killed while Spark wrote its first offset entry left a temporary file, and
+    Spark then refuses the checkpoint for good; committed entries stay as they are."""
+    from etlstage.spark.checkpoint import remove_abandoned
+
+    offsets, commits = tmp_path / "offsets", tmp_path / "commits"
+    offsets.mkdir()
+    commits.mkdir()
+    tmp = ".0.3c39a824-8032-47d8-aef9-cec641e10f2f.tmp"
+    for name in (tmp, "." + tmp + ".crc", "0", ".0.crc"):
+        (offsets / name).write_text("x")
+    (commits / ".1.3c39a824-8032-47d8-aef9-cec641e10f2f.tmp").write_text("")
+    removed = remove_abandoned(tmp_path)
+    assert sorted(removed) == sorted([f"offsets/{tmp}", f"offsets/.{tmp}.crc", f"commits/.1.{tmp[3:]}"])
+    assert sorted(p.name for p in offsets.iterdir()) == [".0.crc", "0"]
+    assert remove_abandoned(tmp_path / "nothing-here") == []
