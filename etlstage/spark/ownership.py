@@ -31,6 +31,18 @@ def lock_root() -> Path:
     return Path(tempfile.gettempdir()) / f"etlstage-{os.getuid()}" / "owners"
 
 
+def retired_marker(run_id: str) -> Path:
+    """Present once the run's query has ended: its idle workers on this host stop."""
+    return lock_root() / run_id / "retired"
+
+
+def retire(run_id: str) -> None:
+    """Mark ``run_id`` as ended on this host (see :meth:`etlstage.spark.process.Registry`)."""
+    marker = retired_marker(run_id)
+    marker.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    marker.touch()
+
+
 class Ownership:
     """The right to run the worker of one (run, stage, partition) on this host."""
 
@@ -106,4 +118,4 @@ class Ownership:
             self.fd = None
 
 
-__all__ = ["Ownership", "lock_root"]
+__all__ = ["Ownership", "lock_root", "retire", "retired_marker"]

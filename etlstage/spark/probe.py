@@ -5,14 +5,16 @@ from __future__ import annotations
 import os
 import shutil
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from etlstage.config.model import StageConfig
 from etlstage.runtime.transport import resolve_program
 from etlstage.spark.conversation import worker_env
+from etlstage.spark.ownership import retire
 from etlstage.spark.plan import Plan
+from etlstage.spark.session import default_parallelism
 from etlstage.spark.shipping import localize
 
 if TYPE_CHECKING:
@@ -47,20 +49,36 @@ def find_programs(plan: Plan, stages: list[StageConfig]) -> list[str]:
     return problems
 
 
-def probe_job(spark: SparkSession, plan: Plan, names: list[str]) -> list[str]:
-    """``names``' programs looked for by a task on every core, through the same Arrow path
-    as the query's tasks (so the Python processes it warms up are the ones they reuse)."""
+def on_every_core(spark: SparkSession, task: Callable[[], list[str]]) -> list[str]:
+    """What ``task`` returns, run by a task on every core through the same Arrow path as
+    the query's tasks (so the Python processes it warms up are the ones they reuse)."""
     import pyarrow as pa
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for _ in batches:
             pass
-        found = probe_task(plan, names)
-        yield pa.RecordBatch.from_arrays([pa.array(found, pa.string())], ["problem"])
+        yield pa.RecordBatch.from_arrays([pa.array(task(), pa.string())], ["line"])
 
-    slots = max(1, spark.sparkContext.defaultParallelism)
-    rows = spark.range(0, slots, 1, slots).mapInArrow(run, "problem string").collect()
-    return sorted({r.problem for r in rows})
+    slots = default_parallelism(spark)
+    rows = spark.range(0, slots, 1, slots).mapInArrow(run, "line string").collect()
+    return sorted({r.line for r in rows})
+
+
+def probe_job(spark: SparkSession, plan: Plan, names: list[str]) -> list[str]:
+    """``names``' programs looked for on every core (a line per problem)."""
+    return on_every_core(spark, lambda: probe_task(plan, names))
+
+
+def retire_job(spark: SparkSession, run_id: str) -> list[str]:
+    """The run's idle workers stopped on every host a task reaches (the hosts' names):
+    for servers whose Python processes outlive the query (Spark Connect)."""
+    run_id = str(run_id)
+
+    def task() -> list[str]:
+        retire(run_id)
+        return [socket.gethostname()]
+
+    return on_every_core(spark, task)
 
 
 def probe_task(plan: Plan, names: list[str]) -> list[str]:
@@ -80,4 +98,4 @@ def warm_up() -> None:
     import etlstage.spark.transform  # noqa: F401
 
 
-__all__ = ["find_programs", "probe_job", "probe_task", "warm_up"]
+__all__ = ["find_programs", "on_every_core", "probe_job", "probe_task", "retire_job", "warm_up"]

@@ -31,6 +31,7 @@ import psutil
 
 from etlstage.errors import WorkerGone, WorkerTimeout, describe_status
 from etlstage.runtime.transport import READ_CHUNK, STDERR_TAIL, grow_pipe, resolve_program, start_error
+from etlstage.spark.ownership import retired_marker
 
 log = logging.getLogger("etlstage.spark.worker")
 
@@ -243,7 +244,9 @@ class Registry:
     """The worker processes of this Python process, by (run, stage, partition), across tasks.
 
     A watcher thread hands a worker over to another Python process that asks for its
-    (stage, partition) (see :mod:`etlstage.spark.ownership`), once no task here uses it.
+    (stage, partition) (see :mod:`etlstage.spark.ownership`), once no task here uses it,
+    and stops the idle workers of a run whose query has ended (Spark Connect: the
+    server's Python processes outlive the client's query).
     """
 
     def __init__(self) -> None:
@@ -296,10 +299,13 @@ class Registry:
             time.sleep(0.05)
             with self._lock:
                 items = list(self.entries.items())
+            retired = {run for run in {key[0] for key, _ in items} if retired_marker(run).exists()}
             for key, value in items:
                 ownership = getattr(value, "ownership", None)
                 in_use: threading.Lock | None = getattr(value, "in_use", None)
-                if ownership is None or in_use is None or not ownership.asked:
+                if in_use is None:
+                    continue
+                if key[0] not in retired and (ownership is None or not ownership.asked):
                     continue
                 if not in_use.acquire(blocking=False):
                     continue  # a task here is using it: hand over at its end
@@ -308,7 +314,10 @@ class Registry:
                         if self.entries.get(key) is not value:
                             continue
                         del self.entries[key]
-                    log.info("%s: handing the worker over to another Spark Python process", key[1])
+                    if key[0] in retired:
+                        log.info("%s: the query has ended: stopping its worker", key[1])
+                    else:
+                        log.info("%s: handing the worker over to another Spark Python process", key[1])
                     self._stop(value, 10.0)
                 finally:
                     in_use.release()

@@ -277,11 +277,16 @@ def run_in(spark: SparkSession, plan: Plan, *, progress: bool = True, counts: Co
 
     config = plan.config
     try:
-        plan = dataclasses.replace(plan, shipped=ship(spark, config.engine.ship, plan.checkpoint / "etlstage" / "ship"))
+        packs = plan.checkpoint / "etlstage" / "ship"
+        plan = dataclasses.replace(plan, shipped=ship(spark, config.engine.ship, packs, plan.run_id[:12]))
     except EtlstageError as exc:
         log.error("%s", exc)
         return exc.exit_code
-    missing = missing_programs(spark, plan)
+    try:
+        missing = missing_programs(spark, plan)
+    except Exception as exc:  # the job itself failed: no executor, a lost server, a broken Python
+        log.error("cannot run the pipeline on Spark: the start-up check on the executors failed: %s", explain(exc))
+        return 2
     if missing:
         log.error("cannot run the pipeline on Spark:\n%s", "\n".join(f"  - {m}" for m in missing))
         return 2
@@ -334,8 +339,24 @@ def run_in(spark: SparkSession, plan: Plan, *, progress: bool = True, counts: Co
         with contextlib.suppress(Exception):  # a JVM that is gone cannot report any more
             counts.finish(query)
             spark.streams.removeListener(counts.listener())
+        _retire_workers(spark, plan)
     print(counts.summary(), file=sys.stderr)
     return code
+
+
+def _retire_workers(spark: SparkSession, plan: Plan) -> None:
+    """Through Spark Connect the server's Python processes, and the workers they run,
+    outlive this query: ask them to stop the run's workers now, not at Spark's idle timeout."""
+    from etlstage.spark.probe import retire_job
+    from etlstage.spark.session import is_connect
+
+    if not is_connect(spark):
+        return  # stopping the session ends its executors' Python processes, and their workers
+    try:
+        hosts = retire_job(spark, plan.run_id)
+        log.info("the query's workers stop on %s", ", ".join(hosts))
+    except Exception as exc:  # the server is gone: its Python processes, and the workers, with it
+        log.warning("could not ask the Spark Connect server to stop the workers: %s", explain(exc))
 
 
 def explain(exc: BaseException) -> str:

@@ -152,7 +152,13 @@ def _start_connect(master: str, app_name: str, conf: dict[str, str]) -> SparkSes
     for key, value in conf.items():
         builder = builder.config(key, value)
     try:
-        return builder.getOrCreate()
+        with warnings.catch_warnings(record=True) as refused:
+            warnings.simplefilter("always")
+            spark = builder.getOrCreate()
+        for warning in refused:  # settings only the server's start can make (spark.cores.max, ...)
+            text = str(warning.message).split(" due to ")[0]
+            log.warning("Spark Connect server %s: %s (set it where the server starts)", master, text)
+        return spark
     except ImportError as exc:
         raise SparkStartError(f"Spark Connect needs extra packages ({exc}): pip install 'pyspark[connect]'") from None
     except Exception as exc:
@@ -176,6 +182,22 @@ def _probe_executors(spark: SparkSession, master: str, timeout: float) -> None:
     finally:
         timer.cancel()
         sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+
+
+def is_connect(spark: SparkSession) -> bool:
+    """A Spark Connect session: no SparkContext on this side, only the server's."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def default_parallelism(spark: SparkSession) -> int:
+    """Spark's default parallelism (the cores it has), also through Spark Connect, where
+    there is no SparkContext to ask: a range without a partition count gets as many."""
+    if not is_connect(spark):
+        return max(1, int(spark.sparkContext.defaultParallelism))
+    from pyspark.sql import functions as F
+
+    row = spark.range(0, 1 << 16).select(F.spark_partition_id().alias("p")).agg(F.max("p").alias("n")).first()
+    return max(1, int(row.n) + 1) if row is not None else 1
 
 
 def _first_line(exc: BaseException) -> str:

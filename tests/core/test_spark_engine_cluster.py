@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -72,13 +73,11 @@ main(lambda messages: [m + suffix for m in messages])
 """
 
 
-def test_shipped_workers_run_from_the_executors_copies(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A T-stage whose program (a folder: a shell script and the Python worker it starts) and
-    a file its command names are shipped with engine.ship; without it the start-up probe stops the run naming the program
-    and the host; with it every worker process ran the copy in the executor's work directory."""
+def shipped_pipeline(tmp_path: Path) -> tuple[Path, Path, Path, Callable[[str], None]]:
+    """The pipeline folder, where its workers log their path, its output, and a function
+    that writes its stages.yaml with the given ``ship`` line."""
     from tests.conftest import TW
 
-    monkeypatch.setenv("PATH", os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
     pipe = tmp_path / "pipe"
     (pipe / "tools" / "lib").mkdir(parents=True)
     (pipe / "tools" / "tag.sh").write_text(TAG_SH)
@@ -91,6 +90,15 @@ def test_shipped_workers_run_from_the_executors_copies(tmp_path: Path, monkeypat
         text = SHIPPED_STAGES.format(py=sys.executable, tw=TW, log=log, out=out, ship=ship)
         (pipe / "stages.yaml").write_text(text)
 
+    return pipe, log, out, write
+
+
+def test_shipped_workers_run_from_the_executors_copies(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A T-stage whose program (a folder: a shell script and the Python worker it starts) and
+    a file its command names are shipped with engine.ship; without it the start-up probe stops the run naming the program
+    and the host; with it every worker process ran the copy in the executor's work directory."""
+    monkeypatch.setenv("PATH", os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+    pipe, log, out, write = shipped_pipeline(tmp_path)
     (tmp_path / "cluster").mkdir()
     with standalone_cluster(tmp_path / "cluster", workers=1) as master:
         write("")

@@ -96,3 +96,17 @@ def test_the_stock_pipeline_on_a_standalone_cluster_gives_the_same_tables(tmp_pa
     assert tables(work / "output/rdss") == expected(work)
     apps = [p for p in (tmp_path / "cluster").glob("worker-*/app-*") if p.is_dir()]
     assert len({p.parent.name for p in apps}) == 2, apps  # both workers ran executors
+
+
+def test_the_stock_pipeline_through_spark_connect_gives_the_same_tables(tmp_path: Path) -> None:
+    """A Spark Connect server on loopback runs the query; this process is only its client.
+    The emulator's endpoint reaches the server's Python processes in the source's options;
+    credentials come from boto3's chain there (the server's environment), never from the client."""
+    from etlstage_workers.kinesis.emulator import FAKE_CREDENTIALS
+
+    from tests.support.spark_cluster import connect_server
+
+    (tmp_path / "server").mkdir()
+    with connect_server(tmp_path / "server", "local[2]", env=dict(FAKE_CREDENTIALS)) as url:
+        got = run_engine(tmp_path, "connect", "--engine", "spark", "--master", url)
+    assert all(got.values())

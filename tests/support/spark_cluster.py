@@ -1,7 +1,9 @@
-"""A Spark standalone cluster on loopback, from the pyspark package's own bin/spark-class.
+"""Spark servers on loopback from the pyspark package's own scripts: a standalone cluster
+(bin/spark-class) and a Spark Connect server (bin/spark-submit).
 
-One master and ``workers`` workers of one core each; work and log directories in the
-given folder (never inside site-packages); always torn down (finally + atexit).
+A cluster has one master and ``workers`` workers of one core each; work and log
+directories in the given folder (never inside site-packages); always torn down
+(finally + atexit).
 """
 
 from __future__ import annotations
@@ -112,4 +114,44 @@ def standalone_cluster(work: Path, workers: int = 1, memory: str = "1g") -> Iter
             _kill_group(proc)
 
 
-__all__ = ["free_port", "standalone_cluster"]
+@contextlib.contextmanager
+def connect_server(work: Path, master: str = "local[2]", env: dict[str, str] | None = None) -> Iterator[str]:
+    """``sc://127.0.0.1:PORT``: a Spark Connect server running ``master``, for the ``with``
+    block; its Python processes run this interpreter, with ``env`` added to theirs."""
+    import sys
+
+    import pyspark
+
+    home = os.path.dirname(pyspark.__file__)
+    port = free_port()
+    log = str(work / "connect-server.log")
+    argv = [
+        os.path.join(home, "bin", "spark-submit"),
+        *("--class", "org.apache.spark.sql.connect.service.SparkConnectServer"),
+        *("--name", "etlstage tests: Spark Connect", "--master", master),
+        *("--conf", f"spark.connect.grpc.binding.port={port}"),
+        *("--conf", "spark.connect.grpc.binding.address=127.0.0.1"),
+        *("--conf", f"spark.local.dir={work / 'local'}"),
+        *("--conf", "spark.ui.enabled=false"),
+    ]
+    server_env = {
+        **os.environ,
+        **(env or {}),
+        "SPARK_HOME": home,
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "PYSPARK_PYTHON": sys.executable,
+    }
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            argv, stdout=out, stderr=subprocess.STDOUT, env=server_env, cwd=work,
+            stdin=subprocess.DEVNULL, start_new_session=True,
+        )  # fmt: skip
+    atexit.register(_kill_group, proc)
+    try:
+        _wait_for_line(log, "Spark Connect server started", proc, 120)
+        yield f"sc://127.0.0.1:{port}"
+    finally:
+        _kill_group(proc)
+
+
+__all__ = ["connect_server", "free_port", "standalone_cluster"]

@@ -36,7 +36,9 @@ Exact replay
 Available-now (``ctx.once``): the query ends once a planning round finds every shard
 caught up (or finished, or waiting for parents).  Retries of throttled and failed calls
 follow :mod:`.retry`; credentials come only from boto3's chain in the Spark processes;
-nothing secret is passed in the source's options or logged.
+nothing secret is passed in the source's options or logged.  The region and endpoint are
+resolved where the query is built (the stage's environment, a service's exports) and
+passed in the options: a Spark Connect server's processes do not have that environment.
 """
 
 from __future__ import annotations
@@ -152,6 +154,12 @@ def settings_from(ctx: _Context) -> Settings:
             or ctx.env.get("AWS_DEFAULT_REGION")
         )
         options.profile = options.profile or ctx.env.get("AWS_PROFILE")
+        # Resolved here, where the stage's environment is (a service's export): Spark's
+        # processes (a Spark Connect server's) may not have it. Credentials are not: they
+        # come from boto3's chain where the reads run.
+        options.endpoint_url = (
+            options.endpoint_url or ctx.env.get("AWS_ENDPOINT_URL_KINESIS") or ctx.env.get("AWS_ENDPOINT_URL")
+        )
         make_client(options.stream, options.region, options.endpoint_url, options.profile)  # a region at all?
     except ConfigError as exc:
         if exc.source == where:

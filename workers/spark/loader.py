@@ -41,6 +41,7 @@ from etlstage_workers.spark.session import start_session
 from etlstage_workers.spark.staged import stage_input, write_staged
 
 from etlstage.errors import EtlstageError
+from etlstage.spark.session import default_parallelism
 from etlstage.worker import Loader
 
 if TYPE_CHECKING:
@@ -88,10 +89,7 @@ class SparkLoader(Loader):
                 connect_timeout=self.config.connect_timeout,
                 log_level=self.config.spark_log_level,
             )
-        try:
-            self.parallelism = max(1, int(self.spark.sparkContext.defaultParallelism))
-        except Exception:
-            self.parallelism = 2
+        self.parallelism = default_parallelism(self.spark)
         self.recover()
         log.info(
             "loading into %s (%s) with master %s; key index %s",

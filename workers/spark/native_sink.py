@@ -41,6 +41,7 @@ from etlstage_workers.spark.extract import prepare
 from etlstage_workers.spark.staged import stage_input, write_staged
 
 from etlstage.errors import ConfigError
+from etlstage.spark.session import default_parallelism
 from etlstage.state.durable import fsync_path, write_durably
 
 if TYPE_CHECKING:
@@ -127,7 +128,7 @@ class SinkBatches:
             log.info("%s: %d messages, all loaded before", batch, len(messages))
             return False
         spark = batch_df.sparkSession
-        parallelism = spark.sparkContext.defaultParallelism
+        parallelism = default_parallelism(spark)
         stage_input(self.config.output, batch, prepared, positions, parallelism)
         counts = write_staged(spark, self.config, self.config.output, batch, prepared, positions)
         new_keys = pa.table({"key": keys.filter(pc.invert(pa.array(known, pa.bool_())))})
