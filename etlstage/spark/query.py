@@ -292,7 +292,10 @@ def run_in(spark: SparkSession, plan: Plan, *, progress: bool = True, counts: Co
         return 2
     spark.dataSource.register(ExtractSource)
     spark.dataSource.register(LoadSink)
+    from etlstage.spark.native import natives
+
     counts = counts or Counts(config, plan.run_id)
+    counts.adopt_reports(list(natives(plan)))
     counts.begin()
     spark.streams.addListener(counts.listener())
     names = " → ".join(s.name for s in config.stages)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import sys
 import threading
 import time
@@ -59,10 +60,15 @@ class Counts:
         self._listener: Any = None
         self._dead_at_start = self._deadletters()
         self._sampled = 0.0
+        self.native: list[str] = []  # stages that run as Spark itself: see adopt_reports
 
     @staticmethod
     def metric(stage: StageConfig) -> str:
         return f"etlstage_{stage.type}_{stage.name}"
+
+    def adopt_reports(self, names: list[str]) -> None:
+        """Native stages write their report (as a worker does) under this process's pid."""
+        self.native = [n for n in names if n in self.stats]
 
     def begin(self) -> None:
         """The query starts now (rates and the summary's time count from here)."""
@@ -150,6 +156,9 @@ class Counts:
             for name, st in self.stats.items():
                 st.deadletters = dead.get(name, 0) - self._dead_at_start.get(name, 0)
             self._tallies()
+            for name in self.native:  # they report under this process's pid (no worker of theirs runs)
+                if os.getpid() not in self.stats[name].pids:
+                    self.stats[name].pids.append(os.getpid())
 
     def _tallies(self) -> None:
         """Restarts, failures, requests and worker pids as the executors reported them."""

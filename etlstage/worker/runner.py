@@ -224,7 +224,13 @@ def write_report(w: Worker) -> None:
     state_dir = getattr(getattr(w, "scenario", None), "state_dir", "")
     if counters is None or not state_dir:
         return
-    path = os.path.join(state_dir, f"report-{w.scenario.instance}-{os.getpid()}.json")
+    write_report_file(state_dir, w.scenario.instance, os.getpid(), counters)
+
+
+def write_report_file(state_dir: str, instance: int, pid: int, counters: dict[str, Any]) -> None:
+    """``report-<instance>-<pid>.json`` in ``state_dir``, replaced atomically: what the
+    engines show as the stage's report for the run whose processes include ``pid``."""
+    path = os.path.join(state_dir, f"report-{instance}-{pid}.json")
     with open(path + ".tmp", "w", encoding="utf-8") as f:
         json.dump(counters, f)
     os.replace(path + ".tmp", path)

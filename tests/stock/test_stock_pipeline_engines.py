@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -41,6 +42,10 @@ def run_engine(tmp_path: Path, name: str, *flags: str) -> dict[str, list[tuple[s
     assert r.code == 0, r.stderr[-4000:]
     got = tables(work / "output/rdss")
     assert got == expected(work), f"{name}: the tables differ from the demo's expected fates"
+    # the extractor's report, from the worker or the native source: records read, each shard's lag
+    assert re.search(r"^kinesis: records 5,000, lag ms \(shardId-\d+ \d+ shardId-\d+ \d+\)", r.stderr, re.M), r.stderr[
+        -3000:
+    ]
     return got
 
 

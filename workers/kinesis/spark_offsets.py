@@ -81,6 +81,7 @@ class Reached:
     ended: bool  # SHARD_END reached: the shard is finished
     more: bool  # stopped by the record limit, not because it was caught up
     records: int
+    lag_ms: int | None = None  # the last MillisBehindLatest the read saw (files before it have none)
 
     @property
     def key(self) -> tuple[int, int]:

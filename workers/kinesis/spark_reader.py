@@ -31,6 +31,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 
 from etlstage.errors import PipelineError
+from etlstage.worker.runner import write_report_file
 
 log = logging.getLogger("etlstage.kinesis.spark")
 
@@ -79,6 +80,7 @@ class KinesisReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._next_probe: dict[str, float] = {}
         self._probe_iterators: dict[str, tuple[tuple[Any, ...], str]] = {}
         self._rates: dict[str, RateLimit] = {}
+        self.lag = LagReport(settings)
 
     # --- both sides ---------------------------------------------------------------------
 
@@ -134,12 +136,14 @@ class KinesisReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     row.ended = newly_ended = self._sync_needed = True
             if not newly_ended:  # else its children may be readable now
                 break
+        self.lag.publish({sid for sid, row in self._rows.items() if row.ended})
         end = encode(batch + 1, self._rows, read)
         if not read and _registry(end) == self._registry_at_start:
             return start
         # a batch, or new shards / finished shards to keep: an offset with nothing to read
         # (a pinned LATEST start time survives a restart only in the offset log)
         self._answer = (batch, end)
+        self.lag.planned.add(batch + 1)
         return end
 
     def _advance(self, start: dict[str, Any]) -> None:
@@ -160,6 +164,7 @@ class KinesisReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             row.ended = row.ended or reached.ended
             if reached.more and not reached.ended:
                 more.add(sid)
+            self.lag.read(batch, sid, reached)
         self._rows, self._more, self._view_batch = rows, more, batch
         self._registry_at_start = _registry(encode(batch, rows, {}))
         self._sync_needed = True
@@ -225,6 +230,7 @@ class KinesisReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if reply is None:
             it, _ = iterator_from(api, row, row.seq, row.subseq, row.complete)
             reply = api.get_records(it, 1, sid, self._rate(sid))
+        self.lag.saw(sid, reply.get("MillisBehindLatest"))
         if reply.get("Records") or reply.get("MillisBehindLatest"):
             return True, False
         following = reply.get("NextShardIterator")
@@ -277,6 +283,7 @@ class KinesisReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         pos = position_of(row)
         taken = 0
         ended = caught_up = False
+        lag: int | None = None
         stop = target.key if target is not None else None
         room = part.limit if target is None else None
         iterator: str | None = None
@@ -320,12 +327,50 @@ class KinesisReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 caught_up = True  # the limit ended at the tip: the next batch need not read it unasked
         seq, sub, complete = (pos.seq, pos.subseq, pos.complete) if pos else (None, None, True)
         more = not ended and not caught_up
-        return Reached(seq, sub, complete, ended, more, taken)
+        return Reached(seq, sub, complete, ended, more, taken, lag)
 
     def _iterator(self, row: ShardRow, pos: Position | None) -> tuple[str, tuple[int, int] | None]:
         if pos is None:
             return iterator_from(self.api(), row, None, None, True)
         return iterator_from(self.api(), row, pos.seq, pos.subseq, pos.complete)
+
+
+class LagReport:
+    """Each shard's MillisBehindLatest as the driver last learnt it (from the tasks' reached
+    positions and its own probes), with the records the run read: logged every
+    ``--lag-log-interval`` seconds as the extractor logs it, and written as the stage's
+    report (``lag ms``, ``records``) that the progress display, the status page and
+    ``/metrics`` show, as for the worker."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.s = settings
+        self.lags: dict[str, int] = {}
+        self.records = 0
+        self.planned: set[int] = set()  # batches this run planned: their records are its own
+        self._logged = time.monotonic()
+
+    def read(self, batch: int, shard_id: str, reached: Reached) -> None:
+        if batch in self.planned:
+            self.records += reached.records
+        self.saw(shard_id, reached.lag_ms)
+
+    def saw(self, shard_id: str, lag_ms: int | None) -> None:
+        if lag_ms is not None:
+            self.lags[shard_id] = int(lag_ms)
+
+    def publish(self, ended: set[str]) -> None:
+        for sid in ended & self.lags.keys():  # a finished shard lags no more
+            del self.lags[sid]
+        now = time.monotonic()
+        if self.lags and now - self._logged >= self.s.options.lag_log_interval:
+            self._logged = now
+            log.info("MillisBehindLatest: %s", ", ".join(f"{sid}={ms}" for sid, ms in sorted(self.lags.items())))
+        if not self.s.report_dir:
+            return
+        try:
+            write_report_file(self.s.report_dir, 0, self.s.report_pid, {"records": self.records, "lag ms": self.lags})
+        except OSError as exc:  # the report is for people; reading goes on without it
+            log.warning("stage %r: could not write its report to %s: %s", self.s.stage, self.s.report_dir, exc)
 
 
 def _registry(offset: dict[str, Any]) -> dict[str, Any]:

@@ -46,6 +46,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -68,7 +69,6 @@ NOT_UNDER_SPARK = {
     "parallel": "--parallel (Spark reads each shard in a task of its own)",
     "max_cycle_seconds": "--max-cycle-seconds (the query's trigger paces micro-batches)",
     "read_ahead": "--no-read-ahead (Spark plans the next batch when the previous one committed)",
-    "lag_log_interval": "--lag-log-interval (Spark's query progress reports the batches)",
     "log_format": "--log-format (the engine configures logging)",
     "syslog_address": "--syslog-address (the engine configures logging)",
 }
@@ -97,6 +97,8 @@ class Settings:
     markers: Markers
     checkpoint: str
     once: bool
+    report_dir: str = ""  # the stage's state directory: where its report (lag, records) goes
+    report_pid: int = 0  # the etlstage process that built the query: the report is this run's
 
     def to_options(self) -> dict[str, str]:
         m = self.markers
@@ -106,17 +108,21 @@ class Settings:
             "markers": json.dumps([m.eom, m.eop, m.eob, m.bnc]),
             "checkpoint": self.checkpoint,
             "once": "true" if self.once else "false",
+            "report": json.dumps([self.report_dir, self.report_pid]),
         }
 
     @classmethod
     def from_options(cls, options: Any) -> Settings:
         eom, eop, eob, bnc = json.loads(options["markers"])
+        report_dir, report_pid = json.loads(options.get("report", '["", 0]'))
         return cls(
             stage=options["stage"],
             options=Options(**json.loads(options["kinesis"])),
             markers=Markers(eom=eom, eop=eop, eob=eob, bnc=bnc),
             checkpoint=options["checkpoint"],
             once=options["once"] == "true",
+            report_dir=report_dir,
+            report_pid=int(report_pid),
         )
 
 
@@ -167,7 +173,15 @@ def settings_from(ctx: _Context) -> Settings:
         raise ConfigError(exc.problems, where) from None
     except EtlstageError as exc:
         raise ConfigError([str(exc)], where) from None
-    return Settings(ctx.stage.name, options, ctx.stage.markers, ctx.checkpoint, bool(ctx.once))
+    return Settings(
+        ctx.stage.name,
+        options,
+        ctx.stage.markers,
+        ctx.checkpoint,
+        bool(ctx.once),
+        report_dir=getattr(ctx, "state_dir", "") or "",
+        report_pid=os.getpid(),
+    )
 
 
 def native_source(spark: SparkSession, ctx: _Context) -> DataFrame:

@@ -430,3 +430,30 @@ def test_a_running_query_reads_records_as_they_come(spark, emulator, stream, put
     assert sorted(json.loads(v)["id"] for v in rows) == sorted(
         [f"a{i}" for i in range(6)] + [f"b{i}" for i in range(6)]
     )
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_the_stage_report_holds_each_shards_lag_and_the_records_read(
+    spark, emulator, stream, put_records, tmp_path
+) -> None:
+    """The worker's report (``records``, ``lag ms`` per shard: MillisBehindLatest) comes from
+    the native source too, under the pid of the process that built the query — the engine
+    shows it on the progress display, the status page and /metrics as for the worker."""
+    import os
+
+    s = stream(2)
+    put_records(s, data(40))
+    state = tmp_path / "state"
+    state.mkdir()
+    ctx = replace(
+        ctx_for(tmp_path, args(s, emulator.endpoint_url, "--max-records-per-cycle", "8")), state_dir=str(state)
+    )
+    batches = run(spark, ctx, tmp_path)
+    assert len(batches) >= 3 and len(concat(list(batches.values()))) == 40
+
+    report = json.loads((state / f"report-0-{os.getpid()}.json").read_text())
+    assert report["records"] == 40
+    lags = report["lag ms"]
+    assert sorted(lags) == sorted(shard_contents(emulator, s))  # every shard, by id
+    assert all(isinstance(ms, int) and ms >= 0 for ms in lags.values()), lags
