@@ -8,17 +8,22 @@ Layout under the output path (Spark and pyarrow readers skip ``_``-prefixed entr
 
 Publishing is a rename per file: same file system, atomic, and idempotent (a file
 already moved is simply no longer in the staging directory), so a publish cut short
-by a crash is finished by running it again.
+by a crash is finished by running it again. Then each table's ``_spark_metadata`` log
+names the batch's files in one step (:mod:`.table_log`): Spark's readers see a batch
+whole or not at all.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+from typing import Any, cast
 
+from etlstage_workers.spark import table_log
 from etlstage_workers.spark.extract import TABLE
 
-from etlstage.state.durable import fsync_path
+from etlstage.state.durable import fsync_path, write_durably
 
 STAGING = "_staging"
 
@@ -60,21 +65,53 @@ def published_path(output: str, batch: str, rel: str, name: str) -> str:
 
 
 def publish(output: str, batch: str) -> int:
-    """Move the batch's staged files into the dataset; return how many were moved now."""
+    """Move the batch's staged files into the dataset, then log them in each table's
+    ``_spark_metadata`` (:mod:`.table_log`); return how many files were moved now.
+
+    The plan (every file's destination, each table's last log id) is written to the
+    staging directory first, so that a publish run again after a crash finishes the same
+    moves and logs each table's part of the batch once."""
     out_dir = os.path.join(batch_dir(output, batch), "out")
     if not os.path.isdir(out_dir):
         return 0
+    plan = _plan(output, batch, out_dir)
     touched: set[str] = set()
-    files = _data_files(out_dir)
-    for rel, name in files:
-        dest = published_path(output, batch, rel, name)
-        os.makedirs(os.path.dirname(dest), exist_ok=True)
-        os.replace(os.path.join(out_dir, rel, name), dest)
+    moved = 0
+    for src, dest in plan["moves"]:
+        if os.path.exists(src):  # else moved before a crash
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
+            os.replace(src, dest)
+            moved += 1
+            _crash_point("mid-publish")
         touched.add(os.path.dirname(dest))
-        _crash_point("mid-publish")
     for directory in sorted(touched):
         fsync_path(directory, directory=True)
-    return len(files)
+    busy = set(leftovers(output, "")) - {batch}  # batches being published meanwhile
+    for table, since in plan["tables"].items():
+        files = [dest for _, dest in plan["moves"] if dest.startswith(table + os.sep)]
+        table_log.append(table, files, batch, since, busy)
+        _crash_point("mid-log")
+    return moved
+
+
+def _plan(output: str, batch: str, out_dir: str) -> dict[str, Any]:
+    path = os.path.join(batch_dir(output, batch), "publish.json")
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            return cast("dict[str, Any]", json.load(f))
+    files = _data_files(out_dir)
+    moves = [(os.path.join(out_dir, rel, name), published_path(output, batch, rel, name)) for rel, name in files]
+    tables = {table_of(output, rel) for rel, _ in files}
+    plan = {"moves": moves, "tables": {t: table_log.latest_id(t) for t in sorted(tables)}}
+    write_durably(path, json.dumps(plan).encode())
+    return plan
+
+
+def table_of(output: str, rel: str) -> str:
+    """The table a staged file (in folder ``rel``) goes to: ``<output>/<table>`` when routed
+    (RDSS: valid, invalid, error), else the output itself."""
+    first = rel.split(os.sep)[0] if rel else ""
+    return os.path.join(output, first[len(TABLE) + 1 :]) if first.startswith(TABLE + "=") else output
 
 
 def remove(output: str, batch: str) -> None:
