@@ -57,32 +57,34 @@ def append(table: str, files: list[str], batch: str, since: int, in_progress: se
         latest = latest_id(table)
         marker = f"/part-{batch}-"
         for log_id in range(since + 1, latest + 1):
-            if any(marker in str(entry["path"]) for entry in _entries(folder, log_id)):
+            if any(marker in line for line in _lines(folder, log_id)):  # its paths, as written
                 return None
         entries = [_entry(path) for path in files]
         if first:  # files published before the log existed stay visible
             mine = set(files)
             entries += [_entry(p) for p in _existing(table, in_progress) if p not in mine]
+        lines = [json.dumps(e, separators=(",", ":")) for e in entries]
         new_id = latest + 1
         if _is_compaction(new_id):
-            entries = _all_entries(folder, latest) + entries
+            lines = _all_lines(folder, latest) + lines
             name = f"{new_id}.compact"
         else:
             name = str(new_id)
-        _create(folder, name, entries)
+        _create(folder, name, lines)
         return new_id
 
 
-def _all_entries(folder: str, latest: int) -> list[dict[str, object]]:
-    """Every entry logged up to ``latest``: the last compaction and the logs after it."""
+def _all_lines(folder: str, latest: int) -> list[str]:
+    """Every entry logged up to ``latest`` (the last compaction and the logs after it), as
+    written: a compaction copies them without parsing them."""
     start = latest - (latest + 1) % COMPACT_INTERVAL if latest >= 0 else 0
-    out: list[dict[str, object]] = []
+    out: list[str] = []
     for log_id in range(max(0, start), latest + 1):
-        out += _entries(folder, log_id)
+        out += _lines(folder, log_id)
     return out
 
 
-def _entries(folder: str, log_id: int) -> list[dict[str, object]]:
+def _lines(folder: str, log_id: int) -> list[str]:
     name = f"{log_id}.compact" if _is_compaction(log_id) else str(log_id)
     try:
         with open(os.path.join(folder, name), encoding="utf-8") as f:
@@ -91,7 +93,7 @@ def _entries(folder: str, log_id: int) -> list[dict[str, object]]:
         return []
     if not lines or lines[0] != VERSION:
         raise ValueError(f"{os.path.join(folder, name)}: not a version-1 Spark sink log")
-    return [json.loads(line) for line in lines[1:] if line]
+    return [line for line in lines[1:] if line]
 
 
 def _entry(path: str) -> dict[str, object]:
@@ -107,10 +109,10 @@ def _entry(path: str) -> dict[str, object]:
     }
 
 
-def _create(folder: str, name: str, entries: list[dict[str, object]]) -> None:
-    """``folder/name`` with ``entries``, durably, never over an existing file."""
+def _create(folder: str, name: str, lines: list[str]) -> None:
+    """``folder/name`` with the JSON ``lines``, durably, never over an existing file."""
     tmp = os.path.join(folder, f".{name}.{os.getpid()}.tmp")
-    body = "\n".join([VERSION, *(json.dumps(e, separators=(",", ":")) for e in entries)])
+    body = "\n".join([VERSION, *lines])
     with open(tmp, "w", encoding="utf-8") as f:
         f.write(body)
         f.flush()
