@@ -12,12 +12,17 @@ tally worker's time marks), which leaves out the start-up (a JVM and Spark's Pyt
 workers) and the end; for the Spark engine only when the run had at least 4
 micro-batches (with fewer it would measure the inside of one batch: "nan").
 
-    python bench/spark_engine.py [--repeat 2] [--sizes 1000000x100,10000000x100,100000x1024] [--cycles 40]
+With ``--connect`` each size also runs through a Spark Connect server (``local[2]``,
+started once from the pyspark package before the measurements and warmed by one run):
+the same query without a JVM to start per run.
+
+    python bench/spark_engine.py [--repeat 2] [--sizes 1000000x100,10000000x100,100000x1024] [--cycles 40] [--connect]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import re
 import shutil
 import subprocess
@@ -114,9 +119,24 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--sizes", default="1000000x100,10000000x100,100000x1024")
     ap.add_argument("--cycles", type=int, default=40)
+    ap.add_argument("--connect", action="store_true", help="also through a warm Spark Connect server (local[2])")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="etlstage-spark-bench-"))
     spark = ("--engine", "spark", "--master", "local[2]")
+    with contextlib.ExitStack() as servers:
+        connect = None
+        if args.connect:
+            sys.path.insert(0, str(HERE.parent))
+            from tests.support.spark_cluster import connect_server
+
+            (work / "server").mkdir()
+            connect = ("--engine", "spark", "--master", servers.enter_context(connect_server(work / "server")))
+            pipeline(work, 1000, 100)
+            run(work, *connect)  # its Python processes started once, as on a long-lived server
+        measure(args, work, spark, connect)
+
+
+def measure(args: argparse.Namespace, work: Path, spark: tuple[str, ...], connect: tuple[str, ...] | None) -> None:
     try:
         print(
             f"{'messages':>10} {'size':>6} {'engine':<16} {'wall s':>7} {'query s':>7} {'wall msg/s':>11} "
@@ -132,18 +152,20 @@ def main() -> None:
                 print(
                     f"{n:>10,} {size:>6} {'supervisor':<16} {sup:>7.2f} {'':>7} {n / sup:>11,.0f} {sup_steady:>12,.0f}"
                 )
-                wall, query, err = run(work, *spark)
-                got = loaded(work, n)
-                assert got == n, f"spark: tally counted {got}, expected {n}"
-                batches = micro_batches(err)
-                # a steady state needs a few micro-batches; with fewer, the rate is one batch's inside
-                steady = steady_rate(work, n) if batches >= MIN_BATCHES else float("nan")
-                print(
-                    f"{n:>10,} {size:>6} {'spark local[2]':<16} {wall:>7.2f} {query or 0:>7.2f} {n / wall:>11,.0f} "
-                    f"{steady:>12,.0f} {starts(work, 'pass'):>4}/{starts(work, 'tally'):<5}"
-                    f"  of the supervisor: wall {sup / wall:.0%}, query alone {sup / (query or wall):.0%}, "
-                    f"steady {steady / sup_steady:.0%}; {batches} micro-batches (rep {rep + 1})"
-                )
+                engines = [("spark local[2]", spark)] + ([("spark connect", connect)] if connect else [])
+                for label, flags in engines:
+                    wall, query, err = run(work, *flags)
+                    got = loaded(work, n)
+                    assert got == n, f"{label}: tally counted {got}, expected {n}"
+                    batches = micro_batches(err)
+                    # a steady state needs a few micro-batches; with fewer, the rate is one batch's inside
+                    steady = steady_rate(work, n) if batches >= MIN_BATCHES else float("nan")
+                    print(
+                        f"{n:>10,} {size:>6} {label:<16} {wall:>7.2f} {query or 0:>7.2f} {n / wall:>11,.0f} "
+                        f"{steady:>12,.0f} {starts(work, 'pass'):>4}/{starts(work, 'tally'):<5}"
+                        f"  of the supervisor: wall {sup / wall:.0%}, query alone {sup / (query or wall):.0%}, "
+                        f"steady {steady / sup_steady:.0%}; {batches} micro-batches (rep {rep + 1})"
+                    )
         # micro-batch overhead: one message per cycle, one cycle per micro-batch
         pipeline(work, args.cycles, 100, mode="cyclic", per_cycle=1)
         wall, query, err = run(work, *spark)
