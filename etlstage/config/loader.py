@@ -309,7 +309,7 @@ def _resolve(data: dict[str, Any], at: Any, source: str, base_dir: str) -> Pipel
                 )
         elif policy is not None and not (typ == StageType.E and mode == Mode.CYCLIC):
             problems.append(at((*path, "offset_policy"), "only a cyclic E-stage with offsets: supervisor uses it"))
-        if raw.get("partition_by") and typ == StageType.E:
+        if raw.get("partition_by") is not None and typ == StageType.E:
             problems.append(at((*path, "partition_by"), "an E-stage has no input to partition"))
         if isinstance(raw.get("native"), str) and typ == StageType.T:
             problems.append(at((*path, "native"), "only E- and L-stages have native Spark implementations"))

@@ -99,6 +99,11 @@ class StageConfig:
         return vocabulary.worker_driven(self.mode, self.batch_driver)
 
     @property
+    def keyed(self) -> bool:
+        """Messages go to instances by a key (``partition_by``; ``""`` is the whole message)."""
+        return self.partition_by is not None
+
+    @property
     def jobs_in_flight(self) -> int:
         """Jobs written ahead of the worker's replies (it reads them when it is ready)."""
         if self.worker_driven:

@@ -66,7 +66,7 @@ class Pipeline:
         self.inputs: dict[str, list[Inbox]] = {}
         for level, stages in enumerate(self.levels[1:], start=1):
             for s in stages:
-                if s.partition_by and s.instances > 1:
+                if s.keyed and s.instances > 1:
                     self.inputs[s.name] = [Inbox(level, s.markers.EOM, config.buffer_bytes) for _ in range(s.instances)]
                 else:
                     box = Inbox(level, s.markers.EOM, config.buffer_bytes)
@@ -120,7 +120,7 @@ class Pipeline:
                     continue
                 piece.window.add(level + 1, count)
                 boxes = self.inputs[t.name]
-                if t.partition_by and t.instances > 1:
+                if t.keyed and t.instances > 1:
                     for i, (part, n) in enumerate(_partition(block, t)):
                         if n:
                             await boxes[i].put(Piece(part, n, piece.window))

@@ -81,11 +81,17 @@ class StageWorker:
         if self.proc is None or self.proc.eof or self.proc.proc.poll() is not None:
             if self.proc is not None:
                 self.proc.kill()
-            self.proc = WorkerProcess(self.argv, self.env, self.cwd, self.label)
+            handed = self.ownership.handed if self.ownership is not None else None
+            if handed is not None:  # the running worker the last owner passed on: no new start
+                self.ownership.handed = None  # type: ignore[union-attr]
+                self.proc = WorkerProcess(self.argv, self.env, self.cwd, self.label, handed)
+            else:
+                self.proc = WorkerProcess(self.argv, self.env, self.cwd, self.label)
+                self.tally.starts += 1
             if self.ownership is not None:
                 self.ownership.record(self.proc.pid)
-            self.tally.starts += 1
-            self.tally.stats.pids.append(self.proc.pid)
+            if self.proc.pid not in self.tally.stats.pids:
+                self.tally.stats.pids.append(self.proc.pid)
             self.parser = ReplyParser(
                 self.stage.markers,
                 bnc_allowed=self.scenario.worker_driven,
@@ -113,6 +119,21 @@ class StageWorker:
             self.ownership.release()
             self.ownership = None
         return code
+
+    def hand_over(self) -> bool:
+        """Pass the idle, running worker to the Spark Python process that asked for its
+        partition (:mod:`etlstage.spark.ownership`) and let go of ownership; False if it
+        cannot be (nothing running, something unfinished, nobody waiting): then stop it."""
+        proc, ownership = self.proc, self.ownership
+        if proc is None or ownership is None or proc.eof or proc.proc.poll() is not None:
+            return False
+        if self.pending or self._held or self.rules.outstanding:
+            return False
+        if not proc.hand_over(ownership.address):
+            return False
+        self.proc, self.ownership = None, None
+        ownership.release()
+        return True
 
     def kill(self) -> None:
         if self.proc is not None:

@@ -24,6 +24,8 @@ from etlstage.spark.process import REGISTRY, WATCHDOG_GRACE
 from etlstage.spark.shipping import Shipped, localize
 from etlstage.spark.tally import Tally, tally_dir, write
 
+_TALLIES: dict[tuple[str, str, int], Tally] = {}  # this Python process's, by (run, stage, partition)
+
 log = logging.getLogger("etlstage.spark")
 
 
@@ -76,13 +78,15 @@ class Plan:
         per Python process.
         """
         REGISTRY.keep_only(self.run_id)
+        for old in [k for k in _TALLIES if k[0] != self.run_id]:
+            del _TALLIES[old]
         key = (self.run_id, stage.name, partition)
         found = REGISTRY.get(key)
         if isinstance(found, StageWorker):
             return found
         label = stage.name if stage.instances == 1 else f"{stage.name}#{partition}"
         ownership = None
-        if stage.partition_by:  # keyed state: never two live workers for one partition on a host
+        if stage.keyed:  # keyed state: never two live workers for one partition on a host
             ownership = Ownership(self.run_id, stage.name, partition)
             ownership.acquire(stage.stop_timeout + 5.0 + WATCHDOG_GRACE + 5.0, label)
         scenario = stage.scenario(partition, self.stage_dir(stage, partition))
@@ -92,7 +96,9 @@ class Plan:
         w.argv, w.cwd = localize(w.argv, cwd, self.config.base_dir, self.shipped)
         w.ownership = ownership
         w.deadletter = self.deadletter
-        w.tally = Tally(stage.name, partition)
+        # one tally per (stage, partition) in this process, kept when the worker moves away and back:
+        # its file holds everything this process did for the partition in the run
+        w.tally = _TALLIES.setdefault(key, Tally(stage.name, partition))
         w.report = functools.partial(self.record, w)
         REGISTRY.put(key, w)
         return w

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import json
 import logging
 import os
 import selectors
@@ -31,7 +32,7 @@ import psutil
 
 from etlstage.errors import WorkerGone, WorkerTimeout, describe_status
 from etlstage.runtime.transport import READ_CHUNK, STDERR_TAIL, grow_pipe, resolve_program, start_error
-from etlstage.spark.ownership import retired_marker
+from etlstage.spark.ownership import Handed, retired_marker
 
 log = logging.getLogger("etlstage.spark.worker")
 
@@ -39,23 +40,32 @@ log = logging.getLogger("etlstage.spark.worker")
 class WorkerProcess:
     """One worker program, driven synchronously by a task."""
 
-    def __init__(self, argv: list[str], env: dict[str, str], cwd: str | None, label: str) -> None:
-        argv = resolve_program(argv, env)
-        self.argv = argv
+    def __init__(
+        self, argv: list[str], env: dict[str, str], cwd: str | None, label: str, handed: Handed | None = None
+    ) -> None:
+        """Start ``argv``; or, with ``handed``, take over the running worker another Spark
+        Python process on this host handed over (see :meth:`hand_over`)."""
         self.label = label
         self.tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL)
-        try:
-            self.proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                env=env,
-                cwd=cwd,
-                start_new_session=True,  # Spark's SIGHUP to its workers' group is ours to relay
-            )
-        except (OSError, ValueError) as exc:
-            raise start_error(exc, argv, cwd, f"{label} on {socket.gethostname()}") from None
+        self.proc: subprocess.Popen[bytes] | Foreign
+        if handed is not None:
+            self.argv = argv
+            self.proc = Foreign(handed)
+            self.tail.extend(handed.tail)
+        else:
+            self.argv = argv = resolve_program(argv, env)
+            try:
+                self.proc = subprocess.Popen(
+                    argv,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    env=env,
+                    cwd=cwd,
+                    start_new_session=True,  # Spark's SIGHUP to its workers' group is ours to relay
+                )
+            except (OSError, ValueError) as exc:
+                raise start_error(exc, argv, cwd, f"{label} on {socket.gethostname()}") from None
         self.pid = self.proc.pid
         _watch(self.pid)
         assert self.proc.stdin and self.proc.stdout and self.proc.stderr
@@ -70,17 +80,35 @@ class WorkerProcess:
         self.eof = False
         self.stdin_closed = False
         self.last_output = time.monotonic()
+        self._detaching = threading.Event()
         self._stderr = threading.Thread(target=self._drain_stderr, name=f"stderr {label}", daemon=True)
         self._stderr.start()
 
     # --- output of the worker ---------------------------------------------------------------
 
     def _drain_stderr(self) -> None:
+        """Relay the worker's stderr line by line, until it closes (or the worker is handed over)."""
         assert self.proc.stderr is not None
-        for raw in iter(self.proc.stderr.readline, b""):
-            text = raw.decode("utf-8", "replace").rstrip("\r\n")
-            self.tail.append(text)
-            print(f"[{self.label}] {text}", file=sys.stderr, flush=True)
+        fd = self.proc.stderr.fileno()
+        partial = b""
+        with selectors.DefaultSelector() as sel:
+            sel.register(fd, selectors.EVENT_READ)
+            while not self._detaching.is_set():
+                if not sel.select(0.05):
+                    continue
+                try:
+                    chunk = os.read(fd, READ_CHUNK)
+                except OSError:
+                    chunk = b""
+                *lines, partial = (partial + chunk).split(b"\n")
+                if not chunk and partial:
+                    lines, partial = [*lines, partial], b""
+                for raw in lines:
+                    text = raw.decode("utf-8", "replace").rstrip("\r")
+                    self.tail.append(text)
+                    print(f"[{self.label}] {text}", file=sys.stderr, flush=True)
+                if not chunk:
+                    return
 
     def context(self, snippet: bytes = b"") -> list[str]:
         """Stage, host, pid, exit status, bytes and stderr tail: a report that stands alone."""
@@ -90,13 +118,19 @@ class WorkerProcess:
             f"stage: {self.label} on executor host {socket.gethostname()}",
             f"command: {self.argv!r}",
             f"pid: {self.pid}",
-            f"exit status: {describe_status(self.proc.poll())}",
+            f"exit status: {self.status()}",
         ]
         if snippet:
             lines.append(f"bytes: {escape_bytes(snippet)}")
         time.sleep(0.05)  # let the stderr thread catch the worker's last words
         lines.extend(["stderr (last lines):", *(f"  | {t}" for t in list(self.tail)[-10:])] if self.tail else [])
         return lines
+
+    def status(self) -> str:
+        code = self.proc.poll()
+        if isinstance(self.proc, Foreign) and code is not None:
+            return "unknown (it was started by another Spark Python process)"
+        return describe_status(code)
 
     def gone(self, what: str) -> WorkerGone:
         with contextlib.suppress(subprocess.TimeoutExpired):
@@ -204,6 +238,34 @@ class WorkerProcess:
                 with contextlib.suppress(psutil.Error):
                     p.send_signal(sig)
 
+    def hand_over(self, address: bytes) -> bool:
+        """Pass this running worker's pipes to the Spark Python process waiting at ``address``
+        and let go of it here; False (nothing changed) when nobody waits there."""
+        assert self.proc.stdin and self.proc.stdout and self.proc.stderr
+        try:
+            create_time = psutil.Process(self.pid).create_time()
+        except psutil.Error:
+            return False
+        note = json.dumps({"pid": self.pid, "create_time": create_time, "tail": list(self.tail)[-20:]}).encode()
+        fds = [self.proc.stdin.fileno(), self.proc.stdout.fileno(), self.proc.stderr.fileno()]
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+                sock.settimeout(2.0)
+                sock.connect(address)
+                socket.send_fds(sock, [note], fds)
+        except OSError:
+            return False
+        self._detaching.set()
+        self._stderr.join(1.0)
+        _unwatch(self.pid)
+        self._sel.close()
+        for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            with contextlib.suppress(OSError):
+                f.close()
+        if isinstance(self.proc, subprocess.Popen):
+            _HANDED.append(self.proc)  # reaped later here (it is still our child), never waited for
+        return True
+
     def kill(self) -> None:
         self._signal_tree(signal.SIGKILL)
         with contextlib.suppress(ProcessLookupError):
@@ -217,6 +279,44 @@ class WorkerProcess:
         self._sel.close()
 
 
+class Foreign:
+    """A handed-over worker: running, but the child of another process, so its exit is seen
+    (gone, or a zombie nobody reaped yet) and its exit status is not known."""
+
+    UNKNOWN = 0
+
+    def __init__(self, handed: Handed) -> None:
+        self.pid = handed.pid
+        self._process = psutil.Process(handed.pid)
+        self.stdin = os.fdopen(handed.stdin, "wb", buffering=0)
+        self.stdout = os.fdopen(handed.stdout, "rb", buffering=0)
+        self.stderr = os.fdopen(handed.stderr, "rb", buffering=0)
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            try:
+                running = self._process.is_running() and self._process.status() != psutil.STATUS_ZOMBIE
+            except psutil.Error:
+                running = False
+            if not running:
+                self.returncode = self.UNKNOWN
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(str(self.pid), timeout or 0.0)
+            time.sleep(0.01)
+        return self.UNKNOWN
+
+    def kill(self) -> None:
+        with contextlib.suppress(psutil.Error):
+            self._process.kill()
+
+
+_HANDED: list[subprocess.Popen[bytes]] = []  # workers handed over: kept so they are reaped, not waited for
 _watchdog: dict[int, subprocess.Popen[bytes]] = {}  # by the pid of the Python process it watches
 WATCHDOG_GRACE = 10.0
 
@@ -237,6 +337,19 @@ def _watch(pid: int) -> None:
     assert dog.stdin is not None
     with contextlib.suppress(psutil.Error, OSError):
         dog.stdin.write(f"{pid} {psutil.Process(pid).create_time()}\n".encode())
+        dog.stdin.flush()
+    for old in list(_HANDED):  # reap what was handed over and has exited meanwhile
+        if old.poll() is not None:
+            _HANDED.remove(old)
+
+
+def _unwatch(pid: int) -> None:
+    """The worker was handed over: this Python process's end no longer ends it."""
+    dog = _watchdog.get(os.getpid())
+    if dog is None or dog.stdin is None:
+        return
+    with contextlib.suppress(OSError):
+        dog.stdin.write(f"forget {pid}\n".encode())
         dog.stdin.flush()
 
 
@@ -279,6 +392,15 @@ class Registry:
             self._stop(value, grace)
 
     @staticmethod
+    def _hand_over(value: object) -> bool:
+        hand_over: Callable[[], bool] | None = getattr(value, "hand_over", None)
+        try:
+            return hand_over is not None and hand_over()
+        except Exception:  # the fallback (a stop) is always safe
+            log.exception("hand-over failed")
+            return False
+
+    @staticmethod
     def _stop(value: object, grace: float) -> None:
         stop: Callable[[float], object] | None = getattr(value, "stop", None)
         if stop is not None:
@@ -316,8 +438,11 @@ class Registry:
                         del self.entries[key]
                     if key[0] in retired:
                         log.info("%s: the query has ended: stopping its worker", key[1])
+                    elif self._hand_over(value):
+                        log.info("%s: worker handed over to another Spark Python process", key[1])
+                        continue
                     else:
-                        log.info("%s: handing the worker over to another Spark Python process", key[1])
+                        log.info("%s: another Spark Python process takes over: stopping the worker", key[1])
                     self._stop(value, 10.0)
                 finally:
                     in_use.release()

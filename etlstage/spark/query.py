@@ -51,7 +51,7 @@ def build(spark: SparkSession, plan: Plan) -> Any:
     transforms = [s for s in config.stages if s.type == "T"]
     loads = [s for s in config.stages if s.type == "L"]
     consumer = transforms[0] if transforms else loads[0]
-    spool_partitions = consumer.instances if not consumer.partition_by else 1
+    spool_partitions = consumer.instances if not consumer.keyed else 1
     native = natives(plan)  # stages that run as Spark itself (a source, a sink) instead of a worker
     native_sink = native.get(loads[0].name)
     # Native sources straight into a native sink: bare messages all the way, never framed.
@@ -75,7 +75,7 @@ def build(spark: SparkSession, plan: Plan) -> Any:
         and not (extractors[0].mode == "cyclic" and extractors[0].offsets == "supervisor")
         and len(fused) == len(transforms)
         and spool_partitions == loads[0].instances
-        and not (loads[0].partition_by and loads[0].instances > 1)
+        and not (loads[0].keyed and loads[0].instances > 1)
     )
     frames: list[tuple[DataFrame, int]] = []
     markers = extractors[0].markers
@@ -108,12 +108,15 @@ def build(spark: SparkSession, plan: Plan) -> Any:
 
     def place(df: DataFrame, parts: int, stage: StageConfig, source: Markers) -> tuple[DataFrame, int]:
         n = stage.instances
-        if stage.partition_by and n > 1:
+        if stage.keyed and n > 1:
             keyed = df.mapInArrow(key_task(stage, source), KEYED_SCHEMA)
             return keyed.repartitionById(n, "pid").select("value"), n
         if parts == n:
             return df, n
-        return (df.coalesce(n) if parts > n else df.repartition(n)), n
+        # Never coalesce: Spark would run the upstream step's partitions inside fewer tasks,
+        # and a T-stage's worker for partition 1 would never start (its messages going to
+        # partition 0's, whose keyed state is not theirs).  A shuffle keeps them apart.
+        return df.repartition(n), n
 
     for t in transforms[: len(transforms) - len(fused)]:
         df, parts = place(df, parts, t, markers)
@@ -153,10 +156,10 @@ def fusable(transforms: list[StageConfig], load: StageConfig, parts: int) -> lis
     """The T-stages at the end of the chain that keep their input's partitions (as the L-stage
     does): they run inside the sink's tasks, with no trip through the JVM between them."""
     n = load.instances
-    keeps = not (load.partition_by and n > 1)
+    keeps = not (load.keyed and n > 1)
     fused: list[StageConfig] = []
     for t in reversed(transforms):
-        if not keeps or t.instances != n or (t.partition_by and n > 1):
+        if not keeps or t.instances != n or (t.keyed and n > 1):
             break
         fused.insert(0, t)
     if not keeps:

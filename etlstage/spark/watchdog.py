@@ -7,7 +7,8 @@ the write end of its stdin; it writes ``pid start-time`` for every worker it sta
 When that stdin reaches end of file the Python process is gone, and so is the write
 end of every worker's stdin: a worker sees "no more work", finishes and exits, as under
 the supervisor.  Whatever still runs ``GRACE`` seconds later is killed, with its
-children.
+children.  ``forget pid`` takes a worker off the list: it was handed over to another
+Python process (whose own watchdog now watches it).
 """
 
 from __future__ import annotations
@@ -20,14 +21,17 @@ import psutil
 
 def main(argv: list[str]) -> int:
     grace = float(argv[1]) if len(argv) > 1 else 10.0
-    workers: list[psutil.Process] = []
+    workers: dict[int, psutil.Process] = {}
     for line in sys.stdin:
         with contextlib.suppress(ValueError, psutil.Error):
-            pid, started = line.split()
-            p = psutil.Process(int(pid))
-            if abs(p.create_time() - float(started)) < 0.01:  # not a recycled pid
-                workers.append(p)
-    live = [p for p in workers if p.is_running()]
+            first, second = line.split()
+            if first == "forget":
+                workers.pop(int(second), None)
+                continue
+            p = psutil.Process(int(first))
+            if abs(p.create_time() - float(second)) < 0.01:  # not a recycled pid
+                workers[p.pid] = p
+    live = [p for p in workers.values() if p.is_running()]
     _, alive = psutil.wait_procs(live, timeout=grace)
     for p in alive:
         with contextlib.suppress(psutil.Error):

@@ -8,6 +8,7 @@ import zlib
 
 import pytest
 
+from etlstage.protocol.partition import partition_of
 from etlstage.protocol.pointer import parse_pointer
 from tests.support.paths import EXAMPLES, FIXTURES, ROOT
 from tests.support.run_cli import ETLSTAGE, etlstage
@@ -175,6 +176,22 @@ def test_several_transforms_and_instances_partitioned_by_key(pdir):
     assert r.code == 0, r.stderr
     docs = [json.loads(x) for x in pdir.lines("out.txt")]
     assert sorted(d["i"] for d in docs) == list(range(300))
+
+
+def test_partition_by_the_whole_message(pdir):
+    """``partition_by: ""`` is the pointer to the whole document, not "unset": each message
+    goes to the instance its own hash names (round-robin would spread copies of one value)."""
+    pdir.write("""
+        stages:
+          - {name: src, type: E, command: ["{PY}", "-c", "[print(i % 4) for i in range(40)]"]}
+          - {name: keyed, type: L, instances: 3, partition_by: "",
+             command: [sh, -c, 'exec "{PY}" "{TW}" append "got-$ETLSTAGE_INSTANCE.txt"']}
+    """)
+    r = pdir.run("--once")
+    assert r.code == 0, r.stderr
+    for value in range(4):
+        holders = sorted({i for i in range(3) if str(value) in pdir.lines(f"got-{i}.txt")})
+        assert holders == [partition_of(str(value).encode(), 3)], (value, holders)
 
 
 def test_two_loaders_each_receive_every_message(pdir):

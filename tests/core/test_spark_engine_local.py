@@ -7,6 +7,7 @@ checkpoint and state under tmp_path (the CLI runs it the same way, in its own JV
 from __future__ import annotations
 
 import json
+import re
 import sys
 import zlib
 from pathlib import Path
@@ -95,12 +96,13 @@ stages:
     assert offsets == "95"  # every cycle was committed: its next request came after Spark's commit
     commits = list((tmp_path / ".etlstage" / "spark-checkpoint" / "commits").glob("[0-9]*"))
     assert len(commits) == 12  # 95 messages, 8 per cycle
-    for name in ("up", "wd", "load"):
+    for name, partitions in (("up", 2), ("wd", 1), ("load", 1)):
         starts = [line.split() for line in lines(tmp_path / f"{name}.pids")]
         parents = [(parent, partition) for _, parent, partition in starts]
-        # at most one start per (stage, partition, Spark Python worker), far fewer than micro-batches
+        # at most one start per (stage, partition, Spark Python worker), far fewer than tasks
         assert len(parents) == len(set(parents)), (name, starts)
-        assert 1 <= len(starts) <= len(commits) // 2, (name, starts)
+        assert 1 <= len(starts) <= len(commits) * partitions // 2, (name, starts)
+        assert sorted({partition for _, _, partition in starts}) == [str(p) for p in range(partitions)], starts
 
 
 def test_partition_by_keeps_each_key_on_one_partition(spark, tmp_path: Path) -> None:
@@ -137,6 +139,30 @@ stages:
     for partition, events in life.items():
         events.sort(key=lambda e: e[1])
         assert [w for w, _ in events][::2] == ["start"] * ((len(events) + 1) // 2), (partition, events)
+
+
+def test_a_keyed_stage_starts_one_worker_per_partition_over_many_micro_batches(spark, tmp_path: Path, capsys) -> None:
+    """``partition_by``: Spark runs a partition's tasks in whichever Python process is free,
+    and the partition's worker follows them running (handed over, not restarted): one start
+    per partition over 12 micro-batches, and its reported counters are all in the summary."""
+    code = run(
+        spark,
+        tmp_path,
+        """
+stages:
+  - {name: ext, type: E, mode: cyclic, command: [{PY}, {TW}, count, "95", "8"]}
+  - {name: keyed, type: T, mode: batch, batch_size: 3, instances: 2, partition_by: "",
+     command: [{PY}, {PIDLOG}, keyed.pids, {PY}, {TW}, counting]}
+  - {name: load, type: L, mode: batch, batch_size: 5, command: [{PY}, {TW}, append, out.txt]}
+""",
+    )
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert sorted(lines(tmp_path / "out.txt"), key=int) == [str(i) for i in range(95)]
+    assert len(list((tmp_path / ".etlstage" / "spark-checkpoint" / "commits").glob("[0-9]*"))) == 12
+    starts = [line.split() for line in lines(tmp_path / "keyed.pids")]
+    assert sorted(partition for _, _, partition in starts) == ["0", "1"], starts
+    assert re.search(r"^keyed: seen 95\b", err, re.M), err  # every report of the run's workers counted
 
 
 def test_custom_markers_between_stages(spark, tmp_path: Path) -> None:

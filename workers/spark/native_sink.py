@@ -114,6 +114,7 @@ class SinkBatches:
         """Parse, drop known keys, write with Spark into staging, mark staged; False if nothing new."""
         started = time.monotonic()
         messages = [bytes(v) for v in batch_df.toArrow().column("value").to_pylist()]
+        read = time.monotonic()
         if not messages:
             return False
         prepared = prepare(messages, self.config)
@@ -130,7 +131,10 @@ class SinkBatches:
         spark = batch_df.sparkSession
         parallelism = default_parallelism(spark)
         stage_input(self.config.output, batch, prepared, positions, parallelism)
+        staged_at = time.monotonic()
         counts = write_staged(spark, self.config, self.config.output, batch, prepared, positions)
+        log.debug("%s: read %.2fs, prepared and staged %.2fs, written %.2fs", batch, read - started,
+                  staged_at - read, time.monotonic() - staged_at)
         new_keys = pa.table({"key": keys.filter(pc.invert(pa.array(known, pa.bool_())))})
         staging = pub.batch_dir(self.config.output, batch)
         pq.write_table(new_keys, os.path.join(staging, "keys.parquet"))
