@@ -133,8 +133,13 @@ class SinkBatches:
         stage_input(self.config.output, batch, prepared, positions, parallelism)
         staged_at = time.monotonic()
         counts = write_staged(spark, self.config, self.config.output, batch, prepared, positions)
-        log.debug("%s: read %.2fs, prepared and staged %.2fs, written %.2fs", batch, read - started,
-                  staged_at - read, time.monotonic() - staged_at)
+        log.debug(
+            "%s: read %.2fs, prepared and staged %.2fs, written %.2fs",
+            batch,
+            read - started,
+            staged_at - read,
+            time.monotonic() - staged_at,
+        )
         new_keys = pa.table({"key": keys.filter(pc.invert(pa.array(known, pa.bool_())))})
         staging = pub.batch_dir(self.config.output, batch)
         pq.write_table(new_keys, os.path.join(staging, "keys.parquet"))
