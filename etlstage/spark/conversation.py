@@ -81,12 +81,11 @@ class StageWorker:
         if self.proc is None or self.proc.eof or self.proc.proc.poll() is not None:
             if self.proc is not None:
                 self.proc.kill()
-            handed = self.ownership.handed if self.ownership is not None else None
-            if handed is not None:  # the running worker the last owner passed on: no new start
-                self.ownership.handed = None  # type: ignore[union-attr]
-                self.proc = WorkerProcess(self.argv, self.env, self.cwd, self.label, handed)
-            else:
-                self.proc = WorkerProcess(self.argv, self.env, self.cwd, self.label)
+            handed = None  # the running worker the last owner passed on: no new start
+            if self.ownership is not None:
+                handed, self.ownership.handed = self.ownership.handed, None
+            self.proc = WorkerProcess(self.argv, self.env, self.cwd, self.label, handed)
+            if handed is None:
                 self.tally.starts += 1
             if self.ownership is not None:
                 self.ownership.record(self.proc.pid)

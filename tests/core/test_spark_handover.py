@@ -8,6 +8,7 @@ partition, receives the worker's pipes and talks to the same process.
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import signal
 import subprocess
@@ -15,6 +16,7 @@ import sys
 import textwrap
 import time
 import uuid
+from collections.abc import Iterator
 
 import psutil
 import pytest
@@ -49,12 +51,28 @@ HOLDER = textwrap.dedent(
 )
 
 
-def holder(run_id: str, mode: str) -> tuple[subprocess.Popen[str], int]:
-    proc = subprocess.Popen(
+@contextlib.contextmanager
+def holder(mode: str) -> Iterator[tuple[Ownership, subprocess.Popen[str], int]]:
+    """A first owner running ``cat`` for (run, "keyed", 0); ours, the second Ownership, asks
+    for the partition (not yet acquired). Everything is killed at the end."""
+    run_id = f"test-{uuid.uuid4().hex}"
+    first = subprocess.Popen(
         [sys.executable, "-c", HOLDER, run_id, mode], stdout=subprocess.PIPE, text=True, start_new_session=True
     )
-    assert proc.stdout is not None
-    return proc, int(proc.stdout.readline())
+    assert first.stdout is not None
+    pid = int(first.stdout.readline())
+    try:
+        yield Ownership(run_id, "keyed", 0), first, pid
+    finally:
+        first.kill()
+        first.wait(5)
+        if psutil.pid_exists(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+def said(first: subprocess.Popen[str]) -> str:
+    assert first.stdout is not None
+    return first.stdout.readline().strip()
 
 
 def echo(worker: WorkerProcess, data: bytes) -> bytes:
@@ -67,12 +85,9 @@ def echo(worker: WorkerProcess, data: bytes) -> bytes:
 
 
 def test_the_running_worker_is_handed_over_and_outlives_its_first_owner() -> None:
-    run_id = f"test-{uuid.uuid4().hex}"
-    first, pid = holder(run_id, "hand over")
-    try:
-        ownership = Ownership(run_id, "keyed", 0)
+    with holder("hand over") as (ownership, first, pid):
         ownership.acquire(10, "keyed")
-        assert first.stdout is not None and first.stdout.readline().strip() == "handed"
+        assert said(first) == "handed"
         assert ownership.handed is not None and ownership.handed.pid == pid
         worker = WorkerProcess(["cat"], {}, None, "keyed", ownership.handed)
         assert worker.pid == pid  # the same process: no restart
@@ -87,24 +102,13 @@ def test_the_running_worker_is_handed_over_and_outlives_its_first_owner() -> Non
         assert worker.proc.poll() is not None
         assert "unknown" in worker.status()
         ownership.release()
-    finally:
-        first.kill()
-        first.wait(5)
-        if psutil.pid_exists(pid):
-            os.kill(pid, signal.SIGKILL)
 
 
 def test_an_owner_that_stops_its_worker_hands_nothing_over() -> None:
     """The fallback: the worker stopped and the lock released, the new owner starts afresh."""
-    run_id = f"test-{uuid.uuid4().hex}"
-    first, pid = holder(run_id, "stop")
-    try:
-        ownership = Ownership(run_id, "keyed", 0)
+    with holder("stop") as (ownership, first, pid):
         ownership.acquire(10, "keyed")
-        assert first.stdout is not None and first.stdout.readline().strip() == "stopped"
+        assert said(first) == "stopped"
         assert ownership.handed is None
         assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
         ownership.release()
-    finally:
-        first.kill()
-        first.wait(5)
