@@ -21,10 +21,8 @@ from __future__ import annotations
 import asyncio
 import collections
 
+from etlstage.conversation.policy import settle_time
 from etlstage.runtime.flow import Job, Window
-
-MIN_SETTLE = 0.005  # a stray EOP written with its reply arrives within this, even under load
-MAX_SETTLE = 2.0
 
 
 class Unconfirmed:
@@ -61,7 +59,7 @@ class Unconfirmed:
 
     def settle(self) -> float:
         """How long a worker with nothing outstanding must stay quiet to be in step."""
-        return min(max(MIN_SETTLE, 2 * max(self.service, default=0.0)), MAX_SETTLE)
+        return settle_time(self.service)
 
     def due(self) -> bool:
         """Confirm before more is sent: a held window has passed this stage entirely (only
@@ -102,4 +100,4 @@ class Unconfirmed:
         return jobs
 
 
-__all__ = ["MAX_SETTLE", "MIN_SETTLE", "Unconfirmed"]
+__all__ = ["Unconfirmed"]

@@ -17,10 +17,11 @@ import time
 from collections.abc import Awaitable, Callable
 
 from etlstage.config.model import StageConfig
+from etlstage.conversation import policy
 from etlstage.errors import PipelineError, ProtocolViolation, UnaskedReply, WorkerError, WorkerGone, WorkerTimeout
 from etlstage.protocol.framing import EOP, count_eom, split_block
 from etlstage.protocol.scenario import Scenario
-from etlstage.protocol.vocabulary import Mode, OnFailure, StageType
+from etlstage.protocol.vocabulary import Mode, StageType
 from etlstage.runtime.confirm import Unconfirmed
 from etlstage.runtime.flow import Inbox, Job, Piece, Window
 from etlstage.runtime.session import WorkerSession
@@ -35,33 +36,18 @@ EmitFn = Callable[[Piece], Awaitable[None]]
 DeadLetterFn = Callable[[StageConfig, Job, str], None]
 
 
-class Restarts:
-    """Backoff between restarts of one worker instance; fails after too many in a row."""
+class Restarts(policy.Restarts):
+    """Backoff between restarts of one worker instance (:class:`policy.Restarts`), waited here."""
 
     def __init__(self, stage: StageConfig, label: str) -> None:
-        self.policy = stage.restart
-        self.label = label
-        self.in_a_row = 0
-
-    def succeeded(self) -> None:
-        self.in_a_row = 0
+        super().__init__(stage.restart, label)
 
     async def wait(self, error: WorkerError, charged: Job | None = None) -> None:
         """Back off before a restart.  ``charged``: the job that took the blame; its own
         tries decide what happens (on_failure); otherwise too many failures in a row stop
         the pipeline."""
-        self.in_a_row += 1
-        if self.in_a_row > self.policy.max_restarts and charged is None:
-            raise PipelineError(
-                f"{self.label} failed {self.in_a_row} times in a row (max_restarts={self.policy.max_restarts}); "
-                f"last error: {error}"
-            ) from error
-        delay = min(self.policy.backoff * (2 ** (self.in_a_row - 1)), self.policy.backoff_max)
-        if charged is None:
-            attempt = f"restart {self.in_a_row} of at most {self.policy.max_restarts} in a row"
-        else:
-            attempt = f"restart; its job is sent again (failed {charged.attempts} of {self.policy.max_restarts} tries)"
-        log.warning("%s failed (%s); %s in %.1fs", self.label, error.detail, attempt, delay)
+        delay, note = self.failed(error, None if charged is None else charged.attempts)
+        log.warning("%s", note)
         await asyncio.sleep(delay)
 
 
@@ -197,24 +183,19 @@ class TransformDriver(_Driver):
         head.attempts += 1
         for job in jobs:
             job.reset()
-        if head.attempts <= self.stage.restart.max_restarts:
+        verdict = policy.after_failure(self.stage, head.attempts, head.messages, head.batch, exc)
+        if verdict == policy.Verdict.RESEND:
             return jobs
-        if self.stage.on_failure == OnFailure.FAIL:
-            raise PipelineError(
-                f"stage {self.stage.name!r}: a {'batch' if head.batch else 'request'} of {head.messages} message(s) "
-                f"failed {head.attempts} times; on_failure=fail stops the pipeline (nothing committed past it).\n"
-                f"Last error: {exc}"
-            ) from exc
-        if head.messages > 1:
+        if verdict == policy.Verdict.ISOLATE:
             # Isolate the bad message(s): one more try each, alone.
-            log.warning(
-                "%s: a batch of %d failed %d times; trying its messages one by one",
-                self.stage.name,
-                head.messages,
-                head.attempts,
-            )
+            log.warning(policy.ISOLATING, self.stage.name, head.messages, head.attempts)
             singles = [
-                Job([Piece(m, 1, p.window)], 1, head.batch, attempts=self.stage.restart.max_restarts, alone=True)
+                Job(
+                    pieces=[Piece(m, 1, p.window)],
+                    batch=head.batch,
+                    attempts=self.stage.restart.max_restarts,
+                    alone=True,
+                )
                 for p in head.pieces
                 for m in split_block(p.block, self.stage.markers, keep_eom=True)
             ]
@@ -265,7 +246,7 @@ class TransformDriver(_Driver):
                     await drained.wait()
                     return
                 await slots.acquire()
-                while unanswered_bytes and unanswered_bytes + self.stage.batch_bytes > self.stage.replay_bytes:
+                while not policy.may_write(unanswered_bytes, self.stage.batch_bytes, self.stage.replay_bytes):
                     answered.clear()
                     await answered.wait()
                 if held and held.due() and not (inbox.closed and not len(inbox)):  # at the end: EOF confirms
@@ -345,7 +326,7 @@ class TransformDriver(_Driver):
                 pieces.append(p)
                 n += p.count
                 size += len(p.block)
-            if n >= want or size >= st.batch_bytes or (n and single):
+            if policy.batch_full(n, size, want=want, max_bytes=st.batch_bytes) or (n and single):
                 break
             if n and not got and len(inbox):
                 break  # the next message would take the batch over batch_bytes
@@ -361,7 +342,7 @@ class TransformDriver(_Driver):
                     break
             await inbox.wait_changed(deadline)
         batch = st.mode == Mode.BATCH
-        job = Job(pieces, 1 if batch else n, batch)
+        job = Job(pieces=pieces, requests=1 if batch else n, batch=batch)
         self.stats.messages_in += n
         self.stats.bytes_in += sum(len(p.block) for p in pieces)
         return job
@@ -389,7 +370,7 @@ class TransformDriver(_Driver):
                 await bnc.wait()
             bnc.clear()
             size += len(message)
-            job.awaiting_bnc = k < st.batch_size and size < st.batch_bytes
+            job.awaiting_bnc = not policy.batch_full(k, size, want=st.batch_size, max_bytes=st.batch_bytes)
             job.closed = not job.awaiting_bnc
             await session.write(message)
             if job.closed:
@@ -400,11 +381,11 @@ class TransformDriver(_Driver):
             more = await self._one_more(inbox, job, st.batch_bytes - size)
             if more is None:
                 break
-            job.pieces.append(more)
+            job.add(more)
             size += len(more.block)
             self.stats.messages_in += 1
             self.stats.bytes_in += len(more.block)
-            job.awaiting_bnc = job.messages < st.batch_size and size < st.batch_bytes
+            job.awaiting_bnc = not policy.batch_full(job.messages, size, want=st.batch_size, max_bytes=st.batch_bytes)
             job.closed = not job.awaiting_bnc
             await session.write(more.block)
             if job.closed:
@@ -542,7 +523,7 @@ class ExtractDriver(_Driver):
         """Send one request, forward its messages as they come; True when it was empty."""
         await self._nothing_unasked(session)
         raw = request if isinstance(request, bytes) else b""
-        job = Job([], 1, False)
+        job = Job()
         session.add_job(job)
         await session.write(raw + self.eom)
         before = window.messages

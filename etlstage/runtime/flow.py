@@ -16,6 +16,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from etlstage.protocol.replies import Exchange
+
 
 class Window:
     """One cycle of a cyclic E-stage, or the whole run of a plain one."""
@@ -214,27 +216,28 @@ class Inbox:
 
 
 @dataclass(eq=False)
-class Job:
-    """Work written to one worker in one go: a batch, or ``requests`` single messages."""
+class Job(Exchange):
+    """Work written to one worker in one go: a batch, or ``requests`` single messages.
 
-    pieces: list[Piece]
-    requests: int  # EOPs that end it
-    batch: bool
+    The reply rules' fields are :class:`Exchange`'s; ``messages`` counts the pieces'
+    messages (kept by :meth:`add`)."""
+
+    pieces: list[Piece] = field(default_factory=list)
+    batch: bool = False
     attempts: int = 0
-    results: list[bytes] = field(default_factory=list)
-    eops: int = 0
-    started: float = 0.0
-    closed: bool = False  # batch: EOB written, or filled (worker-driven)
-    awaiting_bnc: bool = False  # worker-driven: a BNC is due for the last message sent
-    bounds: list[int] = field(default_factory=list)  # len(results) at each EOP: per-request grouping
+    messages: int = field(init=False, default=0)
     alone: bool = False  # isolating a failure: nothing else in flight beside it, so blame is exact
     size: int = 0  # bytes of input when written (worker-driven batches grow as they go)
     resent: bool = False  # sent again after a failure (its answer does not prove the worker healthy)
     after_confirmation: bool = False  # sent again after a failure: only once what went before is in step
 
-    @property
-    def messages(self) -> int:
-        return sum(p.count for p in self.pieces)
+    def __post_init__(self) -> None:
+        self.messages = sum(p.count for p in self.pieces)
+
+    def add(self, piece: Piece) -> None:
+        """One more piece (a worker-driven batch grows on each BNC)."""
+        self.pieces.append(piece)
+        self.messages += piece.count
 
     @property
     def block(self) -> bytes:
@@ -244,9 +247,3 @@ class Job:
 
     def oldest_window(self) -> Window:
         return min((p.window for p in self.pieces), key=lambda w: (w.opened, w.seq))
-
-    def reset(self) -> None:
-        self.results.clear()
-        self.bounds.clear()
-        self.eops = 0
-        self.closed = self.awaiting_bnc = False

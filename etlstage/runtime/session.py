@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 from etlstage.config.model import Timeouts
+from etlstage.conversation import policy
 from etlstage.errors import ProtocolViolation, WorkerError, WorkerGone, WorkerTimeout, describe_status, escape_bytes
 from etlstage.protocol.framing import ReplyParser, Token
 from etlstage.protocol.replies import ReplyRules
@@ -106,23 +107,14 @@ class WorkerSession:
 
     def _deadline(self) -> tuple[float | None, str]:
         """The earliest time limit now running, with its name."""
-        best: tuple[float | None, str] = (None, "")
-        t = self.timeouts
-        if self.inflight:
-            head = self.inflight[0]
-            limit = t.startup if self.completed == 0 else t.request
-            if limit is not None:
-                best = (
-                    head.started + limit,
-                    f"{'start-up' if self.completed == 0 else 'request'} timeout of {limit:g}s",
-                )
-        elif not self.scenario.has_requests and t.startup is not None and self.completed == 0:
-            best = (self.started + t.startup, f"start-up timeout of {t.startup:g}s (no output yet)")
-        if t.idle is not None and (self.inflight or not self.scenario.has_requests):
-            idle_at = self.last_output + t.idle
-            if best[0] is None or idle_at < best[0]:
-                best = (idle_at, f"idle timeout of {t.idle:g}s (no output)")
-        return best
+        return policy.answer_deadline(
+            self.timeouts,
+            has_requests=self.scenario.has_requests,
+            head_started=self.inflight[0].started if self.inflight else None,
+            answered=self.completed > 0,
+            started=self.started,
+            last_output=self.last_output,
+        )
 
     def add_job(self, job: Job) -> None:
         """A request was written: its time limit starts to run (now, if it is the head)."""

@@ -24,19 +24,18 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from etlstage.config.model import StageConfig
-from etlstage.errors import PipelineError, ProtocolViolation, WorkerError
+from etlstage.conversation import policy
+from etlstage.errors import ProtocolViolation, WorkerError
 from etlstage.protocol.framing import ReplyParser
 from etlstage.protocol.replies import Exchange, ReplyRules
 from etlstage.protocol.scenario import Scenario
+from etlstage.protocol.vocabulary import Mode
 from etlstage.spark.blocks import message_ends, spans
 from etlstage.spark.ownership import Ownership
 from etlstage.spark.process import WorkerProcess
 from etlstage.spark.tally import Tally
 
 log = logging.getLogger("etlstage.spark.stage")
-
-HOLD_BYTES = 16 << 20  # answered input held unconfirmed before feeding pauses to confirm
-MIN_SETTLE, MAX_SETTLE = 0.005, 2.0
 
 
 @dataclass(eq=False)
@@ -68,7 +67,7 @@ class StageWorker:
         self.proc: WorkerProcess | None = None
         self.tally = Tally(stage.name, 0)  # starts, requests, restarts, failures: reported to the driver
         self.report: Callable[[], None] = lambda: None  # publishes the tally (set by the plan)
-        self.in_a_row = 0
+        self.restarts = policy.Restarts(stage.restart, label)
         self.deadletter: DeadLetterFn | None = None
         self.service: collections.deque[float] = collections.deque(maxlen=16)
         self._held: list[Job] = []
@@ -147,22 +146,16 @@ class StageWorker:
     # --- reading replies ----------------------------------------------------------------------
 
     def _deadline(self) -> tuple[float | None, str]:
-        t = self.stage.timeouts
-        best: tuple[float | None, str] = (None, "")
-        if self.rules.outstanding:
-            first = self.answered == 0
-            limit = t.startup if first else t.request
-            if limit is not None:
-                best = (
-                    self.rules.outstanding[0].started + limit,
-                    f"{'start-up' if first else 'request'} timeout of {limit:g}s",
-                )
-            if t.idle is not None:
-                assert self.proc is not None
-                idle = self.proc.last_output + t.idle
-                if best[0] is None or idle < best[0]:
-                    best = (idle, f"idle timeout of {t.idle:g}s (no output)")
-        return best
+        assert self.proc is not None
+        head = self.rules.outstanding[0] if self.rules.outstanding else None
+        return policy.answer_deadline(
+            self.stage.timeouts,
+            has_requests=self.scenario.has_requests,
+            head_started=None if head is None else head.started,
+            answered=self.answered > 0,
+            started=self.proc.last_output,  # read before any output only: then it is the start
+            last_output=self.proc.last_output,
+        )
 
     def _step(self, until: float | None = None) -> tuple[list[Job], bool]:
         """Move bytes once: (jobs answered in full, whether a BNC came).
@@ -204,8 +197,7 @@ class StageWorker:
 
     def _settle(self) -> None:
         """Nothing outstanding: stay quiet for the settle time, or the answers were out of step."""
-        settle = min(max(MIN_SETTLE, 2 * max(self.service, default=0.0)), MAX_SETTLE)
-        until = time.monotonic() + settle
+        until = time.monotonic() + policy.settle_time(self.service)
         while time.monotonic() < until:
             self._step(until)
 
@@ -230,14 +222,12 @@ class StageWorker:
                 self._recover(exc, todo)
 
     def _jobs(self, blocks: Iterator[bytes]) -> Iterator[Job]:
+        """Jobs cut from the task's input as the supervisor cuts them from a stage's inbox
+        (:func:`policy.batch_cut`): at ``batch_size`` messages (single requests:
+        ``single_job_size``) or ``batch_bytes``; the end of the input is the micro-batch's
+        barrier, which closes the last one."""
         st = self.stage
-        if st.mode == "single":
-            for block in blocks:
-                n = len(message_ends(block, st.markers.eom))
-                if n:
-                    yield Job(requests=n, messages=n, block=block)
-            return
-        if st.batch_driver == "worker":
+        if st.worker_driven:
             for block in blocks:
                 ends = message_ends(block, st.markers.eom)
                 start = 0
@@ -245,21 +235,33 @@ class StageWorker:
                     yield Job(messages=1, block=block[start:end], batch=True)
                     start = end
             return
-        size = st.batch_size
-        carry, held = b"", 0  # messages of a batch not yet full
+        single = st.mode == Mode.SINGLE
+        want = st.single_job_size if single else st.batch_size
+
+        def job(n: int, block: bytes) -> Job:
+            if single:
+                return Job(requests=n, messages=n, block=block)
+            return Job(messages=n, block=block, batch=True, closed=True)
+
+        carry: list[bytes] = []  # the messages of a job not yet full, from earlier blocks
+        held = held_bytes = 0
         for block in blocks:
-            ends = message_ends(block, st.markers.eom)
-            start = 0
-            while held + len(ends) >= size:
-                cut = int(ends[size - held - 1])
-                yield Job(messages=size, block=carry + block[start:cut], batch=True, closed=True)
-                ends = ends[size - held :]
-                carry, held, start = b"", 0, cut
-            if len(ends):
-                carry += block[start:]
-                held += len(ends)
+            ends = message_ends(block, st.markers.eom).tolist()
+            first = 0
+            while (
+                cut := policy.batch_cut(ends, first, held, held_bytes, want=want, max_bytes=st.batch_bytes)
+            ) is not None:
+                start = ends[first - 1] if first else 0
+                end = ends[cut - 1] if cut > first else start
+                yield job(held + cut - first, b"".join([*carry, block[start:end]]))
+                carry, held, held_bytes, first = [], 0, 0, cut
+            if first < len(ends):
+                start = ends[first - 1] if first else 0
+                carry.append(block[start : ends[-1]])
+                held += len(ends) - first
+                held_bytes += ends[-1] - start
         if held:
-            yield Job(messages=held, block=carry, batch=True, closed=True)  # the micro-batch's barrier
+            yield job(held, b"".join(carry))  # the micro-batch's barrier
 
     def _attempt(self, todo: collections.deque[Job], jobs: Iterator[Job]) -> Iterator[bytes]:
         self._ensure()
@@ -271,12 +273,16 @@ class StageWorker:
         exhausted = False
         while True:
             # feed: up to `depth` jobs in flight; an isolated job goes alone
-            while not exhausted and len(self.rules.outstanding) < depth and held_bytes < HOLD_BYTES:
+            # answered input held unconfirmed up to replay_bytes (then feeding pauses to confirm)
+            while not exhausted and len(self.rules.outstanding) < depth and held_bytes < self.stage.replay_bytes:
                 job = todo.popleft() if todo else next(jobs, None)
                 if job is None:
                     exhausted = True
                     break
-                if job.alone and (self.rules.outstanding or held):
+                unanswered = sum(len(j.block) for j in self.rules.outstanding)
+                if (job.alone and (self.rules.outstanding or held)) or not policy.may_write(
+                    unanswered, len(job.block), self.stage.replay_bytes
+                ):
                     todo.appendleft(job)
                     break
                 if worker_driven:
@@ -292,7 +298,7 @@ class StageWorker:
             if not self.rules.outstanding and not self.pending:
                 if held:
                     self._settle()
-                    self.in_a_row = 0
+                    self.restarts.succeeded()
                     yield from self._release(held)
                     held_bytes = 0
                 if exhausted and not todo:
@@ -305,7 +311,6 @@ class StageWorker:
 
     def _feed_worker_driven(self, job: Job, todo: collections.deque[Job], jobs: Iterator[Job]) -> list[Job]:
         """Write one message, another on each BNC while input lasts, else EOB."""
-        size = self.stage.batch_size
         again = job.messages > 1  # a resend: its messages go one per BNC as before
         messages = (
             [job.block[s:e] for s, e in spans(message_ends(job.block, self.stage.markers.eom))]
@@ -313,7 +318,7 @@ class StageWorker:
             else [job.block]
         )
         job.messages = 1
-        job.awaiting_bnc = size > 1
+        job.awaiting_bnc = not self._full(job.messages, len(messages[0]))
         job.closed = not job.awaiting_bnc
         self._write(job, messages[0])
         rest = messages[1:]
@@ -330,16 +335,22 @@ class StageWorker:
             else:
                 nxt = todo.popleft() if todo else next(jobs, None)
                 more = nxt.block if nxt is not None else None
+                if nxt is not None and len(job.block) + len(nxt.block) > self.stage.batch_bytes:
+                    todo.appendleft(nxt)  # over batch_bytes: it starts the next batch
+                    more = None
             if more is None:
                 job.closed = True
                 self.pending.append(memoryview(self.stage.markers.EOB))
                 break
             job.block += more
             job.messages += 1
-            job.awaiting_bnc = job.messages < size
+            job.awaiting_bnc = not self._full(job.messages, len(job.block))
             job.closed = not job.awaiting_bnc
             self.pending.append(memoryview(more))
         return []
+
+    def _full(self, messages: int, size: int) -> bool:
+        return policy.batch_full(messages, size, want=self.stage.batch_size, max_bytes=self.stage.batch_bytes)
 
     def _release(self, held: list[Job]) -> Iterator[bytes]:
         jobs = list(held)
@@ -358,40 +369,22 @@ class StageWorker:
         for job in again:
             job.reset()
         head = unanswered[0] if unanswered else None
-        policy = self.stage.restart
-        if head is None:
-            self.in_a_row += 1
-            if self.in_a_row > policy.max_restarts:
-                raise PipelineError(
-                    f"{self.label} failed {self.in_a_row} times in a row (max_restarts={policy.max_restarts}); "
-                    f"last error: {exc}"
-                ) from exc
-        else:
+        if head is not None:
             head.attempts += 1
-            if head.attempts > policy.max_restarts:
-                again = self._exhausted(head, again, exc)
-        tries = head.attempts if head is not None else self.in_a_row
-        delay = min(policy.backoff * 2 ** max(0, tries - 1), policy.backoff_max)
-        log.warning("%s failed (%s); restart in %.1fs", self.label, exc.detail, delay)
+            verdict = policy.after_failure(self.stage, head.attempts, head.messages, head.batch, exc)
+            if verdict != policy.Verdict.RESEND:
+                again = self._exhausted(head, again, verdict, exc)
+        delay, note = self.restarts.failed(exc, None if head is None else head.attempts)
+        log.warning("%s", note)
         time.sleep(delay)
         todo.extendleft(reversed(again))
 
-    def _exhausted(self, head: Job, again: list[Job], exc: WorkerError) -> list[Job]:
+    def _exhausted(self, head: Job, again: list[Job], verdict: policy.Verdict, exc: WorkerError) -> list[Job]:
+        """``head`` is out of tries: its messages isolated, or it is a dead letter."""
         st = self.stage
-        if st.on_failure == "fail":
-            raise PipelineError(
-                f"stage {st.name!r}: a {'batch' if head.batch else 'request'} of {head.messages} message(s) "
-                f"failed {head.attempts} times; on_failure=fail stops the query (nothing committed past it).\n"
-                f"Last error: {exc}"
-            ) from exc
         at = again.index(head)
-        if head.messages > 1:
-            log.warning(
-                "%s: a batch of %d failed %d times; trying its messages one by one",
-                self.label,
-                head.messages,
-                head.attempts,
-            )
+        if verdict == policy.Verdict.ISOLATE:
+            log.warning(policy.ISOLATING, self.label, head.messages, head.attempts)
             singles = [
                 Job(
                     messages=1,

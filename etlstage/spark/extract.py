@@ -11,7 +11,8 @@ from __future__ import annotations
 import logging
 import time
 
-from etlstage.errors import PipelineError, ProtocolViolation, WorkerError
+from etlstage.conversation import policy
+from etlstage.errors import ProtocolViolation, WorkerError
 from etlstage.spark.conversation import Job, StageWorker
 
 log = logging.getLogger("etlstage.spark.stage")
@@ -45,13 +46,15 @@ class ExtractWorker(StageWorker):
             if first is not None:
                 deadline, what = first + linger, None
             else:
-                limit = t.startup if self.answered == 0 else t.idle
-                deadline = None if limit is None else proc.last_output + limit
-                what = (
-                    f"{'start-up' if self.answered == 0 else 'idle'} timeout of {limit:g}s (no output)"
-                    if limit
-                    else None
+                deadline, what = policy.answer_deadline(
+                    t,
+                    has_requests=False,
+                    head_started=None,
+                    answered=self.answered > 0,
+                    started=proc.last_output,  # read before any output only: then it is the start
+                    last_output=proc.last_output,
                 )
+                what = what or None
             chunks = proc.pump(self.pending, deadline, what)
             for chunk in chunks:
                 try:
@@ -103,20 +106,13 @@ class ExtractWorker(StageWorker):
                 while True:
                     done, _ = self._step()
                     if done:
-                        self.in_a_row = 0
+                        self.restarts.succeeded()
                         return b"".join(job.results)
             except WorkerError as exc:
                 self.kill()
                 self.failed(exc)
-                self.in_a_row += 1
-                policy = self.stage.restart
-                if self.in_a_row > policy.max_restarts:
-                    raise PipelineError(
-                        f"{self.label} failed {self.in_a_row} times in a row (max_restarts={policy.max_restarts}); "
-                        f"last error: {exc}"
-                    ) from exc
-                delay = min(policy.backoff * 2 ** (self.in_a_row - 1), policy.backoff_max)
-                log.warning("%s failed (%s); restart in %.1fs", self.label, exc.detail, delay)
+                delay, note = self.restarts.failed(exc)
+                log.warning("%s", note)
                 time.sleep(delay)
 
 

@@ -1,8 +1,9 @@
 """The package's layers point one way: a module imports only from layers below its own.
 
-    6  cli
-    5  testing, spark, observe      (the harness, the Spark engine, metrics)
-    4  runtime, worker              (the supervisor engine; the worker SDK)
+    7  cli
+    6  testing, spark, observe      (the harness, the Spark engine, metrics)
+    5  runtime, worker              (the supervisor engine; the worker SDK)
+    4  conversation                 (the conversation rules both engines follow)
     3  config
     2  state
     1  protocol
@@ -23,12 +24,13 @@ LAYERS = {
     "protocol": 1,
     "state": 2,
     "config": 3,
-    "runtime": 4,
-    "worker": 4,
-    "testing": 5,
-    "spark": 5,
-    "observe": 5,
-    "cli": 6,
+    "conversation": 4,
+    "runtime": 5,
+    "worker": 5,
+    "testing": 6,
+    "spark": 6,
+    "observe": 6,
+    "cli": 7,
 }
 
 
@@ -65,6 +67,24 @@ def test_imports_point_down():
         if LAYERS.get(target, 99) >= LAYERS[package]
     ]
     assert not wrong, "\n".join(wrong)
+
+
+def test_the_conversation_rules_import_no_engine_and_do_no_io():
+    """Both engines follow the rules of ``conversation``: it imports neither, nor
+    anything that waits, spawns or reads a clock."""
+    allowed = {"__future__", "bisect", "collections", "enum", "etlstage", "typing"}
+    for f in sorted((ROOT / "etlstage" / "conversation").rglob("*.py")):
+        for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
+            names = []
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            for name in names:
+                top = name.split(".")[0]
+                assert top in allowed, f"{f.relative_to(ROOT)}:{node.lineno}: imports {name}"
+                if top == "etlstage":
+                    assert name.split(".")[1] in {"config", "errors", "protocol"}, f"{f.name}:{node.lineno}: {name}"
 
 
 def test_loading_a_pipeline_file_does_not_start_the_runtime():

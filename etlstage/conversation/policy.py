@@ -1,0 +1,235 @@
+"""The conversation rules, written once for every engine: pure, no I/O, no clocks.
+
+The supervisor's stage drivers (:mod:`etlstage.runtime.driver`, ``session``) and the
+Spark engine's task conversation (:mod:`etlstage.spark.conversation`, ``extract``) ask
+this module, and only this module:
+
+- how long to wait before restarting a failed worker, and when failures in a row stop
+  the run (:class:`Restarts`, :func:`next_delay`);
+- what a job that failed once more does under ``on_failure`` (:func:`after_failure`);
+- by when the worker must answer next, and which limit that is (:func:`answer_deadline`);
+- when a batch is full (:func:`batch_full`, :func:`batch_cut`);
+- whether more input may be written beside what is unanswered (:func:`may_write`);
+- how long a worker with nothing outstanding stays quiet to be in step (:func:`settle_time`).
+
+Callers pass times and counts in; nothing here sleeps, logs or reads a clock.
+
+>>> from etlstage.config.model import RestartPolicy
+>>> [next_delay(RestartPolicy(backoff=0.5, backoff_max=3), n) for n in (1, 2, 3, 4, 5)]
+[0.5, 1.0, 2.0, 3, 3]
+>>> batch_full(2, 10, want=3, max_bytes=100), batch_full(3, 10, want=3, max_bytes=100)
+(False, True)
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable, Sequence
+from enum import StrEnum
+
+from etlstage.config.model import RestartPolicy, StageConfig, Timeouts
+from etlstage.errors import PipelineError, WorkerError
+from etlstage.protocol.vocabulary import OnFailure
+
+MIN_SETTLE = 0.005  # a stray EOP written with its reply arrives within this, even under load
+MAX_SETTLE = 2.0
+
+ISOLATING = "%s: a batch of %d failed %d times; trying its messages one by one"  # a log format: label, n, tries
+
+
+# --- restarts --------------------------------------------------------------------------------
+
+
+def next_delay(restart: RestartPolicy, failures: int) -> float:
+    """Seconds before the restart that follows ``failures`` failures in a row (1: the
+    first): ``backoff``, doubling each time, at most ``backoff_max``."""
+    return min(restart.backoff * 2 ** max(0, failures - 1), restart.backoff_max)
+
+
+class Restarts:
+    """Failures of one worker instance in a row: the wait before each restart, and the
+    error once there were too many with no job to blame.
+
+    >>> from etlstage.errors import WorkerGone
+    >>> r = Restarts(RestartPolicy(max_restarts=1, backoff=1), "t")
+    >>> r.failed(WorkerGone("exited"))
+    (1, 't failed (exited); restart 1 of at most 1 in a row in 1.0s')
+    >>> r.failed(WorkerGone("exited"), charged=2)[0]  # a job takes the blame: its tries decide
+    2
+    >>> r.failed(WorkerGone("exited"))
+    Traceback (most recent call last):
+    ...
+    etlstage.errors.PipelineError: t failed 3 times in a row (max_restarts=1); last error: exited
+    """
+
+    def __init__(self, restart: RestartPolicy, label: str) -> None:
+        self.policy = restart
+        self.label = label
+        self.in_a_row = 0
+
+    def succeeded(self) -> None:
+        """New work went through: earlier failures are no longer "in a row"."""
+        self.in_a_row = 0
+
+    def failed(self, error: WorkerError, charged: int | None = None) -> tuple[float, str]:
+        """One more failure: (seconds to wait before the restart, the line to log).
+
+        ``charged``: the tries of the job that took the blame (its own count decides what
+        happens, :func:`after_failure`); without one, more than ``max_restarts`` failures
+        in a row stop the run (:class:`PipelineError`).
+        """
+        self.in_a_row += 1
+        if charged is None and self.in_a_row > self.policy.max_restarts:
+            raise PipelineError(
+                f"{self.label} failed {self.in_a_row} times in a row (max_restarts={self.policy.max_restarts}); "
+                f"last error: {error}"
+            ) from error
+        delay = next_delay(self.policy, self.in_a_row)
+        if charged is None:
+            attempt = f"restart {self.in_a_row} of at most {self.policy.max_restarts} in a row"
+        else:
+            attempt = f"restart; its job is sent again (failed {charged} of {self.policy.max_restarts} tries)"
+        return delay, f"{self.label} failed ({error.detail}); {attempt} in {delay:.1f}s"
+
+
+# --- on_failure ------------------------------------------------------------------------------
+
+
+class Verdict(StrEnum):
+    """What becomes of a job whose worker failed while it was the one being answered."""
+
+    RESEND = "resend"  # tries left: send it again as it was
+    ISOLATE = "isolate"  # out of tries, several messages: each once more, alone
+    DEADLETTER = "deadletter"  # out of tries, one message: set aside, the rest goes on
+
+
+def after_failure(stage: StageConfig, attempts: int, messages: int, batch: bool, error: WorkerError) -> Verdict:
+    """The verdict on a job that has now failed ``attempts`` times; under ``on_failure:
+    fail`` a job out of tries stops the run (:class:`PipelineError`, one text for both engines).
+
+    >>> from etlstage.config.model import StageConfig
+    >>> from etlstage.errors import WorkerGone
+    >>> from etlstage.protocol.markers import Markers
+    >>> from etlstage.protocol.vocabulary import Mode, StageType
+    >>> st = StageConfig("t", StageType.T, ["w"], Mode.BATCH, Markers(), on_failure=OnFailure.DEADLETTER)
+    >>> [after_failure(st, n, m, True, WorkerGone("x")).value for n, m in ((5, 9), (6, 9), (6, 1))]
+    ['resend', 'isolate', 'deadletter']
+    """
+    if attempts <= stage.restart.max_restarts:
+        return Verdict.RESEND
+    if stage.on_failure == OnFailure.FAIL:
+        raise PipelineError(
+            f"stage {stage.name!r}: a {'batch' if batch else 'request'} of {messages} message(s) "
+            f"failed {attempts} times; on_failure=fail stops the pipeline (nothing committed past it).\n"
+            f"Last error: {error}"
+        ) from error
+    return Verdict.ISOLATE if messages > 1 else Verdict.DEADLETTER
+
+
+# --- time limits -----------------------------------------------------------------------------
+
+
+def answer_deadline(
+    timeouts: Timeouts,
+    *,
+    has_requests: bool,
+    head_started: float | None,
+    answered: bool,
+    started: float,
+    last_output: float,
+) -> tuple[float | None, str]:
+    """The earliest time limit now running and its name; ``(None, "")`` for none.
+
+    ``head_started``: when the oldest unanswered request became the oldest (None: nothing
+    outstanding); ``answered``: this process answered before (else ``startup`` applies,
+    not ``request``); ``started``: when the process started; ``last_output``: when it
+    last wrote anything.  A plain E-stage has no requests: its start-up limit runs from
+    its start until its first output, its idle limit all along.
+
+    >>> t = Timeouts(startup=10, request=5, idle=3)
+    >>> answer_deadline(t, has_requests=True, head_started=100, answered=True, started=0, last_output=99)
+    (102, 'idle timeout of 3s (no output)')
+    >>> answer_deadline(t, has_requests=True, head_started=None, answered=True, started=0, last_output=99)
+    (None, '')
+    >>> answer_deadline(Timeouts(), has_requests=False, head_started=None, answered=False, started=0, last_output=0)
+    (120.0, 'start-up timeout of 120s (no output yet)')
+    """
+    best: tuple[float | None, str] = (None, "")
+    if head_started is not None:
+        limit = timeouts.request if answered else timeouts.startup
+        if limit is not None:
+            best = (head_started + limit, f"{'request' if answered else 'start-up'} timeout of {limit:g}s")
+    elif not has_requests and timeouts.startup is not None and not answered:
+        best = (started + timeouts.startup, f"start-up timeout of {timeouts.startup:g}s (no output yet)")
+    if timeouts.idle is not None and (head_started is not None or not has_requests):
+        idle_at = last_output + timeouts.idle
+        if best[0] is None or idle_at < best[0]:
+            best = (idle_at, f"idle timeout of {timeouts.idle:g}s (no output)")
+    return best
+
+
+# --- batches and the replay budget -----------------------------------------------------------
+
+
+def batch_full(messages: int, size: int, *, want: int, max_bytes: int) -> bool:
+    """A job of ``messages`` messages and ``size`` bytes is closed: it has the ``want``
+    messages it may hold (``batch_size``; single requests: ``single_job_size``), or
+    ``max_bytes`` (``batch_bytes``)."""
+    return messages >= want or size >= max_bytes
+
+
+def batch_cut(ends: Sequence[int], first: int, held: int, held_bytes: int, *, want: int, max_bytes: int) -> int | None:
+    """Where the job being filled closes in a block of messages, or None if all of them fit.
+
+    ``ends``: the end offset (exclusive) of each message of the block, ascending; the job
+    takes the block's messages from index ``first`` on, after ``held`` messages of
+    ``held_bytes`` bytes it already has from earlier blocks.  Returns the index (exclusive)
+    of its last message in the block: it closes at ``want`` messages, or once it holds
+    ``max_bytes``; a message that would take it over ``max_bytes`` starts the next job,
+    unless it is the job's first (then it goes alone).
+
+    >>> ends = [3, 6, 9, 30, 33]  # messages of 3, 3, 3, 21 and 3 bytes
+    >>> batch_cut(ends, 0, 0, 0, want=2, max_bytes=100), batch_cut(ends, 2, 0, 0, want=5, max_bytes=10)
+    (2, 3)
+    >>> batch_cut(ends, 3, 0, 0, want=5, max_bytes=10), batch_cut(ends, 4, 0, 0, want=5, max_bytes=10)
+    (4, None)
+    >>> batch_cut(ends, 0, 1, 9, want=5, max_bytes=10)  # 9 bytes held: the next message starts a new job
+    0
+    """
+    start = ends[first - 1] if first else 0
+    by_count = first + want - held
+    limit = start + max_bytes - held_bytes  # the job is full once a message ends here or later
+    i = bisect.bisect_left(ends, limit, first)
+    by_bytes = len(ends) + 1
+    if i < len(ends):
+        by_bytes = i + 1 if ends[i] == limit or (i == first and not held) else i
+    cut = min(by_count, by_bytes)
+    return cut if cut <= len(ends) else None
+
+
+def may_write(unanswered_bytes: int, next_bytes: int, replay_bytes: int) -> bool:
+    """Whether a job of ``next_bytes`` may be written beside ``unanswered_bytes`` of input
+    written and not answered yet: within ``replay_bytes``, or nothing is outstanding."""
+    return not unanswered_bytes or unanswered_bytes + next_bytes <= replay_bytes
+
+
+def settle_time(service_times: Iterable[float]) -> float:
+    """How long a worker with nothing outstanding must stay quiet to be known in step:
+    twice its slowest recent answer, within [``MIN_SETTLE``, ``MAX_SETTLE``]."""
+    return min(max(MIN_SETTLE, 2 * max(service_times, default=0.0)), MAX_SETTLE)
+
+
+__all__ = [
+    "ISOLATING",
+    "MAX_SETTLE",
+    "MIN_SETTLE",
+    "Restarts",
+    "Verdict",
+    "after_failure",
+    "answer_deadline",
+    "batch_cut",
+    "batch_full",
+    "may_write",
+    "next_delay",
+    "settle_time",
+]
