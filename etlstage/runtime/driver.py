@@ -257,8 +257,7 @@ class TransformDriver(_Driver):
                     return
                 if job.alone or job.after_confirmation:
                     await drained.wait()
-                    if job.after_confirmation:
-                        await held.empty.wait()
+                    await held.empty.wait()  # blame stays exact: what went before is in step first
                 session.add_job(job)
                 drained.clear()
                 self.stats.in_flight += 1
@@ -370,7 +369,7 @@ class TransformDriver(_Driver):
                 await bnc.wait()
             bnc.clear()
             size += len(message)
-            job.awaiting_bnc = not policy.batch_full(k, size, want=st.batch_size, max_bytes=st.batch_bytes)
+            job.awaiting_bnc = policy.bnc_due(k, st.batch_size)
             job.closed = not job.awaiting_bnc
             await session.write(message)
             if job.closed:
@@ -385,7 +384,7 @@ class TransformDriver(_Driver):
             size += len(more.block)
             self.stats.messages_in += 1
             self.stats.bytes_in += len(more.block)
-            job.awaiting_bnc = not policy.batch_full(job.messages, size, want=st.batch_size, max_bytes=st.batch_bytes)
+            job.awaiting_bnc = policy.bnc_due(job.messages, st.batch_size)
             job.closed = not job.awaiting_bnc
             await session.write(more.block)
             if job.closed:
@@ -399,6 +398,8 @@ class TransformDriver(_Driver):
     async def _one_more(self, inbox: Inbox, job: Job, room: int) -> Piece | None:
         """The next message for an open worker-driven batch, or None to close it with EOB
         (also when the next message would take it over ``room`` more bytes)."""
+        if room <= 0:
+            return None  # the batch holds batch_bytes: closed at once
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.stage.linger
         while True:

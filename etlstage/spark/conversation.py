@@ -318,7 +318,7 @@ class StageWorker:
             else [job.block]
         )
         job.messages = 1
-        job.awaiting_bnc = not self._full(job.messages, len(messages[0]))
+        job.awaiting_bnc = policy.bnc_due(job.messages, self.stage.batch_size)
         job.closed = not job.awaiting_bnc
         self._write(job, messages[0])
         rest = messages[1:]
@@ -335,8 +335,8 @@ class StageWorker:
             else:
                 nxt = todo.popleft() if todo else next(jobs, None)
                 more = nxt.block if nxt is not None else None
-                if nxt is not None and len(job.block) + len(nxt.block) > self.stage.batch_bytes:
-                    todo.appendleft(nxt)  # over batch_bytes: it starts the next batch
+                if nxt is not None and not policy.fits(len(job.block), len(nxt.block), self.stage.batch_bytes):
+                    todo.appendleft(nxt)  # it would take the batch over batch_bytes: EOB, it starts the next
                     more = None
             if more is None:
                 job.closed = True
@@ -344,13 +344,10 @@ class StageWorker:
                 break
             job.block += more
             job.messages += 1
-            job.awaiting_bnc = not self._full(job.messages, len(job.block))
+            job.awaiting_bnc = policy.bnc_due(job.messages, self.stage.batch_size)
             job.closed = not job.awaiting_bnc
             self.pending.append(memoryview(more))
         return []
-
-    def _full(self, messages: int, size: int) -> bool:
-        return policy.batch_full(messages, size, want=self.stage.batch_size, max_bytes=self.stage.batch_bytes)
 
     def _release(self, held: list[Job]) -> Iterator[bytes]:
         jobs = list(held)

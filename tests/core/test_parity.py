@@ -1,0 +1,128 @@
+"""Both engines' conversations, the same worker programs, the same input: the same outcome.
+
+The supervisor's stage driver and the Spark task's ``StageWorker`` run in this process
+(no JVM, see ``tests/support/parity.py``) over the scenarios of the protocol (single
+requests, supervisor- and worker-driven batches, T and L) with the stage keys both
+engines honour; a difference in results, batches, dead letters, restarts or errors
+fails the test.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from etlstage.config.model import RestartPolicy, StageConfig, Timeouts
+from etlstage.protocol.markers import Markers
+from etlstage.protocol.vocabulary import BatchDriver, Mode, OnFailure, StageType
+from tests.support import parity
+from tests.support.paths import FIXTURES
+
+TW = str(FIXTURES / "tw.py")
+
+
+def make_stage(type: str, mode: str, command: list[str], **kw) -> StageConfig:
+    kw.setdefault("restart", RestartPolicy(max_restarts=2, backoff=0.05, backoff_max=0.4))
+    return StageConfig(
+        name="s",
+        type=StageType(type),
+        command=[sys.executable, *command],
+        mode=Mode(mode),
+        markers=Markers(),
+        timeouts=Timeouts(startup=30, request=30),
+        stop_timeout=5,
+        **kw,
+    )
+
+
+def messages(n: int, width: int = 3) -> list[bytes]:
+    return [b"m%0*d" % (width, i) for i in range(n)]
+
+
+def blocks(ms: list[bytes], *sizes: int) -> list[list[bytes]]:
+    """``ms`` cut into blocks of these sizes (the rest in a last one)."""
+    out, start = [], 0
+    for size in sizes:
+        out.append(ms[start : start + size])
+        start += size
+    return [*out, ms[start:]]
+
+
+def both(stage_for, inputs, tmp_path: Path) -> tuple[parity.Outcome, parity.Outcome]:
+    (tmp_path / "sup").mkdir()
+    (tmp_path / "spark").mkdir()
+    sup = parity.supervisor(stage_for(tmp_path / "sup"), inputs, str(tmp_path / "sup"))
+    spk = parity.spark(stage_for(tmp_path / "spark"), inputs, str(tmp_path / "spark"))
+    return sup, spk
+
+
+T_CASES = {
+    "single": dict(mode="single"),
+    "single, prefetch 4": dict(mode="single", prefetch=4),
+    "single, batch_bytes": dict(mode="single", batch_bytes=20),
+    "batch": dict(mode="batch", batch_size=4),
+    "batch, batch_bytes": dict(mode="batch", batch_size=8, batch_bytes=22),
+    "worker-driven": dict(mode="batch", batch_size=4, batch_driver=BatchDriver.WORKER),
+    "worker-driven, batch_bytes": dict(mode="batch", batch_size=8, batch_bytes=22, batch_driver=BatchDriver.WORKER),
+}
+
+
+@pytest.mark.parametrize("case", T_CASES)
+def test_a_transformer_gives_the_same_results(case, tmp_path):
+    kw = dict(T_CASES[case])
+    mode = kw.pop("mode")
+    inputs = blocks(messages(30), 7, 0, 11)
+    sup, spk = both(lambda d: make_stage("T", mode, [TW, "fanout"], **kw), inputs, tmp_path)
+    assert sup.error is None and spk.error is None
+    assert spk.outputs == sup.outputs
+    assert sup.outputs  # the worker did answer
+
+
+L_CASES = {
+    "single": dict(mode="single"),
+    "batch": dict(mode="batch", batch_size=5),
+    "batch, batch_bytes": dict(mode="batch", batch_size=5, batch_bytes=12),
+    "batch, batch_bytes below a message": dict(mode="batch", batch_size=5, batch_bytes=3),
+    "worker-driven": dict(mode="batch", batch_size=5, batch_driver=BatchDriver.WORKER),
+    "worker-driven, batch_bytes": dict(mode="batch", batch_size=5, batch_bytes=12, batch_driver=BatchDriver.WORKER),
+}
+
+
+@pytest.mark.parametrize("case", L_CASES)
+def test_a_loader_is_given_the_same_batches(case, tmp_path):
+    """The loader writes each batch it is given as one line: the engines cut the same ones."""
+    kw = dict(L_CASES[case])
+    mode = kw.pop("mode")
+    inputs = blocks(messages(23, width=2), 3, 9)
+    sup, spk = both(lambda d: make_stage("L", mode, [TW, "batches", str(d / "out.jsonl")], **kw), inputs, tmp_path)
+    assert sup.error is None and spk.error is None
+    seen = [(tmp_path / e / "out.jsonl").read_text().splitlines() for e in ("sup", "spark")]
+    assert seen[1] == seen[0]
+    assert len(seen[0]) > 1
+
+
+def test_a_poisoned_batch_is_isolated_and_dead_lettered_alike(tmp_path):
+    inputs = blocks([b"a", b"b", b"c", b"poison", b"d", b"e", b"f", b"g"], 3)
+    sup, spk = both(
+        lambda d: make_stage(
+            "T", "batch", [TW, "poison", "poison"], batch_size=4, on_failure=OnFailure.DEADLETTER, prefetch=1
+        ),
+        inputs,
+        tmp_path,
+    )
+    assert sup.error is None and spk.error is None
+    assert spk.deadletters == sup.deadletters == [[b"poison"]]
+    assert spk.distinct() == sup.distinct() == [b"a", b"b", b"c", b"d", b"e", b"f", b"g"]
+    assert spk.restarts == sup.restarts
+
+
+def test_on_failure_fail_stops_both_with_the_same_error(tmp_path):
+    inputs = [[b"a", b"poison", b"b"]]
+    sup, spk = both(
+        lambda d: make_stage("T", "batch", [TW, "poison", "poison"], batch_size=2, prefetch=1), inputs, tmp_path
+    )
+    assert sup.error is not None and "on_failure=fail stops the pipeline" in sup.error
+    assert spk.error == sup.error
+    assert spk.restarts == sup.restarts
