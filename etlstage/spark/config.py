@@ -13,6 +13,13 @@ from etlstage.config.model import PipelineConfig, StageConfig
 from etlstage.errors import ConfigError
 
 
+# Stage keys the Spark engine cannot honour: refused at start rather than ignored.
+REFUSED_KEYS = {
+    "max_rss": "the Spark engine does not replace a worker between batches by its memory; "
+    "remove the key to run this file there (or run it with --engine supervisor)",
+}
+
+
 def apply_flags(config: PipelineConfig, engine: str | None, master: str | None) -> PipelineConfig:
     """``config`` with ``--engine`` / ``--master`` applied (flags win over the file)."""
     e = config.engine
@@ -58,6 +65,10 @@ def check_for_spark(config: PipelineConfig) -> None:
                 f"stage {s.name!r}: instances {s.instances}: under engine spark an E-stage runs on the driver "
                 "unless its offsets are supervisor-managed; use instances: 1"
             )
+    for s in config.stages:
+        for key in REFUSED_KEYS:
+            if getattr(s, key) is not None:
+                problems.append(f"stage {s.name!r}: {key}: {REFUSED_KEYS[key]}")
     problems.extend(shipping_problems(config.engine.ship))
     if problems:
         raise ConfigError(problems, config.source)
@@ -82,4 +93,4 @@ def _supervisor_offsets(stage: StageConfig) -> bool:
     return stage.mode == "cyclic" and stage.offsets == "supervisor"
 
 
-__all__ = ["apply_flags", "check_for_spark", "shipping_problems"]
+__all__ = ["REFUSED_KEYS", "apply_flags", "check_for_spark", "shipping_problems"]

@@ -182,3 +182,28 @@ def test_what_a_crash_left_half_written_in_the_spark_checkpoint_is_removed(tmp_p
     assert sorted(removed) == sorted([f"offsets/{tmp}", f"offsets/.{tmp}.crc", f"commits/.1.{tmp[3:]}"])
     assert sorted(p.name for p in offsets.iterdir()) == [".0.crc", "0"]
     assert remove_abandoned(tmp_path / "nothing-here") == []
+
+
+def test_a_stage_key_the_spark_engine_cannot_honour_is_refused_naming_it(pdir: PipelineDir) -> None:
+    """max_rss is not silently ignored: exit 2 before Spark starts, naming the stage and the key."""
+    pdir.write(BASE.replace("  - {name: l,", "  - {name: l, max_rss: 512MiB,"))
+    r = pdir.etlstage("run", "--engine", "spark", "--once", "--no-progress")
+    assert r.code == 2, r.stderr
+    assert "stage 'l': max_rss: the Spark engine does not replace a worker" in r.stderr
+    assert "Traceback" not in r.stderr
+    assert not (pdir.path / "out.txt").exists()
+    pdir.write(BASE.replace("  - {name: l,", "  - {name: l, max_rss: 512MiB,") + "engine: {kind: spark}\n")
+    r = pdir.etlstage("validate")
+    assert r.code == 2 and "stage 'l': max_rss" in r.stderr, r
+    assert pdir.etlstage("run", "--engine", "supervisor", "--once", "--no-progress").code == 0
+
+
+def test_the_keys_docs_mark_refused_are_the_ones_the_spark_engine_refuses() -> None:
+    import re
+
+    from etlstage.spark.config import REFUSED_KEYS
+    from tests.support.paths import ROOT
+
+    doc = (ROOT / "docs" / "stages-yaml.md").read_text()
+    refused = set(re.findall(r"^\| `([a-z_]+)` \| [^|]* \| [^|]*\*\*refused\*\*", doc, flags=re.M))
+    assert refused == set(REFUSED_KEYS)
