@@ -299,14 +299,7 @@ def _resolve(data: dict[str, Any], at: Any, source: str, base_dir: str) -> Pipel
                     policy.lag,
                     "offset_policy",
                 )
-            if raw.get("instances", 1) != 1 and (data.get("engine") or {}).get("kind") != "spark":
-                problems.append(
-                    at(
-                        (*path, "instances"),
-                        "supervisor-managed offsets need instances: 1 (one offset sequence per stage; "
-                        "engine spark runs one input partition per instance)",
-                    )
-                )
+            # instances > 1 is for the Spark engine: checked with the engine, after the flags
         elif policy is not None and not (typ == StageType.E and mode == Mode.CYCLIC):
             problems.append(at((*path, "offset_policy"), "only a cyclic E-stage with offsets: supervisor uses it"))
         if raw.get("partition_by") is not None and typ == StageType.E:

@@ -12,7 +12,6 @@ from dataclasses import replace
 from etlstage.config.model import PipelineConfig, StageConfig
 from etlstage.errors import ConfigError
 
-
 # Stage keys the Spark engine cannot honour: refused at start rather than ignored.
 REFUSED_KEYS = {
     "max_rss": "the Spark engine does not replace a worker between batches by its memory; "

@@ -112,8 +112,9 @@ def test_sharded_supervisor_offsets_need_the_spark_engine() -> None:
         "  - {name: e, type: E, command:",
         "  - {name: e, type: E, mode: cyclic, offsets: supervisor, offset_policy: {type: counter}, instances: 2, command:",
     )
-    with pytest.raises(ConfigError, match="supervisor-managed offsets need instances: 1"):
-        parse_config(text)
+    with pytest.raises(ConfigError, match="with instances > 1 need engine spark"):
+        apply_flags(parse_config(text), None, None)
+    assert apply_flags(parse_config(text), "spark", None).stages[0].instances == 2  # the flag decides
     spark = parse_config(text + "engine: {kind: spark}\n")
     assert apply_flags(spark, None, None).stages[0].instances == 2
     with pytest.raises(ConfigError, match="with instances > 1 need engine spark"):
@@ -207,3 +208,26 @@ def test_the_keys_docs_mark_refused_are_the_ones_the_spark_engine_refuses() -> N
     doc = (ROOT / "docs" / "stages-yaml.md").read_text()
     refused = set(re.findall(r"^\| `([a-z_]+)` \| [^|]* \| [^|]*\*\*refused\*\*", doc, flags=re.M))
     assert refused == set(REFUSED_KEYS)
+
+
+SHARDED = BASE.replace(
+    "  - {name: e, type: E, command: [" + PY + ", " + TW + ', count, "3"]}',
+    "  - {name: e, type: E, mode: cyclic, offsets: supervisor, offset_policy: {type: counter, step: 2}, instances: 2,"
+    " command: [" + PY + ", " + TW + ', count, "3"]}',
+)
+
+
+def test_engine_spark_from_the_flag_is_checked_as_engine_spark_from_the_file(pdir: PipelineDir) -> None:
+    """Sharded supervisor offsets need engine spark: the flag gives it as the file would.
+    (max_rss stops the run before Spark starts: the one problem left to report.)"""
+    pdir.write(SHARDED.replace("  - {name: l,", "  - {name: l, max_rss: 1GiB,"))
+    r = pdir.etlstage("run", "--engine", "spark", "--once", "--no-progress")
+    assert r.code == 2, r.stderr
+    assert "supervisor-managed offsets" not in r.stderr
+    assert "stage 'l': max_rss" in r.stderr and "Traceback" not in r.stderr
+    pdir.write(SHARDED)
+    for args in (["validate"], ["run", "--once", "--no-progress"], ["run", "--engine", "supervisor", "--once"]):
+        r = pdir.etlstage(*args)
+        assert r.code == 2, (args, r.stderr)
+        assert "stage 'e': supervisor-managed offsets with instances > 1 need engine spark" in r.stderr
+        assert "use instances: 1 or --engine spark" in r.stderr and "Traceback" not in r.stderr
