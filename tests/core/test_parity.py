@@ -21,17 +21,18 @@ from tests.support import parity
 from tests.support.paths import FIXTURES
 
 TW = str(FIXTURES / "tw.py")
+MISBEHAVE = str(FIXTURES / "misbehave.py")
 
 
 def make_stage(type: str, mode: str, command: list[str], **kw) -> StageConfig:
     kw.setdefault("restart", RestartPolicy(max_restarts=2, backoff=0.05, backoff_max=0.4))
+    kw.setdefault("timeouts", Timeouts(startup=30, request=30))
     return StageConfig(
         name="s",
         type=StageType(type),
         command=[sys.executable, *command],
         mode=Mode(mode),
         markers=Markers(),
-        timeouts=Timeouts(startup=30, request=30),
         stop_timeout=5,
         **kw,
     )
@@ -126,3 +127,31 @@ def test_on_failure_fail_stops_both_with_the_same_error(tmp_path):
     assert sup.error is not None and "on_failure=fail stops the pipeline" in sup.error
     assert spk.error == sup.error
     assert spk.restarts == sup.restarts
+
+
+@pytest.mark.parametrize("case", ["single", "batch", "worker-driven"])
+def test_a_worker_that_crashes_once_is_restarted_and_sent_its_work_again_alike(case, tmp_path):
+    kw = dict(T_CASES[case])
+    mode = kw.pop("mode")
+    inputs = blocks(messages(12), 5)
+    sup, spk = both(lambda d: make_stage("T", mode, [MISBEHAVE, str(d), "crash@2"], **kw), inputs, tmp_path)
+    assert sup.error is None and spk.error is None
+    assert spk.distinct() == sup.distinct() == sorted(messages(12))
+    assert spk.restarts == sup.restarts and len(sup.restarts) == 1
+
+
+def test_a_request_timeout_stops_both_with_the_same_error(tmp_path):
+    quick = Timeouts(startup=0.5, request=0.5)
+    sup, spk = both(
+        lambda d: make_stage(
+            "T", "single", [TW, "hang"], prefetch=1, timeouts=quick, restart=RestartPolicy(max_restarts=0)
+        ),
+        [[b"a", b"b"]],
+        tmp_path,
+    )
+    assert sup.error == (
+        "stage 's': a request of 1 message(s) failed 1 times; on_failure=fail stops the pipeline "
+        "(nothing committed past it)."
+    )
+    assert spk.error == sup.error
+    assert spk.restarts == sup.restarts == []
