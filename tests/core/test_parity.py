@@ -16,7 +16,7 @@ import pytest
 
 from etlstage.config.model import RestartPolicy, StageConfig, Timeouts
 from etlstage.protocol.markers import Markers
-from etlstage.protocol.vocabulary import BatchDriver, Mode, OnFailure, StageType
+from etlstage.protocol.vocabulary import BatchDriver, Mode, Offsets, OnFailure, StageType
 from tests.support import parity
 from tests.support.paths import FIXTURES
 
@@ -154,4 +154,25 @@ def test_a_request_timeout_stops_both_with_the_same_error(tmp_path):
         "(nothing committed past it)."
     )
     assert spk.error == sup.error
+    assert spk.restarts == sup.restarts == []
+
+
+@pytest.mark.parametrize(
+    "offsets, requests",
+    [
+        ("worker", [b"", b"", b"", b""]),
+        ("supervisor", [b'{"start":0,"end":4}', b'{"start":4,"end":9}', b'{"start":20,"end":30}']),
+    ],
+)
+def test_a_cyclic_extractor_answers_each_request_alike(offsets, requests, tmp_path):
+    """Worker offsets: 4 per cycle, 10 in all, then empty cycles; supervisor offsets: [start, end)."""
+    results = []
+    for engine, drive in (("sup", parity.supervisor_cycles), ("spark", parity.spark_cycles)):
+        (tmp_path / engine).mkdir()
+        stage = make_stage("E", "cyclic", [TW, "count", "10", "4"], offsets=Offsets(offsets))
+        results.append(drive(stage, requests, str(tmp_path / engine)))
+    (sup_cycles, sup), (spk_cycles, spk) = results
+    assert sup.error is None and spk.error is None
+    assert spk_cycles == sup_cycles
+    assert sum(map(len, sup_cycles)) > 0
     assert spk.restarts == sup.restarts == []

@@ -21,12 +21,13 @@ from etlstage.config.model import StageConfig
 from etlstage.errors import PipelineError
 from etlstage.protocol.framing import count_eom, split_block
 from etlstage.protocol.scenario import Scenario
-from etlstage.runtime.driver import TransformDriver
+from etlstage.runtime.driver import STOP, ExtractDriver, TransformDriver
 from etlstage.runtime.flow import Inbox, Job, Piece, Window
 from etlstage.runtime.stats import StageStats
 from etlstage.runtime.tasks import run_all
 from etlstage.runtime.transport import ProcessTransport, Transport
 from etlstage.spark.conversation import StageWorker, worker_env
+from etlstage.spark.extract import ExtractWorker
 
 RESTART = re.compile(r"; (restart.*)$")
 
@@ -129,4 +130,59 @@ def spark(stage: StageConfig, inputs: list[list[bytes]], state_dir: str) -> Outc
     return out
 
 
-__all__ = ["Outcome", "spark", "supervisor"]
+def supervisor_cycles(stage: StageConfig, requests: list[bytes], state_dir: str) -> tuple[list[list[bytes]], Outcome]:
+    """A cyclic E-stage asked ``requests`` in turn by the supervisor: each cycle's messages."""
+    out = Outcome()
+    eom = stage.markers.EOM
+    cycles: list[list[bytes]] = []
+    queue = list(requests)
+
+    async def spawn(st: StageConfig, scenario: Scenario, label: str) -> Transport:
+        env = {**os.environ, **st.env, **scenario.to_env()}
+        return await ProcessTransport.spawn(scenario.expand(st.argv()), env, None, label)
+
+    def open_window(label: str, request: object) -> Window:
+        cycles.append([])
+        return Window(label, len(cycles), 2, request)
+
+    async def next_request(label: str) -> object:
+        return queue.pop(0) if queue else STOP
+
+    async def emit(piece: Piece) -> None:
+        cycles[-1].extend(split_block(piece.block, eom))
+
+    async def run() -> None:
+        stats = StageStats(stage.name, stage.type)
+        driver = ExtractDriver(stage, state_dir, spawn, stats, emit, open_window, next_request, once=False)
+        try:
+            await driver.run()
+        finally:
+            await driver.abort_all()
+
+    with _restart_notes(out.restarts):
+        try:
+            asyncio.run(run())
+        except PipelineError as exc:
+            out.error = str(exc).splitlines()[0]
+    return cycles, out
+
+
+def spark_cycles(stage: StageConfig, requests: list[bytes], state_dir: str) -> tuple[list[list[bytes]], Outcome]:
+    """The same asked by a Spark task (``ExtractWorker.cycle``, as on an executor)."""
+    out = Outcome()
+    eom = stage.markers.EOM
+    scenario = stage.scenario(0, state_dir)
+    worker = ExtractWorker(stage, scenario, worker_env(stage, scenario), None, stage.name)
+    cycles: list[list[bytes]] = []
+    with _restart_notes(out.restarts):
+        try:
+            for request in requests:
+                cycles.append(split_block(worker.cycle(request), eom))
+        except PipelineError as exc:
+            out.error = str(exc).splitlines()[0]
+        finally:
+            worker.stop()
+    return cycles, out
+
+
+__all__ = ["Outcome", "spark", "spark_cycles", "supervisor", "supervisor_cycles"]
