@@ -27,13 +27,13 @@ MISBEHAVE = str(FIXTURES / "misbehave.py")
 def make_stage(type: str, mode: str, command: list[str], **kw) -> StageConfig:
     kw.setdefault("restart", RestartPolicy(max_restarts=2, backoff=0.05, backoff_max=0.4))
     kw.setdefault("timeouts", Timeouts(startup=30, request=30))
+    kw.setdefault("stop_timeout", 5)
     return StageConfig(
         name="s",
         type=StageType(type),
         command=[sys.executable, *command],
         mode=Mode(mode),
         markers=Markers(),
-        stop_timeout=5,
         **kw,
     )
 
@@ -176,3 +176,33 @@ def test_a_cyclic_extractor_answers_each_request_alike(offsets, requests, tmp_pa
     assert spk_cycles == sup_cycles
     assert sum(map(len, sup_cycles)) > 0
     assert spk.restarts == sup.restarts == []
+
+
+def test_a_plain_extractor_gives_the_same_messages(tmp_path):
+    (tmp_path / "sup").mkdir()
+    (tmp_path / "spark").mkdir()
+    stage = make_stage("E", "plain", [TW, "count", "25"])
+    sup_cycles, sup = parity.supervisor_cycles(stage, [], str(tmp_path / "sup"))
+    spk_cycles, spk = parity.spark_plain(stage, str(tmp_path / "spark"))
+    assert sup.error is None and spk.error is None
+    assert spk_cycles == sup_cycles == [[b"%d" % i for i in range(25)]]
+
+
+def test_a_plain_extractor_silent_beyond_its_idle_limit_fails_alike(tmp_path):
+    """The idle limit runs from the start, before any output, on both engines.  (What
+    follows differs by design: the supervisor restarts a plain extractor, the Spark
+    engine stops the query — docs/spark-engine.md.)"""
+    (tmp_path / "sup").mkdir()
+    (tmp_path / "spark").mkdir()
+    stage = make_stage(
+        "E",
+        "plain",
+        [TW, "hang"],
+        timeouts=Timeouts(startup=30, idle=0.5),
+        restart=RestartPolicy(max_restarts=0),
+        stop_timeout=0.5,
+    )
+    _, sup = parity.supervisor_cycles(stage, [], str(tmp_path / "sup"))
+    _, spk = parity.spark_plain(stage, str(tmp_path / "spark"))
+    assert sup.error is not None and "idle timeout of 0.5s" in sup.error
+    assert spk.error is not None and "idle timeout of 0.5s" in spk.error

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from etlstage.config.model import StageConfig
-from etlstage.errors import PipelineError
+from etlstage.errors import PipelineError, WorkerError
 from etlstage.protocol.framing import count_eom, split_block
 from etlstage.protocol.scenario import Scenario
 from etlstage.runtime.driver import STOP, ExtractDriver, TransformDriver
@@ -146,7 +146,7 @@ def supervisor_cycles(stage: StageConfig, requests: list[bytes], state_dir: str)
         return Window(label, len(cycles), 2, request)
 
     async def next_request(label: str) -> object:
-        return queue.pop(0) if queue else STOP
+        return queue.pop(0) if queue else STOP  # a plain E-stage asks nothing: one window
 
     async def emit(piece: Piece) -> None:
         cycles[-1].extend(split_block(piece.block, eom))
@@ -167,6 +167,25 @@ def supervisor_cycles(stage: StageConfig, requests: list[bytes], state_dir: str)
     return cycles, out
 
 
+def spark_plain(stage: StageConfig, state_dir: str) -> tuple[list[list[bytes]], Outcome]:
+    """A plain E-stage's whole output, read by the Spark driver (``ExtractWorker.drain_plain``)."""
+    out = Outcome()
+    scenario = stage.scenario(0, state_dir)
+    worker = ExtractWorker(stage, scenario, worker_env(stage, scenario), None, stage.name)
+    got: list[bytes] = []
+    with _restart_notes(out.restarts):
+        try:
+            ended = False
+            while not ended:
+                block, ended = worker.drain_plain(1 << 20, 0.05)
+                got.extend(split_block(block, stage.markers.EOM))
+        except (PipelineError, WorkerError) as exc:
+            out.error = str(exc).splitlines()[0]
+        finally:
+            worker.stop()
+    return [got], out
+
+
 def spark_cycles(stage: StageConfig, requests: list[bytes], state_dir: str) -> tuple[list[list[bytes]], Outcome]:
     """The same asked by a Spark task (``ExtractWorker.cycle``, as on an executor)."""
     out = Outcome()
@@ -185,4 +204,4 @@ def spark_cycles(stage: StageConfig, requests: list[bytes], state_dir: str) -> t
     return cycles, out
 
 
-__all__ = ["Outcome", "spark", "spark_cycles", "supervisor", "supervisor_cycles"]
+__all__ = ["Outcome", "spark", "spark_cycles", "spark_plain", "supervisor", "supervisor_cycles"]
