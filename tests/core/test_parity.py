@@ -88,6 +88,9 @@ L_CASES = {
     "batch, batch_bytes below a message": dict(mode="batch", batch_size=5, batch_bytes=3),
     "worker-driven": dict(mode="batch", batch_size=5, batch_driver=BatchDriver.WORKER),
     "worker-driven, batch_bytes": dict(mode="batch", batch_size=5, batch_bytes=12, batch_driver=BatchDriver.WORKER),
+    "worker-driven, batch_bytes below a message": dict(
+        mode="batch", batch_size=5, batch_bytes=2, batch_driver=BatchDriver.WORKER
+    ),
 }
 
 
