@@ -454,3 +454,26 @@ engine: {{kind: spark, ship: [{gone.name}]}}
     assert run_in(spark, Plan(config, once=True), progress=False) == 2
     assert f"engine.ship: cannot ship {gone} to the executors" in caplog.text, caplog.text
     assert "Traceback" not in caplog.text and not (tmp_path / "out.txt").exists()
+
+
+def test_batch_bytes_closes_a_loaders_batches_alike_on_both_engines(spark, tmp_path: Path) -> None:
+    """batch_bytes is honoured by the Spark engine, and a worker-driven batch it closes
+    before batch_size gets EOB in answer to its BNC, as under the supervisor."""
+    from tests.support.run_cli import etlstage
+
+    text = """
+stages:
+  - {name: ext, type: E, command: [{PY}, {TW}, count, "23"]}
+  - {name: load, type: L, mode: batch, batch_size: 5, batch_bytes: 12, batch_driver: worker,
+     command: [{PY}, {TW}, batches, out.jsonl]}
+"""
+    sup, spk = tmp_path / "sup", tmp_path / "spark"
+    sup.mkdir()
+    spk.mkdir()
+    (sup / "stages.yaml").write_text(text.replace("{PY}", PY).replace("{TW}", TW))
+    r = etlstage(sup, "run", "stages.yaml", "--once", "--no-progress")
+    assert r.code == 0, r.stderr
+    assert run(spark, spk, text) == 0
+    batches = [json.loads(line) for line in lines(sup / "out.jsonl")]
+    assert batches[:3] == [["0", "1", "2", "3", "4"], ["5", "6", "7", "8", "9"], ["10", "11", "12", "13"]]
+    assert lines(spk / "out.jsonl") == lines(sup / "out.jsonl")
