@@ -25,8 +25,9 @@ Callers pass times and counts in; nothing here sleeps, logs or reads a clock.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from enum import StrEnum
+from typing import Protocol
 
 from etlstage.config.model import RestartPolicy, StageConfig, Timeouts
 from etlstage.errors import PipelineError, WorkerError
@@ -193,7 +194,14 @@ def bnc_due(messages: int, batch_size: int) -> bool:
     return messages < batch_size
 
 
-def batch_cut(ends: Sequence[int], first: int, held: int, held_bytes: int, *, want: int, max_bytes: int) -> int | None:
+class Ends(Protocol):
+    """End offsets of a block's messages, ascending: a list, or a numpy array (no copy)."""
+
+    def __len__(self) -> int: ...
+    def __getitem__(self, index: int) -> int: ...
+
+
+def batch_cut(ends: Ends, first: int, held: int, held_bytes: int, *, want: int, max_bytes: int) -> int | None:
     """Where the job being filled closes in a block of messages, or None if all of them fit.
 
     ``ends``: the end offset (exclusive) of each message of the block, ascending; the job
