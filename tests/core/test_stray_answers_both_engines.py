@@ -1,0 +1,114 @@
+"""Answers out of step with their requests lose nothing, on either engine.
+
+A worker names no request in its answers, so a stray or repeated EOP shifts what
+follows.  Whichever engine runs the pipeline, a run either loads every message or fails
+non-zero naming the stage, and a run after it (the worker fixed) loads what was left.
+The Spark engine runs in one local session for the module (``spark`` fixture), the
+supervisor as the CLI a user runs.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import PY, TW
+from tests.support.paths import FIXTURES
+from tests.support.run_cli import etlstage
+
+pytestmark = pytest.mark.timeout(300)
+MISBEHAVE = str(FIXTURES / "misbehave.py")
+ENGINES = ["supervisor", pytest.param("spark", marks=pytest.mark.slow)]
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[Any]:
+    from etlstage.spark.query import ENGINE_CONF
+    from etlstage.spark.session import quiet_spark, start_session
+
+    quiet_spark()
+    session = start_session("local[2]", "etlstage-stray-tests", ENGINE_CONF, connect_timeout=10, log_level="WARN")
+    yield session
+    session.stop()
+
+
+class Engine:
+    """Runs a stages.yaml in ``tmp`` on one engine; (exit code, what it logged)."""
+
+    def __init__(self, name: str, request: pytest.FixtureRequest, tmp: Path) -> None:
+        self.name = name
+        self.request = request
+        self.tmp = tmp
+        (tmp / "flags").mkdir(exist_ok=True)
+
+    def run(self, stages: str, *args: str) -> tuple[int, str]:
+        text = stages.replace("{PY}", PY).replace("{TW}", TW).replace("{MISBEHAVE}", MISBEHAVE)
+        text = text.replace("{FLAGS}", str(self.tmp / "flags"))
+        (self.tmp / "stages.yaml").write_text(text)
+        if self.name == "supervisor":
+            r = etlstage(self.tmp, "run", "stages.yaml", "--once", "--no-progress", *args, timeout=200)
+            return r.code, r.stderr
+        from etlstage.config.loader import parse_config
+        from etlstage.spark.config import apply_flags
+        from etlstage.spark.plan import Plan
+        from etlstage.spark.query import run_in
+
+        spark = self.request.getfixturevalue("spark")
+        caplog: pytest.LogCaptureFixture = self.request.getfixturevalue("caplog")
+        capfd: pytest.CaptureFixture[str] = self.request.getfixturevalue("capfd")  # the executors' log
+        caplog.clear()
+        capfd.readouterr()
+        with caplog.at_level(logging.INFO, logger="etlstage"):
+            config = apply_flags(parse_config(text, str(self.tmp / "stages.yaml"), base_dir=str(self.tmp)), "spark", None)
+            code = run_in(spark, Plan(config, once=True), progress=False)
+        return code, caplog.text + capfd.readouterr().err
+
+    def lines(self, name: str) -> list[str]:
+        p = self.tmp / name
+        return p.read_text().splitlines() if p.exists() else []
+
+
+@pytest.fixture(params=ENGINES)
+def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Engine:
+    return Engine(request.param, request, tmp_path)
+
+
+def transform_pipeline(n: int, faults: str, instances: int = 2, cycle: int = 0) -> str:
+    cyclic = f'mode: cyclic, command: ["{{PY}}", "{{TW}}", count, "{n}", "{cycle}"]'
+    plain = f'command: ["{{PY}}", "{{TW}}", count, "{n}"]'
+    return f"""
+stages:
+  - {{name: src, type: E, {cyclic if cycle else plain}}}
+  - {{name: t, type: T, mode: batch, batch_size: 50, instances: {instances},
+     restart: {{max_restarts: 5, backoff: 0.05}}, command: ["{{PY}}", "{{MISBEHAVE}}", "{{FLAGS}}", {faults}]}}
+  - {{name: sink, type: L, mode: batch, batch_size: 100, command: ["{{PY}}", "{{TW}}", append, out.txt]}}
+"""
+
+
+def loaded(engine: Engine) -> set[int]:
+    return {int(x) for x in engine.lines("out.txt")}
+
+
+def test_one_stray_eop_per_transform_worker_loses_nothing(engine: Engine) -> None:
+    """Two instances, batches of 50, each worker writes one extra EOP after its 3rd answer:
+    the answers it shifted are sent again after the restart."""
+    code, log = engine.run(transform_pipeline(2000, '"stray@3"'))
+    assert code == 0, log[-3000:]
+    assert loaded(engine) == set(range(2000)), log[-3000:]
+    assert sorted(p.name for p in (engine.tmp / "flags").iterdir()) == ["stray@3.0", "stray@3.1"]
+
+
+def test_two_eops_per_answer_fail_the_run_naming_the_stage_and_a_fixed_worker_loads_all(engine: Engine) -> None:
+    """Every answer ends with two EOPs, over cycles of one batch each: no run may end 0
+    with messages missing; the run fails naming the stage, and a run with the worker
+    fixed loads everything (nothing was committed that was not loaded)."""
+    code, log = engine.run(transform_pipeline(500, '"stray@*"', instances=1, cycle=50))
+    assert code != 0, log[-3000:]
+    assert "protocol violation by t" in log, log[-3000:]
+    code, log = engine.run(transform_pipeline(500, '"none@0"', instances=1, cycle=50))
+    assert code == 0, log[-3000:]
+    assert loaded(engine) == set(range(500)), log[-3000:]
