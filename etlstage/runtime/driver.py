@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable
 from etlstage.config.model import StageConfig
 from etlstage.errors import PipelineError, ProtocolViolation, UnaskedReply, WorkerError, WorkerGone, WorkerTimeout
 from etlstage.protocol.framing import EOP, count_eom, split_block
+from etlstage.protocol.replies import unasked_before_request
 from etlstage.protocol.scenario import Scenario
 from etlstage.protocol.vocabulary import Mode, OnFailure, StageType
 from etlstage.runtime.confirm import Unconfirmed
@@ -570,10 +571,9 @@ class ExtractDriver(_Driver):
         session.quiet_until = None
         if stray is None:
             raise await session.gone("exited between cycles (its stdin was still open)")
-        if stray:
-            snippet = b"".join(t if isinstance(t, bytes) else repr(t).encode() for t in stray)
-            problem = "the worker wrote after its last EOP, before the next request"
-            raise session.violation(UnaskedReply(problem, snippet))
+        unasked = unasked_before_request(stray)
+        if unasked is not None:
+            raise session.violation(unasked)
 
     async def _forward(self, block: bytes, window: Window) -> None:
         n = count_eom(block, self.eom)

@@ -12,6 +12,8 @@ import logging
 import time
 
 from etlstage.errors import PipelineError, ProtocolViolation, WorkerError
+from etlstage.protocol.framing import Token
+from etlstage.protocol.replies import unasked_before_request
 from etlstage.spark.conversation import Job, StageWorker
 
 log = logging.getLogger("etlstage.spark.stage")
@@ -99,6 +101,7 @@ class ExtractWorker(StageWorker):
             try:
                 self._ensure()
                 self._held = []
+                self._nothing_unasked()
                 self._write(job, job.block)
                 while True:
                     done, _ = self._step()
@@ -118,6 +121,22 @@ class ExtractWorker(StageWorker):
                 delay = min(policy.backoff * 2 ** (self.in_a_row - 1), policy.backoff_max)
                 log.warning("%s failed (%s); restart in %.1fs", self.label, exc.detail, delay)
                 time.sleep(delay)
+
+    def _nothing_unasked(self) -> None:
+        """Before a request: what the worker wrote since its last EOP, as the supervisor checks it."""
+        proc = self.proc
+        assert proc is not None
+        tokens: list[Token] = []
+        for chunk in proc.pump(self.pending, time.monotonic(), None):  # what has come, no wait
+            try:
+                tokens.extend(self.parser.feed(chunk))
+            except ProtocolViolation as exc:
+                raise self._violation(exc) from None
+        unasked = unasked_before_request(tokens)
+        if unasked is not None:
+            raise self._violation(unasked)
+        if proc.eof:
+            raise proc.gone("exited between cycles (its stdin was still open)")
 
 
 __all__ = ["ExtractWorker"]

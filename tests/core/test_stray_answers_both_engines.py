@@ -10,6 +10,7 @@ supervisor as the CLI a user runs.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -112,3 +113,24 @@ def test_two_eops_per_answer_fail_the_run_naming_the_stage_and_a_fixed_worker_lo
     code, log = engine.run(transform_pipeline(500, '"none@0"', instances=1, cycle=50))
     assert code == 0, log[-3000:]
     assert loaded(engine) == set(range(500)), log[-3000:]
+
+
+def test_an_extractors_late_stray_eop_is_caught_before_the_next_request(engine: Engine) -> None:
+    """Supervisor-managed offsets, windows of 500: the extractor writes a stray EOP 0.3 s
+    after its first answer, before its next request (each window takes a second to pass
+    the slow T-stage).  Taken as the next window's answer, it would make that window
+    empty: half the messages lost and ``--once`` over.  It is caught before the request."""
+    late = str(FIXTURES / "late_stray.py")
+    stages = f"""
+max_inflight_windows: 1
+stages:
+  - {{name: src, type: E, mode: cyclic, offsets: supervisor, offset_policy: {{type: counter, start: 0, step: 500}},
+     restart: {{backoff: 0.05}}, command: ["{{PY}}", "{late}", "2000", "{{FLAGS}}", "1", "0.3"]}}
+  - {{name: t, type: T, mode: batch, batch_size: 1000, command: ["{{PY}}", "{{TW}}", slow, "1"]}}
+  - {{name: sink, type: L, mode: batch, batch_size: 1000, command: ["{{PY}}", "{{TW}}", append, out.txt]}}
+"""
+    code, log = engine.run(stages)
+    assert code == 0, log[-3000:]
+    assert (engine.tmp / "flags" / "late-stray@1").exists()
+    assert loaded(engine) == set(range(2000)), log[-3000:]
+    assert re.search(r"^src +E +.* 1$", log, re.M), log[-3000:]  # the summary: src restarted once
