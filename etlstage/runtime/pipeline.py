@@ -120,12 +120,8 @@ class Pipeline:
                     continue
                 piece.window.add(level + 1, count)
                 boxes = self.inputs[t.name]
-                if t.keyed and t.instances > 1:
-                    for i, (part, n) in enumerate(_partition(block, t)):
-                        if n:
-                            await boxes[i].put(Piece(part, n, piece.window))
-                else:
-                    await boxes[0].put(Piece(block, count, piece.window))
+                for i, part, n in _routed(block, count, t):
+                    await boxes[i].put(Piece(part, n, piece.window))
 
         return emit
 
@@ -167,7 +163,8 @@ class Pipeline:
                 continue
             w = Window(f"{REPLAY}{d.id}", 0, self.n_levels, None, self._window_changed)
             w.add(level, len(messages))
-            self.inputs[stage.name][0].put_nowait(Piece(block, len(messages), w))
+            for i, part, n in _routed(block, len(messages), stage):  # by key, as when it first came
+                self.inputs[stage.name][i].put_nowait(Piece(part, n, w))
             w.close()
             log.info("dead letter #%d: %d message(s) sent again to stage %r", d.id, len(messages), stage.name)
 
@@ -370,6 +367,14 @@ class Pipeline:
 
 async def _no_emit(piece: Piece) -> None:  # an L-stage has no results
     raise AssertionError("L-stage results are refused by the driver")
+
+
+def _routed(block: bytes, count: int, stage: StageConfig) -> list[tuple[int, bytes, int]]:
+    """Where ``count`` messages for ``stage`` go: (instance, messages, count) — by the hash
+    of each message's key under ``partition_by``, else all to the stage's one inbox."""
+    if stage.keyed and stage.instances > 1:
+        return [(i, part, n) for i, (part, n) in enumerate(_partition(block, stage)) if n]
+    return [(0, block, count)]
 
 
 def _partition(block: bytes, stage: StageConfig) -> list[tuple[bytes, int]]:

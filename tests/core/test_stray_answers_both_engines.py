@@ -9,7 +9,6 @@ supervisor as the CLI a user runs.
 
 from __future__ import annotations
 
-import logging
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,60 +16,15 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import PY, TW
+from tests.support.engines import ENGINES, Engine, spark_session
 from tests.support.paths import FIXTURES
-from tests.support.run_cli import etlstage
 
 pytestmark = pytest.mark.timeout(300)
-MISBEHAVE = str(FIXTURES / "misbehave.py")
-ENGINES = ["supervisor", pytest.param("spark", marks=pytest.mark.slow)]
 
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:
-    from etlstage.spark.query import ENGINE_CONF
-    from etlstage.spark.session import quiet_spark, start_session
-
-    quiet_spark()
-    session = start_session("local[2]", "etlstage-stray-tests", ENGINE_CONF, connect_timeout=10, log_level="WARN")
-    yield session
-    session.stop()
-
-
-class Engine:
-    """Runs a stages.yaml in ``tmp`` on one engine; (exit code, what it logged)."""
-
-    def __init__(self, name: str, request: pytest.FixtureRequest, tmp: Path) -> None:
-        self.name = name
-        self.request = request
-        self.tmp = tmp
-        (tmp / "flags").mkdir(exist_ok=True)
-
-    def run(self, stages: str, *args: str) -> tuple[int, str]:
-        text = stages.replace("{PY}", PY).replace("{TW}", TW).replace("{MISBEHAVE}", MISBEHAVE)
-        text = text.replace("{FLAGS}", str(self.tmp / "flags"))
-        (self.tmp / "stages.yaml").write_text(text)
-        if self.name == "supervisor":
-            r = etlstage(self.tmp, "run", "stages.yaml", "--once", "--no-progress", *args, timeout=200)
-            return r.code, r.stderr
-        from etlstage.config.loader import parse_config
-        from etlstage.spark.config import apply_flags
-        from etlstage.spark.plan import Plan
-        from etlstage.spark.query import run_in
-
-        spark = self.request.getfixturevalue("spark")
-        caplog: pytest.LogCaptureFixture = self.request.getfixturevalue("caplog")
-        capfd: pytest.CaptureFixture[str] = self.request.getfixturevalue("capfd")  # the executors' log
-        caplog.clear()
-        capfd.readouterr()
-        with caplog.at_level(logging.INFO, logger="etlstage"):
-            config = apply_flags(parse_config(text, str(self.tmp / "stages.yaml"), base_dir=str(self.tmp)), "spark", None)
-            code = run_in(spark, Plan(config, once=True), progress=False)
-        return code, caplog.text + capfd.readouterr().err
-
-    def lines(self, name: str) -> list[str]:
-        p = self.tmp / name
-        return p.read_text().splitlines() if p.exists() else []
+    yield from spark_session("etlstage-stray-tests")
 
 
 @pytest.fixture(params=ENGINES)
