@@ -21,7 +21,7 @@ from etlstage.errors import PipelineError, ProtocolViolation, UnaskedReply, Work
 from etlstage.protocol.framing import EOP, count_eom, split_block
 from etlstage.protocol.replies import unasked_before_request
 from etlstage.protocol.scenario import Scenario
-from etlstage.protocol.vocabulary import Mode, OnFailure, StageType
+from etlstage.protocol.vocabulary import Mode, OnFailure
 from etlstage.runtime.confirm import Unconfirmed
 from etlstage.runtime.flow import Inbox, Job, Piece, Window
 from etlstage.runtime.session import WorkerSession
@@ -447,9 +447,9 @@ class TransformDriver(_Driver):
             self.stats.messages_out += n
             self.stats.bytes_out += len(block)
             await self.emit(Piece(block, n, job.oldest_window()))
-        if self.stage.type == StageType.T:
-            # An L-worker's EOP is its word that the data is durable: trusted as it comes.
-            held.add(job, time.monotonic() - job.started)
+        # Held until the worker is known to be in step, an L-worker's EOP as a T's answer: a
+        # stray EOP may have acknowledged a batch the worker then dies on (docs/protocol.md).
+        held.add(job, time.monotonic() - job.started)
         self._release(job)
 
     def _release(self, job: Job) -> None:

@@ -88,3 +88,26 @@ stages:
     assert (engine.tmp / "flags" / "late-stray@1").exists()
     assert loaded(engine) == set(range(2000)), log[-3000:]
     assert re.search(r"^src +E +.* 1$", log, re.M), log[-3000:]  # the summary: src restarted once
+
+
+def load_pipeline(n: int, faults: str) -> str:
+    return f"""
+stages:
+  - {{name: src, type: E, command: ["{{PY}}", "{{TW}}", count, "{n}"]}}
+  - {{name: t, type: T, mode: batch, batch_size: 100, command: ["{{PY}}", "{{TW}}", pass]}}
+  - {{name: sink, type: L, mode: batch, batch_size: 100, restart: {{max_restarts: 3, backoff: 0.05}},
+     command: ["{{PY}}", "{{MISBEHAVE}}", "{{FLAGS}}", append=out.txt, {faults}]}}
+"""
+
+
+def test_a_loader_that_writes_a_stray_eop_then_crashes_loses_nothing(engine: Engine) -> None:
+    """The L-worker writes an extra EOP after its 3rd answer and dies on the next batch:
+    had the extra EOP been taken as that batch's acknowledgement, its 100 messages would
+    be lost behind exit 0."""
+    code, log = engine.run(load_pipeline(1000, '"stray@3", "crash@4"'))
+    assert sorted(p.name for p in (engine.tmp / "flags").iterdir()) == ["crash@4.0", "stray@3.0"]
+    if code != 0:
+        assert "sink" in log, log[-3000:]
+        code, log = engine.run(load_pipeline(1000, '"none@0"'))
+        assert code == 0, log[-3000:]
+    assert loaded(engine) == set(range(1000)), log[-3000:]
