@@ -70,3 +70,28 @@ def test_a_replayed_dead_letter_goes_again_to_the_instance_that_owns_its_key(eng
     for m, instance in got:
         assert int(instance) == owner(json.loads(m)["key"]), (m, instance)
     assert [d.status for d in store.deadletters()] == ["replayed"]
+
+
+def test_a_loaders_dead_letters_are_loaded_when_replayed(engine: Engine) -> None:
+    """Dead letters of the L-stage itself: the replay loads them through that stage."""
+    data = engine.tmp / "in.txt"
+    data.write_text("a\nb\nc\n")
+    stages = f"""
+stages:
+  - {{name: src, type: E, command: [cat, "{data}"]}}
+  - {{name: sink, type: L, mode: batch, batch_size: 3, on_failure: deadletter, restart: {{max_restarts: 1, backoff: 0.05}},
+     command: ["{{PY}}", "{{MISBEHAVE}}", "{{FLAGS}}", append=out.txt, FAULT]}}
+"""
+    code, log = engine.run(stages.replace("FAULT", "crash@*"))  # dies on every batch
+    assert code == 0, log[-3000:]
+    store = StateStore(engine.tmp / ".etlstage")
+    assert sorted(m for d in store.deadletters() for m in d.split()) == [b"a", b"b", b"c"]
+    assert not engine.lines("out.txt")
+
+    code, out = engine.cli("deadletter", "replay", "--all")
+    assert code == 0, out
+    data.write_text("")
+    code, log = engine.run(stages.replace("FAULT", "none@0"))
+    assert code == 0, log[-3000:]
+    assert sorted(engine.lines("out.txt")) == ["a", "b", "c"], log[-3000:]
+    assert {d.status for d in store.deadletters()} == {"replayed"}

@@ -70,17 +70,19 @@ def test_two_eops_per_answer_fail_the_run_naming_the_stage_and_a_fixed_worker_lo
 
 
 def test_an_extractors_late_stray_eop_is_caught_before_the_next_request(engine: Engine) -> None:
-    """Supervisor-managed offsets, windows of 500: the extractor writes a stray EOP 0.3 s
-    after its first answer, before its next request (each window takes a second to pass
-    the slow T-stage).  Taken as the next window's answer, it would make that window
-    empty: half the messages lost and ``--once`` over.  It is caught before the request."""
+    """Supervisor-managed offsets, windows of 500, one window in flight: the extractor
+    writes a stray EOP after its first answer, while that window is in the T-stage (its
+    busy file exists; it takes a second), so before the next request.  Taken as the next
+    window's answer, it would make that window empty: half the messages lost and
+    ``--once`` over.  It is caught before the request, and the extractor restarted."""
     late = str(FIXTURES / "late_stray.py")
+    busy = engine.tmp / "busy"
     stages = f"""
 max_inflight_windows: 1
 stages:
   - {{name: src, type: E, mode: cyclic, offsets: supervisor, offset_policy: {{type: counter, start: 0, step: 500}},
-     restart: {{backoff: 0.05}}, command: ["{{PY}}", "{late}", "2000", "{{FLAGS}}", "1", "0.3"]}}
-  - {{name: t, type: T, mode: batch, batch_size: 1000, command: ["{{PY}}", "{{TW}}", slow, "1"]}}
+     restart: {{backoff: 0.05}}, command: ["{{PY}}", "{late}", "2000", "{{FLAGS}}", "1", "{busy}"]}}
+  - {{name: t, type: T, mode: batch, batch_size: 1000, command: ["{{PY}}", "{{TW}}", slow, "1", "{busy}"]}}
   - {{name: sink, type: L, mode: batch, batch_size: 1000, command: ["{{PY}}", "{{TW}}", append, out.txt]}}
 """
     code, log = engine.run(stages)
