@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import collections
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
@@ -153,4 +153,14 @@ class ReplyRules(Generic[R]):
         head.awaiting_bnc = False
 
 
-__all__ = ["Exchange", "Outstanding", "Reading", "ReplyRules"]
+def unasked_before_request(tokens: Sequence[Token]) -> UnaskedReply | None:
+    """What a worker wrote since its last answer, read just before its next request is
+    written: anything at all is a violation, or a stray EOP would answer that request
+    (an E-stage's cycle would come back empty, and its window commit with nothing)."""
+    if not tokens:
+        return None
+    snippet = b"".join(t if isinstance(t, bytes) else repr(t).encode() for t in tokens)
+    return UnaskedReply("the worker wrote after its last EOP, before the next request", snippet)
+
+
+__all__ = ["Exchange", "Outstanding", "Reading", "ReplyRules", "unasked_before_request"]

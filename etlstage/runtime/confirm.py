@@ -3,7 +3,7 @@
 A worker answers without naming the request, so one stray or repeated EOP shifts every
 later answer onto the wrong request, and the shift shows only when an answer arrives
 with nothing outstanding — possibly after the windows of the shifted jobs were done.
-So a T-stage holds each answered job (its input, and a hold on its windows: they cannot
+So a T- or L-stage holds each answered job (its input, and a hold on its windows: they cannot
 commit) until the worker is known to be in step: it went quiet with nothing outstanding
 for a settle time (twice the slowest recent answer), or it closed its stdout cleanly.
 If anything goes wrong before that, the held jobs are sent again with the unanswered

@@ -20,8 +20,9 @@ from etlstage.config.model import StageConfig
 from etlstage.conversation import policy
 from etlstage.errors import PipelineError, ProtocolViolation, UnaskedReply, WorkerError, WorkerGone, WorkerTimeout
 from etlstage.protocol.framing import EOP, count_eom, split_block
+from etlstage.protocol.replies import unasked_before_request
 from etlstage.protocol.scenario import Scenario
-from etlstage.protocol.vocabulary import Mode, StageType
+from etlstage.protocol.vocabulary import Mode
 from etlstage.runtime.confirm import Unconfirmed
 from etlstage.runtime.flow import Inbox, Job, Piece, Window
 from etlstage.runtime.session import WorkerSession
@@ -428,9 +429,9 @@ class TransformDriver(_Driver):
             self.stats.messages_out += n
             self.stats.bytes_out += len(block)
             await self.emit(Piece(block, n, job.oldest_window()))
-        if self.stage.type == StageType.T:
-            # An L-worker's EOP is its word that the data is durable: trusted as it comes.
-            held.add(job, time.monotonic() - job.started)
+        # Held until the worker is known to be in step, an L-worker's EOP as a T's answer: a
+        # stray EOP may have acknowledged a batch the worker then dies on (docs/protocol.md).
+        held.add(job, time.monotonic() - job.started)
         self._release(job)
 
     def _release(self, job: Job) -> None:
@@ -552,10 +553,9 @@ class ExtractDriver(_Driver):
         session.quiet_until = None
         if stray is None:
             raise await session.gone("exited between cycles (its stdin was still open)")
-        if stray:
-            snippet = b"".join(t if isinstance(t, bytes) else repr(t).encode() for t in stray)
-            problem = "the worker wrote after its last EOP, before the next request"
-            raise session.violation(UnaskedReply(problem, snippet))
+        unasked = unasked_before_request(stray)
+        if unasked is not None:
+            raise session.violation(unasked)
 
     async def _forward(self, block: bytes, window: Window) -> None:
         n = count_eom(block, self.eom)

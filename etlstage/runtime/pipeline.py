@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from etlstage.config.model import PipelineConfig, StageConfig
-from etlstage.errors import MarkerInMessage, PipelineError
-from etlstage.protocol.framing import check_messages, split_block
+from etlstage.errors import PipelineError
+from etlstage.protocol.framing import split_block
 from etlstage.protocol.offsets import make_policy
 from etlstage.protocol.partition import parse_pointer, partition_key, partition_of
 from etlstage.protocol.scenario import Scenario
@@ -27,6 +27,7 @@ from etlstage.protocol.vocabulary import Mode, Offsets, StageType
 from etlstage.runtime.admit import admit, refuse
 from etlstage.runtime.driver import STOP, EmitFn, ExtractDriver, TransformDriver
 from etlstage.runtime.flow import Inbox, Job, Piece, Window
+from etlstage.runtime.replays import marked_for_replay
 from etlstage.runtime.services import Services
 from etlstage.runtime.stats import RateHistory, StageStats
 from etlstage.runtime.tasks import cancel, run_all
@@ -120,12 +121,8 @@ class Pipeline:
                     continue
                 piece.window.add(level + 1, count)
                 boxes = self.inputs[t.name]
-                if t.keyed and t.instances > 1:
-                    for i, (part, n) in enumerate(_partition(block, t)):
-                        if n:
-                            await boxes[i].put(Piece(part, n, piece.window))
-                else:
-                    await boxes[0].put(Piece(block, count, piece.window))
+                for i, part, n in _routed(block, count, t):
+                    await boxes[i].put(Piece(part, n, piece.window))
 
         return emit
 
@@ -151,25 +148,14 @@ class Pipeline:
 
     def _inject_replays(self) -> None:
         """Dead letters marked by `etlstage deadletter replay` go back to their stage's inbox."""
-        for d in self.store.deadletters(status="replay"):
-            found = [(lv, s) for lv, stages in enumerate(self.levels) for s in stages if s.name == d.stage]
-            if not found or found[0][0] == 0:
-                log.warning(
-                    "dead letter #%d: stage %r is not a T/L stage of this pipeline; left as it is", d.id, d.stage
-                )
-                continue
-            level, stage = found[0]
-            messages = d.split()
-            try:
-                block = check_messages(messages, stage.markers, f"stage {stage.name!r}")
-            except MarkerInMessage as exc:
-                log.warning("dead letter #%d still cannot be sent to stage %r (%s); left as it is", d.id, d.stage, exc)
-                continue
-            w = Window(f"{REPLAY}{d.id}", 0, self.n_levels, None, self._window_changed)
-            w.add(level, len(messages))
-            self.inputs[stage.name][0].put_nowait(Piece(block, len(messages), w))
+        for r in marked_for_replay(self.store, self.config.stages):
+            level = next(lv for lv, stages in enumerate(self.levels) if any(s.name == r.stage.name for s in stages))
+            w = Window(f"{REPLAY}{r.deadletter.id}", 0, self.n_levels, None, self._window_changed)
+            w.add(level, r.count)
+            for i, part, n in _routed(r.block, r.count, r.stage):  # by key, as when it first came
+                self.inputs[r.stage.name][i].put_nowait(Piece(part, n, w))
             w.close()
-            log.info("dead letter #%d: %d message(s) sent again to stage %r", d.id, len(messages), stage.name)
+            log.info("dead letter #%d: %d message(s) sent again to stage %r", r.deadletter.id, r.count, r.stage.name)
 
     def _commit_done(self, src: Source) -> None:
         committed = False
@@ -370,6 +356,14 @@ class Pipeline:
 
 async def _no_emit(piece: Piece) -> None:  # an L-stage has no results
     raise AssertionError("L-stage results are refused by the driver")
+
+
+def _routed(block: bytes, count: int, stage: StageConfig) -> list[tuple[int, bytes, int]]:
+    """Where ``count`` messages for ``stage`` go: (instance, messages, count) — by the hash
+    of each message's key under ``partition_by``, else all to the stage's one inbox."""
+    if stage.keyed and stage.instances > 1:
+        return [(i, part, n) for i, (part, n) in enumerate(_partition(block, stage)) if n]
+    return [(0, block, count)]
 
 
 def _partition(block: bytes, stage: StageConfig) -> list[tuple[bytes, int]]:

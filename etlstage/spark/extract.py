@@ -13,6 +13,8 @@ import time
 
 from etlstage.conversation import policy
 from etlstage.errors import ProtocolViolation, WorkerError
+from etlstage.protocol.framing import Token
+from etlstage.protocol.replies import unasked_before_request
 from etlstage.spark.conversation import Job, StageWorker
 
 log = logging.getLogger("etlstage.spark.stage")
@@ -102,6 +104,7 @@ class ExtractWorker(StageWorker):
             try:
                 self._ensure()
                 self._held = []
+                self._nothing_unasked()
                 self._write(job, job.block)
                 while True:
                     done, _ = self._step()
@@ -114,6 +117,22 @@ class ExtractWorker(StageWorker):
                 delay, note = self.restarts.failed(exc)
                 log.warning("%s", note)
                 time.sleep(delay)
+
+    def _nothing_unasked(self) -> None:
+        """Before a request: what the worker wrote since its last EOP, as the supervisor checks it."""
+        proc = self.proc
+        assert proc is not None
+        tokens: list[Token] = []
+        for chunk in proc.pump(self.pending, time.monotonic(), None):  # what has come, no wait
+            try:
+                tokens.extend(self.parser.feed(chunk))
+            except ProtocolViolation as exc:
+                raise self._violation(exc) from None
+        unasked = unasked_before_request(tokens)
+        if unasked is not None:
+            raise self._violation(unasked)
+        if proc.eof:
+            raise proc.gone("exited between cycles (its stdin was still open)")
 
 
 __all__ = ["ExtractWorker"]

@@ -43,7 +43,7 @@ def build(spark: SparkSession, plan: Plan) -> Any:
     from pyspark.sql import functions as F
 
     from etlstage.spark.native import context_for, frame_task, natives
-    from etlstage.spark.transform import KEYED_SCHEMA, key_task, reframe_task, transform_task
+    from etlstage.spark.transform import reframe_task, transform_task
 
     config = plan.config
     encoded = plan.encode()
@@ -106,18 +106,6 @@ def build(spark: SparkSession, plan: Plan) -> Any:
     for other, n in frames[1:]:
         df, parts = df.unionAll(other), parts + n
 
-    def place(df: DataFrame, parts: int, stage: StageConfig, source: Markers) -> tuple[DataFrame, int]:
-        n = stage.instances
-        if stage.keyed and n > 1:
-            keyed = df.mapInArrow(key_task(stage, source), KEYED_SCHEMA)
-            return keyed.repartitionById(n, "pid").select("value"), n
-        if parts == n:
-            return df, n
-        # Never coalesce: Spark would run the upstream step's partitions inside fewer tasks,
-        # and a T-stage's worker for partition 1 would never start (its messages going to
-        # partition 0's, whose keyed state is not theirs).  A shuffle keeps them apart.
-        return df.repartition(n), n
-
     for t in transforms[: len(transforms) - len(fused)]:
         df, parts = place(df, parts, t, markers)
         df = observed(df.mapInArrow(transform_task(plan, t.name, markers), "value binary"), t)
@@ -140,6 +128,23 @@ def build(spark: SparkSession, plan: Plan) -> Any:
         .option("checkpointLocation", engine.checkpoint)
     )
     return _started_by_engine(writer, plan)
+
+
+def place(df: DataFrame, parts: int, stage: StageConfig, source: Markers) -> tuple[DataFrame, int]:
+    """``df`` (``parts`` partitions, messages framed with ``source`` markers) on the stage's
+    ``instances`` partitions: by each message's key under ``partition_by``."""
+    from etlstage.spark.transform import KEYED_SCHEMA, key_task
+
+    n = stage.instances
+    if stage.keyed and n > 1:
+        keyed = df.mapInArrow(key_task(stage, source), KEYED_SCHEMA)
+        return keyed.repartitionById(n, "pid").select("value"), n
+    if parts == n:
+        return df, n
+    # Never coalesce: Spark would run the upstream step's partitions inside fewer tasks,
+    # and a T-stage's worker for partition 1 would never start (its messages going to
+    # partition 0's, whose keyed state is not theirs).  A shuffle keeps them apart.
+    return df.repartition(n), n
 
 
 def _started_by_engine(writer: Any, plan: Plan) -> Any:
@@ -274,6 +279,7 @@ def missing_programs(spark: SparkSession, plan: Plan) -> list[str]:
 
 def run_in(spark: SparkSession, plan: Plan, *, progress: bool = True, counts: Counts | None = None) -> int:
     """Run ``plan``'s query in an existing session until it ends; print the summary."""
+    from etlstage.spark.replay import replay_deadletters
     from etlstage.spark.shipping import ship
     from etlstage.spark.sink import LoadSink
     from etlstage.spark.source import ExtractSource
@@ -316,6 +322,7 @@ def run_in(spark: SparkSession, plan: Plan, *, progress: bool = True, counts: Co
     restore = _on_signals(stop)
     try:
         remove_abandoned(config.engine.checkpoint)
+        replay_deadletters(spark, plan)  # before new data, as the supervisor injects them first
         query = build(spark, plan).start()
         reporter = counts.reporter(progress)
         while not query.awaitTermination(1):
@@ -412,4 +419,4 @@ def _on_signals(stop: threading.Event) -> Any:
     return restore
 
 
-__all__ = ["build", "explain", "run_in", "run_query"]
+__all__ = ["build", "explain", "place", "run_in", "run_query"]

@@ -59,11 +59,14 @@ class Loaded(WriterCommitMessage):
 
 
 class LoadWriter(DataSourceStreamArrowWriter):
-    def __init__(self, plan: Plan, source: Markers, chain: list[str], handoff: str | None = None) -> None:
+    def __init__(
+        self, plan: Plan, source: Markers, chain: list[str], handoff: str | None = None, loads: list[str] | None = None
+    ) -> None:
         self.plan = plan
         self.source = source
         self.chain = chain
         self.handoff = handoff  # the extractor whose spool files arrive as rows (their paths)
+        self.loads = loads  # the L-stages that load (None: all; a replayed dead letter: its own)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> Loaded:
         with contextlib.ExitStack() as using:
@@ -89,7 +92,7 @@ class LoadWriter(DataSourceStreamArrowWriter):
             counter = _Counter(worker.transform(framed_for(self.plan, blocks, markers, stage)), stage.markers.eom)
             counters.append((name, counter))
             blocks, markers = counter, stage.markers
-        loads = [s for s in config.stages if s.type == "L"]
+        loads = [s for s in config.stages if s.type == "L" and (self.loads is None or s.name in self.loads)]
         workers = [using.enter_context(self.plan.use(s, partition)) for s in loads]
         loaded = _Counter(blocks, markers.eom)
         if len(workers) == 1:
@@ -141,4 +144,4 @@ class _Counter:
             yield block
 
 
-__all__ = ["LoadSink"]
+__all__ = ["LoadSink", "LoadWriter"]

@@ -1,0 +1,80 @@
+"""One pipeline on either engine, for tests that hold both to the same outcome.
+
+``Engine.run`` runs a stages.yaml in the test's folder: the supervisor as the CLI a
+user runs, the Spark engine in the module's local session (the ``spark`` fixture the
+test module defines with :func:`spark_session`).  It returns the exit code and what the
+run wrote to its log and summary.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.paths import FIXTURES
+from tests.support.run_cli import PY, etlstage
+
+TW = str(FIXTURES / "tw.py")
+MISBEHAVE = str(FIXTURES / "misbehave.py")
+ENGINES = ["supervisor", pytest.param("spark", marks=pytest.mark.slow)]
+
+
+def spark_session(name: str) -> Iterator[Any]:
+    """A local[2] session for a test module (the body of its module-scoped fixture)."""
+    from etlstage.spark.query import ENGINE_CONF
+    from etlstage.spark.session import quiet_spark, start_session
+
+    quiet_spark()
+    session = start_session("local[2]", name, ENGINE_CONF, connect_timeout=10, log_level="WARN")
+    yield session
+    session.stop()
+
+
+class Engine:
+    """Runs a stages.yaml in ``tmp`` on one engine; (exit code, what it logged).
+
+    In the text: ``{PY}``, ``{TW}``, ``{MISBEHAVE}``, and ``{FLAGS}`` (a folder for the
+    misbehaving workers' flags)."""
+
+    def __init__(self, name: str, request: pytest.FixtureRequest, tmp: Path) -> None:
+        self.name = name
+        self.request = request
+        self.tmp = tmp
+        (tmp / "flags").mkdir(exist_ok=True)
+
+    def run(self, stages: str, *args: str) -> tuple[int, str]:
+        text = stages.replace("{PY}", PY).replace("{TW}", TW).replace("{MISBEHAVE}", MISBEHAVE)
+        text = text.replace("{FLAGS}", str(self.tmp / "flags"))
+        (self.tmp / "stages.yaml").write_text(text)
+        if self.name == "supervisor":
+            r = etlstage(self.tmp, "run", "stages.yaml", "--once", "--no-progress", *args, timeout=200)
+            return r.code, r.stderr
+        from etlstage.config.loader import parse_config
+        from etlstage.spark.config import apply_flags
+        from etlstage.spark.plan import Plan
+        from etlstage.spark.query import run_in
+
+        spark = self.request.getfixturevalue("spark")
+        caplog: pytest.LogCaptureFixture = self.request.getfixturevalue("caplog")
+        capfd: pytest.CaptureFixture[str] = self.request.getfixturevalue("capfd")  # the summary
+        caplog.clear()
+        capfd.readouterr()
+        with caplog.at_level(logging.INFO, logger="etlstage"):
+            config = apply_flags(
+                parse_config(text, str(self.tmp / "stages.yaml"), base_dir=str(self.tmp)), "spark", None
+            )
+            code = run_in(spark, Plan(config, once=True), progress=False)
+        return code, caplog.text + capfd.readouterr().err
+
+    def cli(self, *args: str) -> tuple[int, str]:
+        """Another etlstage command in the test's folder (the same on both engines)."""
+        r = etlstage(self.tmp, *args, timeout=60)
+        return r.code, r.stdout + r.stderr
+
+    def lines(self, name: str) -> list[str]:
+        p = self.tmp / name
+        return p.read_text().splitlines() if p.exists() else []
