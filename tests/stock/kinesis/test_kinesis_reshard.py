@@ -164,6 +164,7 @@ class Writer(threading.Thread):
             self.error = exc
 
 
+@pytest.mark.slow  # over 10 s
 @pytest.mark.timeout(240)
 def test_split_and_merge_while_writing_exactly_once_children_after_parents(kinesis_mock, spawn, tmp_path) -> None:
     url, client = kinesis_mock
