@@ -4,6 +4,7 @@ assembled; replay_bytes makes the sender wait for answers; windows commit in ord
 from __future__ import annotations
 
 import json
+import sqlite3
 import sys
 from pathlib import Path
 
@@ -84,3 +85,21 @@ def test_windows_commit_in_order_when_a_later_one_finishes_first(tmp_path):
     w0.release(1, 1)
     assert p.store.committed("e") == (20, 2)
     p.store.close()
+
+
+def test_answers_let_go_beyond_replay_bytes_still_release_their_windows(pdir):
+    """replay_bytes below one batch: each answered batch but the newest lets its input go
+    while unconfirmed, keeping only the hold on its window. Once the worker is confirmed in
+    step those holds must go too, or the window never commits (and with worker-managed
+    offsets the next cycle is never asked for)."""
+    pdir.write("""
+        stages:
+          - {name: numbers, type: E, mode: cyclic, command: ["{PY}", "{TW}", count, "30", "10"]}
+          - {name: t, type: T, mode: batch, batch_size: 2, replay_bytes: 16, command: ["{PY}", "{TW}", upper]}
+          - {name: sink, type: L, command: ["{PY}", "{TW}", append, out.txt]}
+    """)
+    r = pdir.run("--once", timeout=60)
+    assert r.code == 0, r.stderr
+    assert sorted(pdir.lines("out.txt"), key=int) == [str(i) for i in range(30)]
+    db = sqlite3.connect(pdir.path / ".etlstage/state.db")
+    assert db.execute("SELECT window_seq, messages FROM checkpoints").fetchall() == [(4, 30)]  # 3 windows + 1 empty
