@@ -49,3 +49,17 @@ def c_build(tmp_path_factory: pytest.TempPathFactory) -> str:
         ["sh", str(HERE.parent / "workers" / "examples" / "build.sh"), str(out)], check=True, capture_output=True
     )
     return str(out)
+
+
+JVM_FIXTURES = {"spark", "standalone_cluster"}  # each starts a JVM
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A test that starts a JVM through a fixture must be marked slow: `-m "not slow"` stays fast."""
+    unmarked = [
+        item.nodeid
+        for item in items
+        if JVM_FIXTURES & set(getattr(item, "fixturenames", ())) and item.get_closest_marker("slow") is None
+    ]
+    if unmarked:
+        raise pytest.UsageError("tests that start a JVM must be marked slow: " + ", ".join(unmarked))

@@ -92,6 +92,7 @@ def crash_run(pdir, seed: int) -> tuple[int, collections.Counter[str]]:
 SEED = int(os.environ.get("ETLSTAGE_CRASH_SEED", "20261122"))
 
 
+@pytest.mark.slow  # over 10 s
 @pytest.mark.parametrize("offsets", ["worker", "supervisor"])
 def test_idempotent_loader_gets_every_key_exactly_once_despite_kills(pdir, offsets):
     pdir.write(pipeline(offsets, "idem"))
@@ -103,6 +104,7 @@ def test_idempotent_loader_gets_every_key_exactly_once_despite_kills(pdir, offse
     assert got == expected, f"seed {SEED}: duplicates {[(k, c) for k, c in got.items() if c > 1][:5]}"
 
 
+@pytest.mark.slow  # over 10 s
 def test_plain_loader_may_see_duplicates_but_never_loses(pdir):
     pdir.write(pipeline("worker", "append"))
     kills, got = crash_run(pdir, SEED + 7)

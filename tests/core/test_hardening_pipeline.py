@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -10,6 +11,7 @@ import time
 import psutil
 
 from tests.support.run_cli import ETLSTAGE
+from tests.support.waiting import wait_for
 
 
 def source(pdir, *lines: str) -> str:
@@ -63,6 +65,14 @@ def test_a_message_over_the_loaders_max_message_bytes_is_not_sent_to_it(pdir):
     assert "a message of 40 bytes for stage 'sink' is over its max_message_bytes of 16" in shown.stdout
 
 
+def t_in_flight(pdir) -> int:
+    """Requests in flight at stage t, from the run's last heartbeat (0 before the first)."""
+    status = pdir.etlstage("status", "--json")
+    running = json.loads(status.stdout)["running"] if status.code == 0 else []
+    stages = (running[0]["progress"] or {}).get("stages", {}) if running else {}
+    return stages.get("t", {}).get("in_flight", 0)
+
+
 def test_a_graceful_stop_is_bounded_by_drain_timeout_and_leaves_no_process(pdir):
     pdir.write("""
         drain_timeout: 2
@@ -81,7 +91,7 @@ def test_a_graceful_stop_is_bounded_by_drain_timeout_and_leaves_no_process(pdir)
             time.sleep(0.2)
             children = psutil.Process(proc.pid).children(recursive=True)
         assert len(children) >= 3
-        time.sleep(0.5)  # the hanging T-worker has its first request by now
+        wait_for(lambda: t_in_flight(pdir), 30, "the hanging T-worker's first request (a heartbeat shows it)")
         stopped = time.monotonic()
         os.kill(proc.pid, signal.SIGTERM)
         _, err = proc.communicate(timeout=60)

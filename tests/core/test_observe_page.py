@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
-import time
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.support.live_run import LiveRun
+from tests.support.waiting import wait_for
 
 STAGES = """
     name: demo
@@ -95,13 +97,18 @@ def count(text: str) -> int:
     return int(text.replace(",", ""))
 
 
+def stage_figures(run: LiveRun) -> dict[str, Any]:
+    """Each stage's figures in /api/status of the run."""
+    return json.loads(run.get("/api/status")[2])["running"][0]["progress"]["stages"]
+
+
 @pytest.mark.slow
 def test_the_page_shows_every_stage_and_live_figures_in_a_real_browser(pdir, tmp_path):
     pdir.write(STAGES)
     with LiveRun(pdir.path) as run:
-        time.sleep(4.5)  # two heartbeats: rates and a chart to draw
+        wait_for(lambda: stage_figures(run)["shout"]["rate"] > 0, 30, "a rate: two heartbeats, a chart to draw")
         first = figures(browse(run.url, tmp_path / "profile", "--dump-dom"))
-        time.sleep(1.5)
+        wait_for(lambda: stage_figures(run)["sink"]["in"] > count(first.stages["sink"]["in"]), 30, "more loaded")
         second = figures(browse(run.url, tmp_path / "profile", "--dump-dom"))
         shot = tmp_path / "status-page.png"
         browse(run.url, tmp_path / "profile", f"--screenshot={shot}", "--window-size=1280,900")

@@ -6,9 +6,11 @@ import json
 import os
 import pty
 import re
+import select
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 
 import psutil
 import pytest
@@ -16,6 +18,7 @@ import pytest
 from etlstage.observe.status import run_state
 from etlstage.runtime.stats import LatencyHistogram, RateHistory, StageStats
 from tests.support.run_cli import ETLSTAGE
+from tests.support.waiting import wait_for
 
 ENDLESS = """
     stages:
@@ -32,11 +35,34 @@ def start(pdir) -> subprocess.Popen[str]:
 
 
 def wait_for_heartbeats(pdir, proc: subprocess.Popen[str], n: int = 2) -> None:
-    deadline = time.time() + 30
-    while time.time() < deadline and len(pdir.lines("out.txt")) < 200:
-        time.sleep(0.1)
-    assert proc.poll() is None and pdir.lines("out.txt"), "the pipeline did not start"
-    time.sleep(2.0 * n + 0.5)
+    """Until the run's heartbeat is in the state store: with ``n`` >= 2, one that has a rate
+    (two heartbeats) and windows in flight."""
+
+    def beating() -> bool:
+        assert proc.poll() is None, "the pipeline stopped"
+        status = pdir.etlstage("status", "--json")
+        if status.code != 0:  # no state store yet
+            return False
+        doc = json.loads(status.stdout)
+        if not doc["running"] or "stages" not in (doc["running"][0]["progress"] or {}):
+            return False
+        return n < 2 or (doc["running"][0]["progress"]["stages"]["src"]["rate"] > 0 and bool(doc["windows_in_flight"]))
+
+    wait_for(beating, 30, f"{n} heartbeat(s) of the run", every=0.3)
+
+
+def read_until(fd: int, done: Callable[[bytes], bool], within: float = 30) -> bytes:
+    """Bytes read from ``fd`` until ``done(everything read)``; fails after ``within`` seconds."""
+    got = b""
+    deadline = time.monotonic() + within
+    while not done(got):
+        left = deadline - time.monotonic()
+        assert left > 0, got
+        if select.select([fd], [], [], left)[0]:
+            chunk = os.read(fd, 65536)
+            assert chunk, got
+            got += chunk
+    return got
 
 
 @pytest.mark.slow
@@ -90,9 +116,11 @@ def test_status_watch_refreshes_until_interrupted(pdir):
             stderr=subprocess.PIPE,
             text=True,
         )
-        time.sleep(2.5)
+        assert watch.stdout is not None
+        seen = read_until(watch.stdout.fileno(), lambda got: got.count(b"state: ") >= 3).decode()
         watch.send_signal(signal.SIGINT)
-        out, err = watch.communicate(timeout=10)
+        rest, err = watch.communicate(timeout=10)
+        out = seen + rest
         assert watch.returncode == 0, err
         assert out.count("state: ") >= 3 and out.count(f"running: pid {proc.pid}") >= 3, out
         assert "\x1b[" not in out  # not a terminal: plain frames, one after another
@@ -105,10 +133,9 @@ def test_status_watch_refreshes_until_interrupted(pdir):
             stderr=subprocess.PIPE,
         )
         os.close(secondary)
-        time.sleep(2.5)
+        screen = read_until(main, lambda got: got.count(b"\x1b[H") >= 3)
         on_tty.send_signal(signal.SIGINT)
         on_tty.wait(timeout=10)
-        screen = b""
         while True:
             try:
                 chunk = os.read(main, 65536)

@@ -148,6 +148,7 @@ def test_worker_driven_bnc_waits_for_the_pending_eop_before_it():
     loader.gates[0].set()
     assert w.replies(2) == b"#^"
     w.close()
+    assert w.error is None
 
 
 def test_end_of_input_waits_for_pending_batches_then_acknowledges_them():

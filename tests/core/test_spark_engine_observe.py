@@ -12,7 +12,7 @@ import time
 import pytest
 
 from tests.conftest import PY, TW
-from tests.core.test_observe_page import browse, count, figures
+from tests.core.test_observe_page import browse, count, figures, stage_figures
 from tests.support.live_run import LiveRun, restarts_in_summary
 from tests.support.paths import FIXTURES
 from tests.support.scrapes import (
@@ -23,6 +23,7 @@ from tests.support.scrapes import (
     scrape_until_loaded,
     value,
 )
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 SPARK = ("--engine", "spark", "--master", "local[2]")
@@ -49,8 +50,12 @@ def test_metrics_under_spark_grow_add_up_to_the_summary_and_count_the_restart(tm
         status_code, ctype, status_body = run.get("/api/status")
         assert run.stop() == 0, run.stderr
 
-    assert sorted(int(x) for x in (tmp_path / "out.txt").read_text().split()) == list(range(N))
+    loaded = (tmp_path / "out.txt").read_bytes()
+    assert sorted(int(x) for x in loaded.split()) == list(range(N))
     check_growth([*scrapes, final], types, "sink", N)
+    # figures from outside the engine's counters: what the loader itself wrote (a line per message)
+    assert value(final, "etlstage_stage_input_messages_total", stage="sink") == loaded.count(b"\n")
+    assert value(final, "etlstage_stage_input_bytes_total", stage="sink") == len(loaded)
 
     stages = {"src", "shout", "flaky", "sink"}
     for (name, labels), _ in final.items():
@@ -100,9 +105,9 @@ def test_the_page_under_spark_shows_every_stage_and_live_figures_in_a_real_brows
             if value(scrape(run)[0], "etlstage_stage_input_messages_total", stage="sink") > 0:
                 break
             time.sleep(0.5)
-        time.sleep(4.5)  # two rate samples for the rates and the chart
+        wait_for(lambda: stage_figures(run)["shout"]["rate"] > 0, 60, "two rate samples: a rate and a chart")
         first = figures(browse(run.url, tmp_path / "profile", "--dump-dom"))
-        time.sleep(2.0)
+        wait_for(lambda: stage_figures(run)["sink"]["in"] > count(first.stages["sink"]["in"]), 60, "more loaded")
         second = figures(browse(run.url, tmp_path / "profile", "--dump-dom"))
         shot = tmp_path / "status-page-spark.png"
         browse(run.url, tmp_path / "profile", f"--screenshot={shot}", "--window-size=1280,900")
@@ -113,6 +118,8 @@ def test_the_page_under_spark_shows_every_stage_and_live_figures_in_a_real_brows
         assert page.page["state"].endswith("running")
     assert count(second.stages["src"]["out"]) > count(first.stages["src"]["out"]) > 0
     assert count(second.stages["sink"]["in"]) > count(first.stages["sink"]["in"]) > 0
+    # the loader's own count, from outside the engine's counters: at least what the page showed
+    assert len((tmp_path / "out.txt").read_text().split()) >= count(second.stages["sink"]["in"])
     assert count(first.stages["shout"]["rate"].split()[0]) > 0
     assert first.page["elapsed"] != second.page["elapsed"]
     assert "seen:" in first.stages["shout"]["reports"]

@@ -93,9 +93,12 @@ def test_the_running_worker_is_handed_over_and_outlives_its_first_owner() -> Non
         assert worker.pid == pid  # the same process: no restart
         assert echo(worker, b"one\n") == b"one\n"
         # the first owner dies: its watchdog must not take the worker with it
+        (watchdog,) = [
+            p for p in psutil.Process(first.pid).children() if "etlstage.spark.watchdog" in " ".join(p.cmdline())
+        ]
         first.send_signal(signal.SIGKILL)
         first.wait(5)
-        time.sleep(1.0)
+        watchdog.wait(10)  # it has killed whatever it still watched, and exited
         assert psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
         assert echo(worker, b"two\n") == b"two\n"
         assert worker.stop(5.0) is not None  # stdin closed: cat ends; its status is not ours to read

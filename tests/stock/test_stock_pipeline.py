@@ -54,6 +54,7 @@ def _summary_counts(stderr: str, stage: str) -> dict:
 FULL_RUN_S = 150
 
 
+@pytest.mark.slow  # over 10 s
 @pytest.mark.timeout(2 * FULL_RUN_S + 30)
 def test_stock_pipeline_loads_exactly_the_expected_tables(tmp_path):
     shutil.copy(ROOT / "stages.yaml", tmp_path / "stages.yaml")
@@ -127,6 +128,7 @@ def _victim(proc: subprocess.Popen, target: str, rng: random.Random, until: floa
     return None
 
 
+@pytest.mark.slow  # over 10 s
 @pytest.mark.timeout(KILL_PHASE_S + FINISH_S + FINAL_RUN_S + 30)
 def test_stock_pipeline_survives_kills_of_every_worker_and_the_supervisor(tmp_path):
     """SIGKILL at seeded random moments — each stage's worker and the supervisor, each at

@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,51 +14,19 @@ import pytest
 
 from etlstage.protocol.scenario import Scenario
 from etlstage.protocol.vocabulary import BatchDriver, Mode, StageType
+from tests.support.downloads import fetch_kclpy
 from tests.support.paths import FIXTURES, ROOT
 
 CHILDREN = FIXTURES / "kcl_children"
-KCLPY_VERSION = "3.2.0"
 EOM, EOP, EOB, BNC = b"\n", b"\x00", b"\x17", b"\x11"
 
 
 def kclpy_dir() -> Path:
-    """A folder holding the unmodified ``amazon_kclpy/`` package (and ``samples/``) from its PyPI sdist.
-
-    The sdist's build step downloads jars (impossible offline), so it is not installed:
-    the folder goes on PYTHONPATH.  Downloaded once into ETLSTAGE_KCLPY_CACHE
-    (default ~/.cache/etlstage-kclpy)."""
-    cache = Path(os.environ.get("ETLSTAGE_KCLPY_CACHE") or Path.home() / ".cache" / "etlstage-kclpy")
-    target = cache / f"amazon_kclpy-{KCLPY_VERSION}"
-    if (target / "amazon_kclpy" / "kcl.py").exists() and (target / "samples" / "sample_kclpy_app.py").exists():
-        return target
-    cache.mkdir(parents=True, exist_ok=True)
-    sdist = cache / f"amazon_kclpy-{KCLPY_VERSION}.tar.gz"
-    if not sdist.exists():
-        done = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "download",
-                "--no-deps",
-                "--no-binary",
-                ":all:",
-                f"amazon-kclpy=={KCLPY_VERSION}",
-                "-d",
-                str(cache),
-            ],
-            check=False,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        if done.returncode != 0 or not sdist.exists():
-            pytest.fail(f"cannot download the amazon-kclpy {KCLPY_VERSION} sdist from PyPI:\n{done.stderr[-2000:]}")
-    with tarfile.open(sdist) as tar:
-        wanted = tuple(f"amazon_kclpy-{KCLPY_VERSION}/{folder}/" for folder in ("amazon_kclpy", "samples"))
-        members = [m for m in tar.getmembers() if m.name.startswith(wanted)]
-        tar.extractall(cache, members=members, filter="data")
-    return target
+    """The unmodified ``amazon_kclpy/`` package from its PyPI sdist (tests/support/downloads.py)."""
+    try:
+        return fetch_kclpy()
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
 
 
 @dataclass

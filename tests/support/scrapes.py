@@ -9,6 +9,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.live_run import LiveRun
+from tests.support.waiting import wait_for
 
 MONOTONIC = ("_total", "_bucket", "_count", "_sum")
 Key = tuple[str, frozenset[tuple[str, str]]]
@@ -35,8 +36,11 @@ def value(samples: Samples, name: str, **labels: str) -> float:
     return found[0]
 
 
-def scrape_until_loaded(run: LiveRun, stage: str, n: int, within: float, every: float = 0.2) -> list[Samples]:
-    """Scrapes until ``stage`` took in ``n`` messages, then (once nothing moves) a last one."""
+def scrape_until_loaded(
+    run: LiveRun, stage: str, n: int, within: float, every: float = 0.2, source: str = "src"
+) -> list[Samples]:
+    """Scrapes until ``stage`` took in ``n`` messages, then, once ``source`` committed them all
+    (nothing moves after that), a last one."""
     scrapes = []
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
@@ -47,8 +51,12 @@ def scrape_until_loaded(run: LiveRun, stage: str, n: int, within: float, every: 
         time.sleep(every)
     else:
         pytest.fail("the run did not load its messages in time:\n" + run.stderr)
-    time.sleep(2.5)  # the extractor keeps polling (empty cycles); nothing else moves
-    scrapes.append(scrape(run)[0])
+
+    def all_committed() -> Samples | None:
+        samples = scrape(run)[0]
+        return samples if value(samples, "etlstage_source_committed_messages_total", stage=source) == n else None
+
+    scrapes.append(wait_for(all_committed, within, f"{source} to commit its {n} messages", every))
     return scrapes
 
 

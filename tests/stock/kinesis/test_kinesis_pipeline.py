@@ -10,9 +10,12 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.support.run_cli import RUN_ONCE
 
 
+@pytest.mark.slow  # over 10 s
 def test_every_kinesis_record_arrives_despite_supervisor_kills(pdir):
     records = [json.dumps({"id": i, "body": "x" * (i % 50)}, separators=(",", ":")) for i in range(600)]
     (pdir.path / "records.jsonl").write_text("\n".join(records) + "\n")

@@ -12,6 +12,8 @@ import pytest
 from etlstage_workers.kinesis.readahead import ReadAhead, Round
 from etlstage_workers.kinesis.store import Commit
 
+from tests.support.waiting import stays
+
 
 def records(n: int) -> list[tuple[str, bytes]]:
     return [("k", json.dumps({"id": f"r{i}", "n": i}).encode()) for i in range(n)]
@@ -26,6 +28,14 @@ def wait_for(condition: Any, timeout: float = 20.0) -> None:
     while not condition():
         assert time.monotonic() < deadline, "condition not met in time"
         time.sleep(0.05)
+
+
+def parked(ahead: ReadAhead) -> bool:
+    """The reader thread is blocked waiting on the buffer's condition: full, or (not eager)
+    no request waiting. Only a take() or close() wakes it, so nothing is read meanwhile. (A
+    condition's waiters are a CPython detail, the one way to see a thread blocked.)"""
+    with ahead._cond:
+        return bool(ahead._cond._waiters)  # type: ignore[attr-defined]
 
 
 def args(stream: str, url: str, *extra: str) -> list[str]:
@@ -62,10 +72,8 @@ def test_the_buffer_never_holds_more_than_its_bound_and_reading_pauses_when_full
     source = Source(total=10_000, per_round=7)
     ahead = ReadAhead(source, max_records=50, max_seconds=60, idle_sleep=0.01)
     try:
-        wait_for(lambda: ahead.held == 50)
-        rounds = source.rounds
-        time.sleep(0.3)
-        assert source.rounds == rounds and ahead.held == 50 and ahead.peak == 50  # paused while full
+        wait_for(lambda: ahead.held == 50 and parked(ahead))
+        assert ahead.held == 50 and ahead.peak == 50  # paused while full: no round until a take
         cycle = ahead.take()  # full: answered at once
         assert cycle.messages == [b"m%d" % i for i in range(50)]
         assert cycle.commits["s"].seq == "50"  # the position of the last message handed out
@@ -109,10 +117,10 @@ def test_without_read_ahead_nothing_is_read_until_a_request_waits() -> None:
     source = Source(total=100, per_round=10)
     ahead = ReadAhead(source, max_records=10, max_seconds=1, idle_sleep=0.01, eager=False)
     try:
-        time.sleep(0.3)
+        wait_for(lambda: parked(ahead))
         assert source.rounds == 0
         assert len(ahead.take().messages) == 10
-        time.sleep(0.3)
+        wait_for(lambda: parked(ahead))
         assert source.rounds == 1 and ahead.held == 0
     finally:
         ahead.close()
@@ -129,8 +137,7 @@ def test_read_ahead_holds_at_most_its_bound_and_answers_from_it(
     w = spawn(args(s, proxy.endpoint_url, "--max-records-per-cycle", "10"), str(tmp_path))
     assert ids(w.cycle()) == [f"r{i}" for i in range(10)]
     wait_for(lambda: proxy.records_served >= 20)  # the next cycle, read while "the window loads"
-    time.sleep(1.0)
-    assert proxy.records_served == 20  # 10 handed out + 10 held: no more
+    assert stays(lambda: proxy.records_served == 20, 1.0)  # 10 handed out + 10 held: no more
     calls = len(proxy.get_records_calls)
     assert ids(w.cycle()) == [f"r{i}" for i in range(10, 20)]  # straight from the buffer
     assert proxy.records_served <= 30 and len(proxy.get_records_calls) <= calls + 2
@@ -167,12 +174,12 @@ def test_sigkill_while_holding_read_ahead_records_loses_and_repeats_nothing_unac
     assert not set(acknowledged) & set(delivered)  # nothing acknowledged is read again
 
 
-def test_the_report_shows_what_is_held(emulator, stream, put_records, spawn, tmp_path) -> None:
+def test_the_report_shows_what_is_held(emulator, stream, put_records, proxy, spawn, tmp_path) -> None:
     s = stream(1)
     put_records(s, records(50))
-    w = spawn(args(s, emulator.endpoint_url, "--max-records-per-cycle", "20"), str(tmp_path))
+    w = spawn(args(s, proxy.endpoint_url, "--max-records-per-cycle", "20"), str(tmp_path))
     assert len(w.cycle()) == 20
-    time.sleep(0.5)
+    wait_for(lambda: proxy.records_served >= 40)  # the next 20 read ahead and held
     assert len(w.cycle()) == 20  # written with this cycle: what was held when it was answered
     [report] = [json.loads(p.read_text()) for p in tmp_path.glob("report-*.json")]
     assert report["records"] == 40 and report["read ahead"]["peak"] == 20

@@ -3,7 +3,8 @@ records are being written; every record read exactly once, in order per partitio
 children after parents — across a SIGKILL of the worker too.
 
 kinesis-local is installed with npm into ``$ETLSTAGE_KINESIS_LOCAL_DIR`` (default
-``~/.cache/etlstage/kinesis-local``) on first use, and started from its package folder
+``~/.cache/etlstage/kinesis-local``) before the tests by ``.ci/run``, or on first use
+(tests/support/downloads.py), and started from its package folder
 (where its ``server.json`` TLS config lives) with a preload script that binds its
 listeners to 127.0.0.1 only.
 """
@@ -24,7 +25,8 @@ from typing import Any
 import boto3
 import pytest
 
-VERSION = "0.6.2"
+from tests.support.downloads import fetch_kinesis_local
+
 LOOPBACK_JS = """
 const net = require("net");
 const listen = net.Server.prototype.listen;
@@ -47,19 +49,10 @@ def _free_port() -> int:
 
 
 def _package_dir() -> Path:
-    base = Path(os.environ.get("ETLSTAGE_KINESIS_LOCAL_DIR") or Path.home() / ".cache/etlstage/kinesis-local")
-    pkg = base / "node_modules" / "kinesis-local"
-    if not (pkg / "main.js").exists():
-        base.mkdir(parents=True, exist_ok=True)
-        done = subprocess.run(
-            ["npm", "install", "--prefix", str(base), "--no-audit", "--no-fund", f"kinesis-local@{VERSION}"],
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        if done.returncode != 0 or not (pkg / "main.js").exists():
-            pytest.fail(f"could not install kinesis-local with npm into {base}:\n{done.stdout}\n{done.stderr}")
-    return pkg
+    try:
+        return fetch_kinesis_local()
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
 
 
 @pytest.fixture(scope="module")
@@ -171,6 +164,7 @@ class Writer(threading.Thread):
             self.error = exc
 
 
+@pytest.mark.slow  # over 10 s
 @pytest.mark.timeout(240)
 def test_split_and_merge_while_writing_exactly_once_children_after_parents(kinesis_mock, spawn, tmp_path) -> None:
     url, client = kinesis_mock

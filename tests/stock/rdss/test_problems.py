@@ -27,6 +27,7 @@ def _both(s: SchemaSet, key: str, doc: Any) -> tuple[Any, Any]:
     return explain_errors(finder(doc)), explain(s.explain[key], doc)
 
 
+@pytest.mark.slow  # over 10 s
 @pytest.mark.parametrize("spec", ["3.0.2", "4.0.0"])
 @pytest.mark.parametrize("origin", ["own", "official"])
 def test_reference_messages_and_their_mutations_are_explained_as_jsonschema_does(

@@ -184,6 +184,7 @@ def mutations(doc: dict[str, Any], rng: random.Random, n: int) -> list[dict[str,
     return out
 
 
+@pytest.mark.slow  # over 10 s
 @pytest.mark.parametrize("spec, which", [("3.0.2", "own-3.0.2"), ("4.0.0", "own-4.0.0")])
 def test_own_schemas_reject_whatever_the_official_ones_reject(sets: dict[str, Any], spec: str, which: str) -> None:
     rng = random.Random(20260101)

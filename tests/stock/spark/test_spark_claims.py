@@ -13,7 +13,7 @@ from etlstage_workers.spark.loader import ClaimTimeout, SparkLoader
 
 from etlstage.protocol.scenario import Scenario
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]  # a JVM
 
 
 def ids(start: int, n: int) -> list[bytes]:

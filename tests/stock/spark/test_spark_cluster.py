@@ -11,7 +11,7 @@ import pytest
 from tests.support.spark_cluster import standalone_cluster as standalone_cluster_on
 from tests.support.spark_msgs import LoaderProc, env_for, rdss
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]  # a JVM
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ import pytest
 
 from tests.support.spark_msgs import WRAPPED_NOT_JSON, LoaderProc, env_for, rdss
 
-pytestmark = pytest.mark.timeout(420)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]  # a JVM
 # The moment of the outside SIGKILL is drawn from this seed; ETLSTAGE_CRASH_SEED=<seed> reproduces a failure.
 SEED = int(os.environ.get("ETLSTAGE_CRASH_SEED", "20261123"))
 

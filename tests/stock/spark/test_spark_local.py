@@ -15,7 +15,7 @@ from etlstage.protocol.scenario import Scenario
 from etlstage.worker import serve
 from tests.support.spark_msgs import WRAPPED_NOT_JSON, rdss
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]  # a JVM
 
 
 def run_loader(spark, config: LoaderConfig, batches: list[list[bytes]], state_dir: str) -> bytes:

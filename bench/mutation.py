@@ -1,0 +1,338 @@
+"""Mutation testing of the core: does a test fail when the code behind a guarantee changes?
+
+    python bench/mutation.py --sample 60 --seed 1            # a random sample, a report
+    python bench/mutation.py --list                          # every mutant, nothing run
+    python bench/mutation.py etlstage/runtime/pipeline.py    # only these files
+
+One mutation at a time, applied to a copy of the checkout (the working tree is never
+touched): a comparison flipped (``<`` to ``>=``, ``==`` to ``!=``, ``in`` to ``not in``), a
+boundary moved (``<`` to ``<=``), an integer off by one, ``and``/``or`` swapped, a ``not``
+dropped, a statement dropped (``pass`` in its place), a function returning at once. For each
+mutant the fast tests of its module run (``-m "not slow"``, ``-x``, with a time limit); a
+failure or a time-out kills the mutant, a pass lets it survive. The report lists the
+survivors: each is a change no fast test notices.
+
+Mutants are generated from the syntax tree (``ast``), so each is valid Python; the modules
+are ``protocol/``, ``runtime/``, ``state/`` and ``spark/conversation.py`` by default.
+Logging calls and docstrings are left alone (dropping them changes nothing a test should see).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_TARGETS = ["etlstage/protocol", "etlstage/runtime", "etlstage/state", "etlstage/spark/conversation.py"]
+
+# The fast tests that exercise each module: the first entry whose key starts the path wins.
+CORE = "tests/core/"
+TESTS: list[tuple[str, list[str]]] = [
+    (
+        "etlstage/protocol/offsets.py",
+        ["test_pipeline.py", "test_crash.py", "test_doctests.py", "test_claims_limits.py"],
+    ),
+    ("etlstage/protocol/partition.py", ["test_pipeline.py", "test_doctests.py", "test_protocol.py"]),
+    (
+        "etlstage/protocol/",
+        ["test_protocol.py", "test_doctests.py", "test_harness.py", "test_sdk.py", "test_misaligned_replies.py"],
+    ),
+    ("etlstage/runtime/services.py", ["test_services.py"]),
+    ("etlstage/runtime/stats.py", ["test_observe_status.py", "test_claims_metrics.py", "test_pipeline.py"]),
+    (
+        "etlstage/runtime/",
+        [
+            "test_flow.py",
+            "test_claims_limits.py",
+            "test_pipeline.py",
+            "test_misaligned_replies.py",
+            "test_failures.py",
+            "test_harness.py",
+            "test_crash.py",
+            "test_doctests.py",
+            "test_claims_metrics.py",
+        ],
+    ),
+    (
+        "etlstage/state/",
+        [
+            "test_claims_durability.py",
+            "test_hardening_state.py",
+            "test_doctests.py",
+            "test_claims_limits.py",
+            "test_pipeline.py",
+        ],
+    ),
+    ("etlstage/spark/conversation.py", ["test_claims_spark_task.py", "test_spark_engine_spool.py"]),
+]
+
+FLIP = {
+    ast.Lt: ast.GtE,
+    ast.GtE: ast.Lt,
+    ast.Gt: ast.LtE,
+    ast.LtE: ast.Gt,
+    ast.Eq: ast.NotEq,
+    ast.NotEq: ast.Eq,
+    ast.Is: ast.IsNot,
+    ast.IsNot: ast.Is,
+    ast.In: ast.NotIn,
+    ast.NotIn: ast.In,
+}
+BOUNDARY = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt}
+QUIET_CALLS = {"log", "logger", "logging", "warnings"}  # calls on these are not behaviour
+
+
+@dataclass
+class Mutant:
+    path: str
+    line: int
+    kind: str
+    before: str
+    after: str
+    start: int  # byte offsets of the replaced text in the file
+    end: int
+
+
+@dataclass
+class Outcome:
+    mutant: Mutant
+    status: str  # killed, survived, timeout
+    seconds: float
+
+
+# --- generating mutants ------------------------------------------------------------------------
+
+
+def _offsets(source: bytes) -> list[int]:
+    starts = [0]
+    for i, b in enumerate(source):
+        if b == 0x0A:
+            starts.append(i + 1)
+    return starts
+
+
+def _span(node: ast.AST, starts: list[int]) -> tuple[int, int]:
+    return (
+        starts[node.lineno - 1] + node.col_offset,  # type: ignore[attr-defined]
+        starts[node.end_lineno - 1] + node.end_col_offset,  # type: ignore[attr-defined]
+    )
+
+
+def _is_docstring(stmt: ast.stmt) -> bool:
+    return isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str)
+
+
+def _quiet(stmt: ast.stmt) -> bool:
+    """A logging call, or an expression statement that is only a string or an ellipsis."""
+    if not isinstance(stmt, ast.Expr):
+        return False
+    call = stmt.value
+    if isinstance(call, ast.Constant):
+        return True
+    if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute):
+        base = call.func.value
+        return isinstance(base, ast.Name) and base.id in QUIET_CALLS
+    return False
+
+
+def _type_checking(node: ast.If) -> bool:
+    return "TYPE_CHECKING" in ast.unparse(node.test)
+
+
+def mutants_of(path: str) -> list[Mutant]:
+    source = (ROOT / path).read_bytes()
+    tree = ast.parse(source)
+    starts = _offsets(source)
+    out: list[Mutant] = []
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and _type_checking(node):
+            skip.update(id(n) for n in ast.walk(node))
+
+    def add(node: ast.AST, kind: str, after: str) -> None:
+        start, end = _span(node, starts)
+        before = source[start:end].decode()
+        if before != after:
+            out.append(Mutant(path, node.lineno, kind, before, after, start, end))  # type: ignore[attr-defined]
+
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.Compare) and len(node.ops) == 1:
+            for kind, table in (("flip", FLIP), ("boundary", BOUNDARY)):
+                new_op = table.get(type(node.ops[0]))
+                if new_op is not None:
+                    add(node, kind, ast.unparse(ast.Compare(node.left, [new_op()], node.comparators)))
+        elif isinstance(node, ast.BoolOp):
+            other = ast.Or() if isinstance(node.op, ast.And) else ast.And()
+            add(node, "and/or", ast.unparse(ast.BoolOp(other, node.values)))
+        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            add(node, "not", ast.unparse(node.operand))
+        elif isinstance(node, (ast.BinOp, ast.Compare, ast.Subscript, ast.Slice)):
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, ast.Constant) and type(child.value) is int:
+                    add(child, "off-by-one", str(child.value + 1))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name != "__init__":
+            body = [s for s in node.body if not _is_docstring(s)]
+            if body:
+                first = body[0]
+                start, _ = _span(first, starts)
+                indent = " " * first.col_offset
+                out.append(Mutant(path, first.lineno, "return", "", f"return\n{indent}", start, start))
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(node, field, None)
+            for stmt in block if isinstance(block, list) else []:
+                if not isinstance(stmt, ast.stmt) or _is_docstring(stmt) or _quiet(stmt):
+                    continue
+                if isinstance(stmt, (ast.Expr, ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Raise, ast.Delete)):
+                    if isinstance(stmt, ast.AnnAssign) and stmt.value is None:
+                        continue
+                    if isinstance(node, (ast.Module, ast.ClassDef)):
+                        continue  # definitions, not behaviour: dropping them fails at import
+                    add(stmt, "drop", "pass")
+    out.sort(key=lambda m: (m.path, m.start, m.kind))
+    return out
+
+
+def target_files(targets: list[str]) -> list[str]:
+    files: list[str] = []
+    for t in targets:
+        p = ROOT / t
+        found = sorted(p.rglob("*.py")) if p.is_dir() else [p]
+        files += [str(f.relative_to(ROOT)) for f in found if f.name != "__init__.py"]
+    return files
+
+
+def tests_for(path: str) -> list[str]:
+    for prefix, tests in TESTS:
+        if path.startswith(prefix):
+            return [CORE + t for t in tests]
+    raise SystemExit(f"no tests are known for {path}: add it to TESTS in {__file__}")
+
+
+# --- running them ------------------------------------------------------------------------------
+
+
+def copy_checkout(into: Path) -> None:
+    """The checkout's files as they are now (tracked and new, not ignored) into ``into``."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+    ).stdout
+    for name in filter(None, listed.decode().split("\0")):
+        src = ROOT / name
+        if src.is_file():
+            dest = into / name
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest)
+
+
+def run_tests(copy: Path, tests: list[str], timeout: float) -> tuple[str, float]:
+    """``passed``, ``failed`` or ``timeout`` for the fast tests in the copy."""
+    env = dict(os.environ, PYTHONPATH=str(copy), PYTHONDONTWRITEBYTECODE="1")
+    argv = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-m", "not slow", *tests]
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        argv, cwd=copy, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
+    try:
+        code = proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        return "timeout", time.monotonic() - started
+    return ("passed" if code == 0 else "failed"), time.monotonic() - started
+
+
+def apply(copy: Path, m: Mutant) -> bytes:
+    """Write the mutant into the copy; the original bytes, to put back."""
+    target = copy / m.path
+    original = target.read_bytes()
+    target.write_bytes(original[: m.start] + m.after.encode() + original[m.end :])
+    return original
+
+
+def evaluate(copy: Path, mutants: list[Mutant], timeout: float) -> Iterator[Outcome]:
+    for m in mutants:
+        original = apply(copy, m)
+        try:
+            result, seconds = run_tests(copy, tests_for(m.path), timeout)
+        finally:
+            (copy / m.path).write_bytes(original)
+        yield Outcome(m, {"passed": "survived", "failed": "killed"}.get(result, result), seconds)
+
+
+def describe(m: Mutant) -> str:
+    before = " ".join(m.before.split())[:70]
+    after = " ".join(m.after.split())[:70]
+    return f"{m.path}:{m.line} {m.kind}: {before!r} -> {after!r}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("targets", nargs="*", default=DEFAULT_TARGETS, help="files or folders (default: the core)")
+    ap.add_argument("--sample", type=int, default=0, help="run a random sample of this many mutants (0: all)")
+    ap.add_argument("--seed", type=int, default=1, help="the sample's random seed (the same seed, the same sample)")
+    ap.add_argument("--timeout", type=float, default=300.0, help="seconds for one mutant's tests")
+    ap.add_argument("--list", action="store_true", help="list the mutants and stop")
+    ap.add_argument("--json", type=Path, help="also write every outcome to this file")
+    args = ap.parse_args(argv)
+
+    mutants = [m for f in target_files(args.targets) for m in mutants_of(f)]
+    if args.sample and args.sample < len(mutants):
+        mutants = sorted(random.Random(args.seed).sample(mutants, args.sample), key=lambda m: (m.path, m.start))
+    if args.list:
+        for m in mutants:
+            print(describe(m))
+        print(f"{len(mutants)} mutants")
+        return 0
+
+    with tempfile.TemporaryDirectory(prefix="etlstage-mutation-") as tmp:
+        copy = Path(tmp)
+        copy_checkout(copy)
+        groups = sorted({tuple(tests_for(m.path)) for m in mutants})
+        for tests in groups:  # the unmutated code must pass, or every mutant looks killed
+            result, seconds = run_tests(copy, list(tests), args.timeout)
+            print(f"baseline {result} in {seconds:.0f}s: {' '.join(t.removeprefix(CORE) for t in tests)}", flush=True)
+            if result != "passed":
+                return 2
+        outcomes = []
+        for i, o in enumerate(evaluate(copy, mutants, args.timeout), 1):
+            outcomes.append(o)
+            print(f"[{i}/{len(mutants)}] {o.status:8} {o.seconds:5.1f}s {describe(o.mutant)}", flush=True)
+
+    killed = sum(o.status != "survived" for o in outcomes)
+    print(f"\n{killed} of {len(outcomes)} mutants killed ({100 * killed / max(1, len(outcomes)):.0f} %)")
+    by_file: dict[str, list[int]] = {}
+    for o in outcomes:
+        tally = by_file.setdefault(o.mutant.path, [0, 0])
+        tally[0] += o.status != "survived"
+        tally[1] += 1
+    for path, (dead, n) in sorted(by_file.items()):
+        print(f"  {path:45} {dead:3}/{n:<3}")
+    survivors = [o for o in outcomes if o.status == "survived"]
+    if survivors:
+        print("survivors (changes no fast test notices):")
+        for o in survivors:
+            print(f"  {describe(o.mutant)}")
+    if args.json:
+        args.json.write_text(json.dumps([asdict(o) for o in outcomes], indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

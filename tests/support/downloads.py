@@ -1,0 +1,96 @@
+"""What some tests download, fetched once into a cache: kinesis-local (npm) for the
+resharding tests, the amazon-kclpy sdist for the KCL adapter tests.
+
+Standard library only, so that ``.ci/run`` fills the caches before the tests start:
+``python tests/support/downloads.py`` (with the project's venv python: it has pip).
+The tests call the same functions and find the caches filled.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+KCLPY_VERSION = "3.2.0"
+KINESIS_LOCAL_VERSION = "0.6.2"
+
+
+def kclpy_cache() -> Path:
+    return Path(os.environ.get("ETLSTAGE_KCLPY_CACHE") or Path.home() / ".cache" / "etlstage-kclpy")
+
+
+def kinesis_local_base() -> Path:
+    return Path(os.environ.get("ETLSTAGE_KINESIS_LOCAL_DIR") or Path.home() / ".cache/etlstage/kinesis-local")
+
+
+def fetch_kclpy() -> Path:
+    """A folder holding the unmodified ``amazon_kclpy/`` package (and ``samples/``) from its
+    PyPI sdist (its build step downloads jars, so it is not installed: the folder goes on
+    PYTHONPATH). Raises RuntimeError when it cannot be downloaded."""
+    cache = kclpy_cache()
+    target = cache / f"amazon_kclpy-{KCLPY_VERSION}"
+    if (target / "amazon_kclpy" / "kcl.py").exists() and (target / "samples" / "sample_kclpy_app.py").exists():
+        return target
+    cache.mkdir(parents=True, exist_ok=True)
+    sdist = cache / f"amazon_kclpy-{KCLPY_VERSION}.tar.gz"
+    if not sdist.exists():
+        argv = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:"]
+        done = subprocess.run(
+            [*argv, f"amazon-kclpy=={KCLPY_VERSION}", "-d", str(cache)],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        if done.returncode != 0 or not sdist.exists():
+            raise RuntimeError(
+                f"cannot download the amazon-kclpy {KCLPY_VERSION} sdist from PyPI:\n{done.stderr[-2000:]}"
+            )
+    with tarfile.open(sdist) as tar:
+        wanted = tuple(f"amazon_kclpy-{KCLPY_VERSION}/{folder}/" for folder in ("amazon_kclpy", "samples"))
+        members = [m for m in tar.getmembers() if m.name.startswith(wanted)]
+        tar.extractall(cache, members=members, filter="data")
+    return target
+
+
+def fetch_kinesis_local() -> Path:
+    """kinesis-local's package folder, installed with npm on first use. Raises RuntimeError
+    when npm cannot install it."""
+    base = kinesis_local_base()
+    pkg = base / "node_modules" / "kinesis-local"
+    if not (pkg / "main.js").exists():
+        base.mkdir(parents=True, exist_ok=True)
+        done = subprocess.run(
+            [
+                "npm",
+                "install",
+                "--prefix",
+                str(base),
+                "--no-audit",
+                "--no-fund",
+                f"kinesis-local@{KINESIS_LOCAL_VERSION}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        if done.returncode != 0 or not (pkg / "main.js").exists():
+            raise RuntimeError(f"could not install kinesis-local with npm into {base}:\n{done.stdout}\n{done.stderr}")
+    return pkg
+
+
+def main() -> int:
+    for fetch in (fetch_kclpy, fetch_kinesis_local):
+        try:
+            print(f"{fetch.__name__}: {fetch()}")
+        except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
+            print(f"{fetch.__name__}: {exc}", file=sys.stderr)
+            return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
