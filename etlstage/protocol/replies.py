@@ -156,7 +156,11 @@ class ReplyRules(Generic[R]):
 def unasked_before_request(tokens: Sequence[Token]) -> UnaskedReply | None:
     """What a worker wrote since its last answer, read just before its next request is
     written: anything at all is a violation, or a stray EOP would answer that request
-    (an E-stage's cycle would come back empty, and its window commit with nothing)."""
+    (an E-stage's cycle would come back empty, and its window commit with nothing).
+
+    >>> unasked_before_request([]) is None, unasked_before_request([b"x\\n", EOP]).snippet
+    (True, b'x\\nEOP')
+    """
     if not tokens:
         return None
     snippet = b"".join(t if isinstance(t, bytes) else repr(t).encode() for t in tokens)

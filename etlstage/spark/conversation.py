@@ -168,34 +168,38 @@ class StageWorker:
         chunks = proc.pump(self.pending, deadline, None if until is not None else what)
         done: list[Job] = []
         bnc = False
-        try:
-            for chunk in chunks:
-                try:
-                    tokens = self.parser.feed(chunk)
-                except ProtocolViolation as exc:
-                    raise self._violation(exc) from None
-                reading = self.rules.feed(tokens)
-                now = time.monotonic()
-                for job in reading.completed:
-                    self.service.append(now - job.started)
-                    self.answered += 1
-                    self.tally.stats.answered(now - job.started)
-                done.extend(reading.completed)
-                bnc = bnc or reading.bnc
-                if reading.violation is not None:
-                    raise self._violation(reading.violation)
-            if proc.eof:
-                raise proc.gone(
+        for chunk in chunks:
+            try:
+                tokens = self.parser.feed(chunk)
+            except ProtocolViolation as exc:
+                raise self._handing_back(done, self._violation(exc)) from None
+            reading = self.rules.feed(tokens)
+            now = time.monotonic()
+            for job in reading.completed:
+                self.service.append(now - job.started)
+                self.answered += 1
+                self.tally.stats.answered(now - job.started)
+            done.extend(reading.completed)
+            bnc = bnc or reading.bnc
+            if reading.violation is not None:
+                raise self._handing_back(done, self._violation(reading.violation))
+        if proc.eof:
+            raise self._handing_back(
+                done,
+                proc.gone(
                     "exited with requests unanswered"
                     if self.rules.outstanding
                     else "exited while waiting for work (its stdin was still open)"
-                )
-        except WorkerError:
-            # Answered, but the failure may show they were out of step: held with the rest,
-            # so that the restart sends them again (as the supervisor takes back what it held).
-            self._held.extend(done)
-            raise
+                ),
+            )
         return done, bnc
+
+    def _handing_back(self, done: list[Job], error: WorkerError) -> WorkerError:
+        """``error`` ends this read: the jobs it had just answered are held with the rest, so
+        that the restart sends them again (the failure may show they were out of step), as
+        the supervisor takes back what it held."""
+        self._held.extend(done)
+        return error
 
     def _violation(self, exc: ProtocolViolation) -> WorkerError:
         assert self.proc is not None
