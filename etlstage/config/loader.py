@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from fractions import Fraction
 from functools import lru_cache
@@ -23,6 +24,7 @@ import jsonschema
 import yaml
 
 from etlstage.config.explain import schema_problems, show, yaml_problem
+from etlstage.config.interpolate import load_yaml
 from etlstage.config.listen import parse_listen
 from etlstage.config.model import (
     EngineConfig,
@@ -145,10 +147,13 @@ def load_config(path: str | Path) -> PipelineConfig:
     return parse_config(text, shown, base_dir=str(p.resolve().parent))
 
 
-def parse_config(text: str, source: str = "stages.yaml", base_dir: str = ".") -> PipelineConfig:
+def parse_config(
+    text: str, source: str = "stages.yaml", base_dir: str = ".", environ: Mapping[str, str] | None = None
+) -> PipelineConfig:
+    """``environ`` (default: this process's environment) fills ``${VAR}`` in values."""
     try:
         check_yaml_shape(text, source)
-        data = yaml.safe_load(text)
+        data = load_yaml(text, source, os.environ if environ is None else environ)
     except yaml.reader.ReaderError as exc:  # a character YAML does not allow: placed by line, not offset
         line, column = _line_column(text, exc.position)
         raise ConfigError(
