@@ -300,9 +300,10 @@ def deadletter_replay(args: tuple[str, ...], everything: bool, pipeline_option: 
 )
 @click.option(
     "--mode",
+    "modes",
     type=click.Choice(["plain", "cyclic", "single", "batch"]),
-    default=None,
-    help="Check one mode only (default: every mode of the type).",
+    multiple=True,
+    help="Check this mode (repeatable: --mode single --mode batch); default: every mode of the type.",
 )
 @click.option(
     "--batch-driver",
@@ -316,7 +317,7 @@ def deadletter_replay(args: tuple[str, ...], everything: bool, pipeline_option: 
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def check_worker(
     stage_type: str,
-    mode: str | None,
+    modes: tuple[str, ...],
     batch_driver: str | None,
     batch_size: int,
     markers: str | None,
@@ -328,17 +329,26 @@ def check_worker(
     from etlstage.protocol.vocabulary import MODES as MODES_OK
     from etlstage.testing.conformance import Options, report, run_checks
 
-    if mode and mode not in MODES_OK[stage_type]:
-        raise ConfigError([f"--mode {mode} is not a mode of a {stage_type}-stage ({', '.join(MODES_OK[stage_type])})"])
+    for mode in modes:
+        if mode not in MODES_OK[stage_type]:
+            raise ConfigError(
+                [f"--mode {mode} is not a mode of a {stage_type}-stage ({', '.join(MODES_OK[stage_type])})"]
+            )
     try:
         m = Markers.from_mapping(dict(kv.split("=", 1) for kv in markers.split(","))) if markers else None
     except (ValueError, EtlstageError) as exc:
         raise ConfigError([f"--markers {markers!r}: {exc} (expected e.g. eom=0x7c,eop=#)"])
-    opts = Options(
-        type=stage_type, mode=mode, batch_driver=batch_driver, batch_size=batch_size, markers=m, timeout=timeout
-    )
-    results = run_checks(list(command), opts)
-    click.echo(report(results))
+    results = []
+    checked: list[str | None] = list(dict.fromkeys(modes)) or [None]  # None: every mode of the type
+    for one in checked:
+        opts = Options(
+            type=stage_type, mode=one, batch_driver=batch_driver, batch_size=batch_size, markers=m, timeout=timeout
+        )
+        for r in run_checks(list(command), opts):
+            if len(set(modes)) > 1 and not r.name.startswith(r.mode):
+                r.name = f"{r.mode}: {r.name}"  # a check every mode runs, told apart
+            results.append(r)
+    click.echo(report(results, stage_type))
     sys.exit(0 if all(r.passed for r in results) else 1)
 
 
