@@ -297,7 +297,5 @@ def report(results: list[CheckResult], stage_type: str | None = None) -> str:
             f"modes it supports: etlstage check-worker {type_flag}{flags} -- COMMAND"
         )
     elif refused:
-        lines.append(
-            "note: the worker failed before answering its first request in every mode: see its stderr above"
-        )
+        lines.append("note: the worker failed before answering its first request in every mode: see its stderr above")
     return "\n".join(lines)
