@@ -116,11 +116,14 @@ def run(
     if http is not None:
         config = dataclasses.replace(config, http=parse_listen(http, "--http"))
     env = log_env(log_format, log_level, syslog_address, syslog_facility)
+    from etlstage.state.lastrun import RunRecorder
+
+    ended = RunRecorder(config.state_dir, config.engine.kind)  # status shows how the run ended
     if config.engine.kind == "spark":
         from etlstage.spark.query import run_query
 
         serving = _spark_endpoints(config.http) if config.http is not None else None
-        sys.exit(run_query(config, once=once, progress=progress, extra_env=env, attach=serving))
+        sys.exit(ended.end(run_query(config, once=once, progress=progress, extra_env=env, attach=serving)))
     from etlstage.runtime.runner import run_pipeline
 
     attach = None
@@ -129,7 +132,7 @@ def run(
 
         attach = functools.partial(serve, address=config.http)
     code = asyncio.run(run_pipeline(config, once=once, progress=progress, extra_env=env, attach=attach))
-    sys.exit(code)
+    sys.exit(ended.end(code))
 
 
 def _spark_endpoints(address: tuple[str, int]):
@@ -219,15 +222,23 @@ def status(pipeline_file: str, as_json: bool, watch: bool, interval: float) -> N
 
 
 def _spark_status(pipeline_file: str, as_json: bool) -> str:
-    """The Spark engine's checkpoint (micro-batches committed, in flight), then its dead letters."""
+    """The Spark engine's checkpoint (micro-batches committed, in flight), then its dead letters and last run."""
+    from etlstage.observe.status import render_last_run
     from etlstage.spark.status import describe
+    from etlstage.state.lastrun import last_run
     from etlstage.state.store import StateStore
 
     config = load_config(pipeline_file)
     text = describe(config, as_json)
     if not as_json and (Path(config.state_dir) / StateStore.FILE).exists():
-        dead = StateStore(config.state_dir).deadletters()
+        store = StateStore(config.state_dir)
+        dead = store.deadletters()
         text += f"\ndead letters: {len(dead)} ({sum(d.status == 'new' for d in dead)} new)"
+        text += "".join(f"\n{line}" for line in render_last_run(last_run(store)))
+    elif as_json and (Path(config.state_dir) / StateStore.FILE).exists():
+        doc = json.loads(text)
+        doc["last_run"] = last_run(StateStore(config.state_dir))
+        text = json.dumps(doc, indent=2)
     return text
 
 
