@@ -79,6 +79,8 @@ def _words(e: jsonschema.ValidationError) -> str:
         return f"missing key {missing[0]!r}" if missing else e.message
     if e.validator in ("minItems", "maxItems"):
         n = len(e.instance) if isinstance(e.instance, list) else 0
+        if list(e.absolute_path) == ["stages"]:
+            return f"a pipeline needs at least an E-stage and an L-stage; this one has {n} stage(s)"
         bound = "at least" if e.validator == "minItems" else "at most"
         return f"needs {bound} {e.validator_value} item(s); has {n}"
     if e.validator == "minLength":

@@ -57,7 +57,7 @@ def test_schema_problems_show_values_as_yaml_writes_them(line: str, expected: st
 
 def test_too_few_stages_is_counted_not_dumped():
     told = problems("stages:\n  - name: src\n    type: E\n    command: [x]\n")
-    assert "stages.yaml:1: stages: needs at least 2 item(s); has 1" in told
+    assert "stages.yaml:1: stages: a pipeline needs at least an E-stage and an L-stage; this one has 1 stage(s)" in told
     assert "{'name'" not in told
 
 
