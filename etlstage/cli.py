@@ -306,9 +306,7 @@ def deadletter_replay(args: tuple[str, ...], everything: bool, pipeline_option: 
 
 
 @main.command("check-worker", context_settings={"ignore_unknown_options": True})
-@click.option(
-    "--type", "stage_type", type=click.Choice(["E", "T", "L"]), required=True, help="The worker's stage type."
-)
+@click.option("--type", "stage_type", type=click.Choice(["E", "T", "L"]), help="The worker's stage type.")
 @click.option(
     "--mode",
     "modes",
@@ -317,43 +315,68 @@ def deadletter_replay(args: tuple[str, ...], everything: bool, pipeline_option: 
     help="Check this mode (repeatable: --mode single --mode batch); default: every mode of the type.",
 )
 @click.option(
+    "--stage",
+    default=None,
+    help="Check the worker of this stage of --pipeline as the pipeline declares it: its command, type, mode, "
+    "batch settings, markers, env and folder (instead of --type and COMMAND).",
+)
+@click.option(
+    "--pipeline",
+    "pipeline_file",
+    type=click.Path(dir_okay=False),
+    default="stages.yaml",
+    show_default=True,
+    help="The pipeline file of --stage.",
+)
+@click.option(
     "--batch-driver",
     type=click.Choice(["supervisor", "worker"]),
     default=None,
     help="Batch mode: check one batch driver only.",
 )
-@click.option("--batch-size", type=click.IntRange(1), default=3, show_default=True)
+@click.option("--batch-size", type=click.IntRange(1), default=None, help="Batch mode: messages a batch (default 3).")
 @click.option("--markers", default=None, help="Markers for the default checks, e.g. eom=0x7c,eop=#,eob=~,bnc=^")
 @click.option("--timeout", type=float, default=20.0, show_default=True, help="Seconds per request.")
-@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def check_worker(
-    stage_type: str,
+    stage_type: str | None,
     modes: tuple[str, ...],
+    stage: str | None,
+    pipeline_file: str,
     batch_driver: str | None,
-    batch_size: int,
+    batch_size: int | None,
     markers: str | None,
     timeout: float,
     command: tuple[str, ...],
 ) -> None:
-    """Run the protocol conformance checks against a worker: etlstage check-worker --type T -- ./my-worker ARGS"""
+    """Run the protocol conformance checks against a worker: etlstage check-worker --type T -- ./my-worker ARGS,
+    or the worker of a pipeline's stage: etlstage check-worker --stage NAME [--pipeline stages.yaml]"""
     from etlstage.protocol.markers import Markers
     from etlstage.protocol.vocabulary import MODES as MODES_OK
-    from etlstage.testing.conformance import Options, report, run_checks
+    from etlstage.testing.conformance import Options, declared, report, run_checks
 
+    base = Options(batch_size=batch_size or 3, timeout=timeout)
+    if stage is not None:
+        if command or stage_type:
+            raise ConfigError(["--stage takes the command and type from the pipeline: give no COMMAND or --type"])
+        argv, base, declared_modes = declared(load_config(pipeline_file), stage, base, batch_size)
+        command, stage_type, modes = tuple(argv), base.type, modes or declared_modes
+    elif not command or not stage_type:
+        raise ConfigError(["give --type and the worker's COMMAND after --, or --stage NAME of a pipeline"])
     for mode in modes:
         if mode not in MODES_OK[stage_type]:
             raise ConfigError(
                 [f"--mode {mode} is not a mode of a {stage_type}-stage ({', '.join(MODES_OK[stage_type])})"]
             )
     try:
-        m = Markers.from_mapping(dict(kv.split("=", 1) for kv in markers.split(","))) if markers else None
+        m = Markers.from_mapping(dict(kv.split("=", 1) for kv in markers.split(","))) if markers else base.markers
     except (ValueError, EtlstageError) as exc:
         raise ConfigError([f"--markers {markers!r}: {exc} (expected e.g. eom=0x7c,eop=#)"])
     results = []
     checked: list[str | None] = list(dict.fromkeys(modes)) or [None]  # None: every mode of the type
     for one in checked:
-        opts = Options(
-            type=stage_type, mode=one, batch_driver=batch_driver, batch_size=batch_size, markers=m, timeout=timeout
+        opts = dataclasses.replace(
+            base, type=stage_type, mode=one, batch_driver=batch_driver or base.batch_driver, markers=m
         )
         for r in run_checks(list(command), opts):
             if len(set(modes)) > 1 and not r.name.startswith(r.mode):

@@ -9,9 +9,11 @@ project's own tests, over subprocesses and in-process SDK workers alike.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from etlstage.config.model import PipelineConfig
+from etlstage.errors import ConfigError
 from etlstage.protocol.markers import DEFAULT_MARKERS, Markers
 from etlstage.protocol.vocabulary import Mode, StageType
 from etlstage.testing.harness import HarnessResult, StageHarness, WorkerFailed
@@ -39,6 +41,7 @@ class Options:
     timeout: float = 20.0
     cycles: int = 3
     env: dict[str, str] = field(default_factory=dict)
+    cwd: str | None = None  # where a worker process starts (a pipeline's stage: its folder)
 
 
 Check = Callable[[StageHarness, Any, Options], str | None]  # returns a problem, or None when passed
@@ -55,7 +58,7 @@ def _expect_groups(result: HarnessResult, expected_sizes: list[int], what: str) 
 
 def _run(h: StageHarness, worker: Any, o: Options, **kw: Any) -> HarnessResult:
     kw.setdefault("markers", o.markers or DEFAULT_MARKERS)
-    return h.run(worker, type=o.type, timeout=o.timeout, env=o.env, **kw)
+    return h.run(worker, type=o.type, timeout=o.timeout, env=o.env, cwd=o.cwd, **kw)
 
 
 def _batch_sizes(n: int, size: int) -> list[int]:
@@ -257,6 +260,31 @@ def checks_for(o: Options) -> list[tuple[str, Check]]:
         ("stdin closed at once: exit 0, nothing written", check_no_input),
     ]
     return plan
+
+
+def declared(
+    config: PipelineConfig, name: str, base: Options, batch_size: int | None
+) -> tuple[list[str], Options, tuple[str, ...]]:
+    """The command, options and modes of stage ``name`` as ``config`` declares it.
+
+    ``base`` holds the checker's own settings; ``batch_size`` given on the command line wins.
+    """
+    stage = next((s for s in config.stages if s.name == name), None)
+    if stage is None:
+        raise ConfigError(
+            [f"{config.source}: no stage {name!r}; its stages are {', '.join(s.name for s in config.stages)}"]
+        )
+    batch = stage.mode == Mode.BATCH
+    options = replace(
+        base,
+        type=str(stage.type),
+        batch_driver=str(stage.batch_driver) if batch else None,
+        batch_size=batch_size or (stage.batch_size if batch else base.batch_size),
+        markers=stage.markers,
+        env=dict(stage.env),
+        cwd=stage.cwd or config.base_dir,  # where the pipeline starts it
+    )
+    return list(stage.command), options, (str(stage.mode),)
 
 
 def run_checks(worker: Any, options: Options, harness: StageHarness | None = None) -> list[CheckResult]:

@@ -108,6 +108,7 @@ class StageHarness:
         state_dir: str | None = None,
         settle: float = 0.0,
         name: str | None = None,
+        cwd: str | None = None,
     ) -> HarnessResult:
         """Drive ``worker`` (argv list, or a Python SDK worker/function run in-process).
 
@@ -116,7 +117,8 @@ class StageHarness:
         Raises :class:`WorkerFailed` with the supervisor's report if the worker breaks
         the protocol, crashes or exceeds ``timeout``.  ``settle``: seconds to wait before
         the first request, so bytes a worker writes unasked are caught.  ``name``: what
-        reports call the worker (default: its script or program, see :func:`worker_name`).
+        reports call the worker (default: its script or program, see :func:`worker_name`);
+        ``cwd``: the folder a worker process starts in (default: this process's).
         """
         m = markers if isinstance(markers, Markers) else Markers.from_mapping(markers or {}, DEFAULT_MARKERS)
         stage_type = word_of(StageType, type, "type")
@@ -154,7 +156,7 @@ class StageHarness:
                 )
             else:
                 full_env = {**os.environ, **st.env, **scenario.to_env()}
-                t = await ProcessTransport.spawn(scenario.expand(st.argv()), full_env, None, label)
+                t = await ProcessTransport.spawn(scenario.expand(st.argv()), full_env, cwd, label)
             transports.append(t)
             return t
 

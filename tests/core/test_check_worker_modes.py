@@ -104,3 +104,31 @@ def test_a_worker_that_garbles_non_ascii_fails(tmp_path: Path):
     assert r.code == 1
     assert "FAIL  non-ASCII UTF-8 messages come back as UTF-8" in r.stdout
     assert "'CAFÃ© CRÃ¨ME' is UTF-8 encoded twice ('CAFé CRèME' read as latin-1)" in r.stdout
+
+
+def test_a_stage_is_checked_as_its_pipeline_declares_it(tmp_path: Path):
+    # the pipeline's folder is where the worker starts: its command names a file there
+    (tmp_path / "only.py").write_text((ROOT / "tests/fixtures/single_only.py").read_text())
+    (tmp_path / "stages.yaml").write_text(
+        "stages:\n"
+        "  - {name: src, type: E, command: [x]}\n"
+        f"  - {{name: shout, type: T, mode: single, command: ['{sys.executable}', only.py]}}\n"
+        "  - {name: up, type: T, mode: batch, batch_size: 2, batch_driver: worker,"
+        f" command: ['{sys.executable}', '{ROOT / 'workers/examples/upper.py'}']}}\n"
+        "  - {name: sink, type: L, command: [cat]}\n"
+    )
+    pipeline = str(tmp_path / "stages.yaml")
+    r = check_worker("--stage", "shout", "--pipeline", pipeline)
+    assert r.code == 0, r.stdout + r.stderr
+    assert "6 passed, 0 failed" in r.stdout and "batch" not in r.stdout
+    r = check_worker("--stage", "up", "--pipeline", pipeline)
+    assert r.code == 0, r.stdout + r.stderr
+    assert (
+        "PASS  batch, worker-driven (size 2)" in r.stdout and "single" not in r.stdout and "supervisor" not in r.stdout
+    )
+    r = check_worker("--stage", "nope", "--pipeline", pipeline)
+    assert r.code == 2 and "no stage 'nope'; its stages are src, shout, up, sink" in r.stderr
+    r = check_worker("--stage", "shout", "--pipeline", pipeline, "--", "cat")
+    assert r.code == 2 and "give no COMMAND or --type" in r.stderr
+    r = check_worker("--type", "T")
+    assert r.code == 2 and "give --type and the worker's COMMAND after --, or --stage NAME" in r.stderr
