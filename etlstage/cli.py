@@ -116,11 +116,14 @@ def run(
     if http is not None:
         config = dataclasses.replace(config, http=parse_listen(http, "--http"))
     env = log_env(log_format, log_level, syslog_address, syslog_facility)
+    from etlstage.state.lastrun import RunRecorder
+
+    ended = RunRecorder(config.state_dir, config.engine.kind)  # status shows how the run ended
     if config.engine.kind == "spark":
         from etlstage.spark.query import run_query
 
         serving = _spark_endpoints(config.http) if config.http is not None else None
-        sys.exit(run_query(config, once=once, progress=progress, extra_env=env, attach=serving))
+        sys.exit(ended.end(run_query(config, once=once, progress=progress, extra_env=env, attach=serving)))
     from etlstage.runtime.runner import run_pipeline
 
     attach = None
@@ -129,7 +132,7 @@ def run(
 
         attach = functools.partial(serve, address=config.http)
     code = asyncio.run(run_pipeline(config, once=once, progress=progress, extra_env=env, attach=attach))
-    sys.exit(code)
+    sys.exit(ended.end(code))
 
 
 def _spark_endpoints(address: tuple[str, int]):
@@ -219,15 +222,23 @@ def status(pipeline_file: str, as_json: bool, watch: bool, interval: float) -> N
 
 
 def _spark_status(pipeline_file: str, as_json: bool) -> str:
-    """The Spark engine's checkpoint (micro-batches committed, in flight), then its dead letters."""
+    """The Spark engine's checkpoint (micro-batches committed, in flight), then its dead letters and last run."""
+    from etlstage.observe.status import render_last_run
     from etlstage.spark.status import describe
+    from etlstage.state.lastrun import last_run
     from etlstage.state.store import StateStore
 
     config = load_config(pipeline_file)
     text = describe(config, as_json)
     if not as_json and (Path(config.state_dir) / StateStore.FILE).exists():
-        dead = StateStore(config.state_dir).deadletters()
+        store = StateStore(config.state_dir)
+        dead = store.deadletters()
         text += f"\ndead letters: {len(dead)} ({sum(d.status == 'new' for d in dead)} new)"
+        text += "".join(f"\n{line}" for line in render_last_run(last_run(store)))
+    elif as_json and (Path(config.state_dir) / StateStore.FILE).exists():
+        doc = json.loads(text)
+        doc["last_run"] = last_run(StateStore(config.state_dir))
+        text = json.dumps(doc, indent=2)
     return text
 
 
@@ -295,14 +306,27 @@ def deadletter_replay(args: tuple[str, ...], everything: bool, pipeline_option: 
 
 
 @main.command("check-worker", context_settings={"ignore_unknown_options": True})
-@click.option(
-    "--type", "stage_type", type=click.Choice(["E", "T", "L"]), required=True, help="The worker's stage type."
-)
+@click.option("--type", "stage_type", type=click.Choice(["E", "T", "L"]), help="The worker's stage type.")
 @click.option(
     "--mode",
+    "modes",
     type=click.Choice(["plain", "cyclic", "single", "batch"]),
+    multiple=True,
+    help="Check this mode (repeatable: --mode single --mode batch); default: every mode of the type.",
+)
+@click.option(
+    "--stage",
     default=None,
-    help="Check one mode only (default: every mode of the type).",
+    help="Check the worker of this stage of --pipeline as the pipeline declares it: its command, type, mode, "
+    "batch settings, markers, env and folder (instead of --type and COMMAND).",
+)
+@click.option(
+    "--pipeline",
+    "pipeline_file",
+    type=click.Path(dir_okay=False),
+    default="stages.yaml",
+    show_default=True,
+    help="The pipeline file of --stage.",
 )
 @click.option(
     "--batch-driver",
@@ -310,35 +334,55 @@ def deadletter_replay(args: tuple[str, ...], everything: bool, pipeline_option: 
     default=None,
     help="Batch mode: check one batch driver only.",
 )
-@click.option("--batch-size", type=click.IntRange(1), default=3, show_default=True)
+@click.option("--batch-size", type=click.IntRange(1), default=None, help="Batch mode: messages a batch (default 3).")
 @click.option("--markers", default=None, help="Markers for the default checks, e.g. eom=0x7c,eop=#,eob=~,bnc=^")
 @click.option("--timeout", type=float, default=20.0, show_default=True, help="Seconds per request.")
-@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def check_worker(
-    stage_type: str,
-    mode: str | None,
+    stage_type: str | None,
+    modes: tuple[str, ...],
+    stage: str | None,
+    pipeline_file: str,
     batch_driver: str | None,
-    batch_size: int,
+    batch_size: int | None,
     markers: str | None,
     timeout: float,
     command: tuple[str, ...],
 ) -> None:
-    """Run the protocol conformance checks against a worker: etlstage check-worker --type T -- ./my-worker ARGS"""
+    """Run the protocol conformance checks against a worker: etlstage check-worker --type T -- ./my-worker ARGS,
+    or the worker of a pipeline's stage: etlstage check-worker --stage NAME [--pipeline stages.yaml]"""
     from etlstage.protocol.markers import Markers
     from etlstage.protocol.vocabulary import MODES as MODES_OK
-    from etlstage.testing.conformance import Options, report, run_checks
+    from etlstage.testing.conformance import Options, declared, report, run_checks
 
-    if mode and mode not in MODES_OK[stage_type]:
-        raise ConfigError([f"--mode {mode} is not a mode of a {stage_type}-stage ({', '.join(MODES_OK[stage_type])})"])
+    base = Options(batch_size=batch_size or 3, timeout=timeout)
+    if stage is not None:
+        if command or stage_type:
+            raise ConfigError(["--stage takes the command and type from the pipeline: give no COMMAND or --type"])
+        argv, base, declared_modes = declared(load_config(pipeline_file), stage, base, batch_size)
+        command, stage_type, modes = tuple(argv), base.type, modes or declared_modes
+    elif not command or not stage_type:
+        raise ConfigError(["give --type and the worker's COMMAND after --, or --stage NAME of a pipeline"])
+    for mode in modes:
+        if mode not in MODES_OK[stage_type]:
+            raise ConfigError(
+                [f"--mode {mode} is not a mode of a {stage_type}-stage ({', '.join(MODES_OK[stage_type])})"]
+            )
     try:
-        m = Markers.from_mapping(dict(kv.split("=", 1) for kv in markers.split(","))) if markers else None
+        m = Markers.from_mapping(dict(kv.split("=", 1) for kv in markers.split(","))) if markers else base.markers
     except (ValueError, EtlstageError) as exc:
         raise ConfigError([f"--markers {markers!r}: {exc} (expected e.g. eom=0x7c,eop=#)"])
-    opts = Options(
-        type=stage_type, mode=mode, batch_driver=batch_driver, batch_size=batch_size, markers=m, timeout=timeout
-    )
-    results = run_checks(list(command), opts)
-    click.echo(report(results))
+    results = []
+    checked: list[str | None] = list(dict.fromkeys(modes)) or [None]  # None: every mode of the type
+    for one in checked:
+        opts = dataclasses.replace(
+            base, type=stage_type, mode=one, batch_driver=batch_driver or base.batch_driver, markers=m
+        )
+        for r in run_checks(list(command), opts):
+            if len(set(modes)) > 1 and not r.name.startswith(r.mode):
+                r.name = f"{r.mode}: {r.name}"  # a check every mode runs, told apart
+            results.append(r)
+    click.echo(report(results, stage_type))
     sys.exit(0 if all(r.passed for r in results) else 1)
 
 

@@ -16,10 +16,20 @@ neither forge a log line nor drive the terminal: every string argument of a reco
 escaped, and worker stderr lines are escaped where they are read.  A record of several
 lines (an error report the supervisor wrote) keeps its own line breaks in ``text``; in
 ``syslog`` it is one line, ``json`` encodes it.
+
+Repeated warnings are counted, not all shown (:class:`RepeatedWarnings`): the first few
+of a kind — one logger, one message template, ``"Message %s to the %s queue: %s"`` —
+then one every ``ETLSTAGE_LOG_REPEAT_SECONDS`` carrying how many were held back, and at
+exit a count of the rest.  ``ETLSTAGE_LOG_REPEATS=0`` shows them all.
+
+A worker's stderr line that is a JSON object (a worker logging with ``--log-format
+json``) is relayed by a ``json`` log as an object (``"worker_log"``, with ``"source"`` the
+worker and ``"message"`` its message), not as an escaped string.
 """
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import logging.handlers
@@ -28,6 +38,8 @@ import re
 import socket
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TextIO
 
 FORMATS = ("text", "json", "syslog")
@@ -73,6 +85,85 @@ class TextFormatter(logging.Formatter):
         return "\n".join(escape_controls(line) for line in super().format(record).split("\n"))
 
 
+@dataclass
+class _Kind:
+    seen: int = 0
+    held: int = 0  # not shown since the last shown one
+    since: float = 0.0  # when the last one of the kind was shown
+
+
+class RepeatedWarnings(logging.Filter):
+    """Shows the first ``first`` warnings of a kind, then one every ``every`` seconds with a count.
+
+    A kind is a logger and a message template (``record.msg``, before its arguments), so
+    ``log.warning("Message %s rejected: %s", id, why)`` for a thousand messages is one
+    kind.  The shown one after a pause says how many like it were held back;
+    :meth:`pending` tells what is held back at the end.  Other levels pass untouched.
+    """
+
+    SUMMARY = "etlstage_repeat_summary"  # set on the records this filter writes itself
+
+    def __init__(self, first: int = 5, every: float = 30.0, clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__()
+        self.first = first
+        self.every = every
+        self.clock = clock
+        self.kinds: dict[tuple[str, str], _Kind] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno != logging.WARNING or getattr(record, self.SUMMARY, False):
+            return True
+        kind = self.kinds.setdefault((record.name, str(record.msg)), _Kind())
+        now = self.clock()
+        kind.seen += 1
+        if kind.seen <= self.first:
+            kind.since = now
+            if kind.seen == self.first:
+                record.msg = f"{record.msg} [more like this are counted: one shown every {self.every:g}s]"
+            return True
+        kind.held += 1
+        if now - kind.since < self.every:
+            return False
+        record.msg = f"{record.msg} [1 of {kind.held} like this in the last {now - kind.since:.0f}s]"
+        kind.held, kind.since = 0, now
+        return True
+
+    def pending(self) -> list[str]:
+        """One line per kind with warnings held back since the last shown one."""
+        return [
+            f"{k.held} more warning(s) like {template!r} from {name} not shown"
+            for (name, template), k in self.kinds.items()
+            if k.held
+        ]
+
+    def report_pending(self, logger: logging.Logger) -> None:
+        for line in self.pending():
+            logger.warning("%s", line, extra={self.SUMMARY: True})
+        for k in self.kinds.values():
+            k.held = 0
+
+
+def repeated_warnings_from_env() -> RepeatedWarnings | None:
+    """The filter as ``ETLSTAGE_LOG_REPEATS`` (default 5; 0: off) and ``ETLSTAGE_LOG_REPEAT_SECONDS`` (30) ask."""
+    try:
+        first = int(os.environ.get("ETLSTAGE_LOG_REPEATS") or 5)
+        every = float(os.environ.get("ETLSTAGE_LOG_REPEAT_SECONDS") or 30)
+    except ValueError as exc:
+        raise ValueError(f"ETLSTAGE_LOG_REPEATS / ETLSTAGE_LOG_REPEAT_SECONDS: {exc}") from None
+    return RepeatedWarnings(first, every) if first > 0 else None
+
+
+def worker_record(label: str, text: str) -> dict[str, Any]:
+    """``extra`` for relaying the stderr line ``text`` of worker ``label``: its JSON object, when the line is one."""
+    if not text.startswith("{"):
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {}
+    return {"worker_record": value, "worker_label": label} if isinstance(value, dict) else {}
+
+
 def _iso(created: float) -> str:
     ms = int(created * 1000) % 1000
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(created)) + f".{ms:03d}Z"
@@ -102,7 +193,7 @@ class Rfc5424Formatter(logging.Formatter):
 
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        doc = {
+        doc: dict[str, Any] = {
             "time": _iso(record.created),
             "level": record.levelname,
             "logger": record.name,
@@ -112,6 +203,11 @@ class JsonFormatter(logging.Formatter):
         for key in ("stage", "instance", "event"):
             if hasattr(record, key):
                 doc[key] = getattr(record, key)
+        relayed = getattr(record, "worker_record", None)
+        if isinstance(relayed, dict):  # a worker's own JSON log line: an object, not an escaped string
+            doc["source"] = getattr(record, "worker_label", None)
+            doc["message"] = str(relayed.get("message", doc["message"]))
+            doc["worker_log"] = relayed
         if record.exc_info:
             doc["exception"] = self.formatException(record.exc_info)
         return json.dumps(doc, ensure_ascii=False)
@@ -186,12 +282,18 @@ def setup_logging(
     else:
         handler.setFormatter(TextFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     handler.addFilter(EscapeOutsideText())
+    repeats = repeated_warnings_from_env()
+    if repeats is not None:
+        handler.addFilter(repeats)
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level)
-    return logging.getLogger(app)
+    logger = logging.getLogger(app)
+    if repeats is not None:
+        atexit.register(repeats.report_pending, logger)  # what was held back, before the process ends
+    return logger
 
 
 def log_env(fmt: str | None, level: str | None, syslog_address: str | None, facility: str | None) -> dict[str, str]:

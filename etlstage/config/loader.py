@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from fractions import Fraction
 from functools import lru_cache
@@ -22,6 +23,8 @@ from typing import Any
 import jsonschema
 import yaml
 
+from etlstage.config.explain import schema_problems, show, yaml_problem
+from etlstage.config.interpolate import load_yaml
 from etlstage.config.listen import parse_listen
 from etlstage.config.model import (
     EngineConfig,
@@ -144,10 +147,13 @@ def load_config(path: str | Path) -> PipelineConfig:
     return parse_config(text, shown, base_dir=str(p.resolve().parent))
 
 
-def parse_config(text: str, source: str = "stages.yaml", base_dir: str = ".") -> PipelineConfig:
+def parse_config(
+    text: str, source: str = "stages.yaml", base_dir: str = ".", environ: Mapping[str, str] | None = None
+) -> PipelineConfig:
+    """``environ`` (default: this process's environment) fills ``${VAR}`` in values."""
     try:
         check_yaml_shape(text, source)
-        data = yaml.safe_load(text)
+        data = load_yaml(text, source, os.environ if environ is None else environ)
     except yaml.reader.ReaderError as exc:  # a character YAML does not allow: placed by line, not offset
         line, column = _line_column(text, exc.position)
         raise ConfigError(
@@ -156,8 +162,7 @@ def parse_config(text: str, source: str = "stages.yaml", base_dir: str = ".") ->
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark else source
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError([f"{where}: not valid YAML: {problem}"]) from None
+        raise ConfigError([f"{where}: not valid YAML: {yaml_problem(exc)}"]) from None
     lines = _Lines(text)
 
     def at(path: Path_, message: str) -> str:
@@ -167,8 +172,8 @@ def parse_config(text: str, source: str = "stages.yaml", base_dir: str = ".") ->
     if not isinstance(data, dict):
         raise ConfigError([f"{source}: expected a mapping with a 'stages' list, got {type(data).__name__}"])
     validator = jsonschema.Draft202012Validator(schema())
-    problems = [(tuple(e.absolute_path), _explain(e)) for e in validator.iter_errors(data)]
-    problems += [(path, f"{value!r} is not a finite number") for path, value in _non_finite(data, ())]
+    problems = [p for e in validator.iter_errors(data) for p in schema_problems(e)]
+    problems += [(path, f"{show(value)} is not a finite number") for path, value in _non_finite(data, ())]
     if problems:
         raise ConfigError([at(path, msg) for path, msg in sorted(problems, key=lambda p: tuple(map(str, p[0])))])
     return _resolve(data, at, source, base_dir)
@@ -184,28 +189,6 @@ def _non_finite(value: object, path: Path_) -> Iterator[tuple[Path_, float]]:
     elif isinstance(value, list):
         for i, v in enumerate(value):
             yield from _non_finite(v, (*path, i))
-
-
-def _explain(e: jsonschema.ValidationError) -> str:
-    if e.validator in ("additionalProperties", "unevaluatedProperties"):
-        extra = re.findall(r"'([^']+)'", e.message)
-        known = sorted((e.schema.get("properties") or {}).keys()) if isinstance(e.schema, dict) else []
-        hint = f"; known keys: {', '.join(known)}" if known else ""
-        return f"unknown key(s) {', '.join(repr(x) for x in extra) or e.message}{hint}"
-    if e.validator == "oneOf" and e.context:
-        # explain with the alternative meant for this kind of value (a list for a list...)
-        kind = {list: "array", str: "string", bool: "boolean", int: "integer", float: "number", dict: "object"}
-        same = [c for c in e.context if _schema_type(c.schema) == kind.get(type(e.instance))]
-        best = jsonschema.exceptions.best_match(same or e.context)
-        return f"{e.instance!r} is not valid: {best.message}"
-    if e.validator == "enum":
-        return f"{e.instance!r} is not one of {', '.join(repr(x) for x in e.validator_value)}"
-    return e.message
-
-
-def _schema_type(schema: object) -> str | None:
-    t = schema.get("type") if isinstance(schema, dict) else None
-    return t if isinstance(t, str) else None
 
 
 def _char(c: str | int) -> str:

@@ -15,6 +15,7 @@ from typing import Any
 
 import psutil
 
+from etlstage.state.lastrun import last_run
 from etlstage.state.store import StateStore
 
 STALE_AFTER = 30.0  # seconds without a heartbeat from a live pid: "not responding"
@@ -57,6 +58,7 @@ def status_document(store: StateStore, live: dict[str, Any] | None = None) -> di
         "checkpoints": [c._asdict() for c in store.checkpoints()],
         "windows_in_flight": _windows(store, running, now),
         "deadletters": {"total": sum(counts.values()), "new": counts.get("new", 0)},
+        "last_run": last_run(store),
     }
 
 
@@ -138,6 +140,7 @@ def render(doc: dict[str, Any], state_path: str) -> list[str]:
             f"dead: supervisor pid {d['pid']} (started {_when(d['started_at'])}) is gone; last heartbeat "
             f"{_age(now - d['heartbeat'])} ago. What it had in flight will be extracted again by the next run."
         )
+    lines += render_last_run(doc.get("last_run"))
     for r in running:
         stages = (r["progress"] or {}).get("stages") or {}
         if stages:
@@ -167,4 +170,19 @@ def render(doc: dict[str, Any], state_path: str) -> list[str]:
         lines.append(f"  {w['source']} #{w['seq']}: {w['state']}, open {_age(w['age_seconds'])}{got}{req}")
     dl = doc["deadletters"]
     lines.append(f"dead letters: {dl['total']} ({dl['new']} new)")
+    return lines
+
+
+def render_last_run(last: dict[str, Any] | None) -> list[str]:
+    """How the newest run ended: when, after how long, its exit status and its error's lines."""
+    if last is None:
+        return ["last run: none has ended yet"]
+    lines = [
+        f"last run: {last['outcome']}, exit status {last['exit_status']}, ended {_when(last['ended_at'])} "
+        f"after {_age(last['seconds'])} (pid {last['pid']}, {last['engine']} engine)"
+    ]
+    error = (last.get("error") or "").splitlines()
+    if error:
+        lines.append(f"  error: {error[0]}")
+        lines += [f"    {line}" for line in error[1:12]]
     return lines

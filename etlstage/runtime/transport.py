@@ -24,7 +24,7 @@ from collections.abc import Mapping
 import psutil
 
 from etlstage.errors import WorkerError
-from etlstage.logs import escape_controls
+from etlstage.logs import escape_controls, worker_record
 
 log = logging.getLogger("etlstage.worker")
 
@@ -204,7 +204,7 @@ class _WorkerProtocol(asyncio.SubprocessProtocol):
     def _line(self, raw: bytes) -> None:
         text = escape_controls(raw.decode("utf-8", "replace").rstrip("\r"))
         self.tail.append(text)
-        log.info("[%s] %s", self.label, text)
+        log.info("[%s] %s", self.label, text, extra=worker_record(self.label, text))
 
     def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
         if fd == 1:

@@ -9,9 +9,11 @@ project's own tests, over subprocesses and in-process SDK workers alike.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from etlstage.config.model import PipelineConfig
+from etlstage.errors import ConfigError
 from etlstage.protocol.markers import DEFAULT_MARKERS, Markers
 from etlstage.protocol.vocabulary import Mode, StageType
 from etlstage.testing.harness import HarnessResult, StageHarness, WorkerFailed
@@ -25,6 +27,8 @@ class CheckResult:
     name: str
     passed: bool
     detail: str = ""
+    mode: str = ""  # the mode the check ran the worker in
+    at_start: bool = False  # failed before the worker answered anything
 
 
 @dataclass
@@ -37,6 +41,7 @@ class Options:
     timeout: float = 20.0
     cycles: int = 3
     env: dict[str, str] = field(default_factory=dict)
+    cwd: str | None = None  # where a worker process starts (a pipeline's stage: its folder)
 
 
 Check = Callable[[StageHarness, Any, Options], str | None]  # returns a problem, or None when passed
@@ -53,7 +58,7 @@ def _expect_groups(result: HarnessResult, expected_sizes: list[int], what: str) 
 
 def _run(h: StageHarness, worker: Any, o: Options, **kw: Any) -> HarnessResult:
     kw.setdefault("markers", o.markers or DEFAULT_MARKERS)
-    return h.run(worker, type=o.type, timeout=o.timeout, env=o.env, **kw)
+    return h.run(worker, type=o.type, timeout=o.timeout, env=o.env, cwd=o.cwd, **kw)
 
 
 def _batch_sizes(n: int, size: int) -> list[int]:
@@ -92,6 +97,49 @@ def check_empty_messages(h: StageHarness, w: Any, o: Options) -> str | None:
         prefetch=1,
     )
     return _expect_groups(r, _batch_sizes(3, 1 if mode == Mode.SINGLE else o.batch_size), "empty messages, groups")
+
+
+NON_ASCII = ["café crème", "Grüße aus Köln", "日本語のテキスト", "emoji 🙂 ok"]
+
+
+def _garbled(answer: bytes) -> str | None:
+    """Why ``answer`` is not the UTF-8 text a worker should write back, or None."""
+    try:
+        text = answer.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return f"{answer!r} is not UTF-8 (byte 0x{answer[exc.start]:02x} at {exc.start})"
+    if "\ufffd" in text:
+        return f"{text!r} holds U+FFFD: characters were lost in decoding"
+    for legacy in ("latin-1", "cp1252"):  # UTF-8 read as one of these and written again as UTF-8
+        try:
+            again = text.encode(legacy).decode("utf-8")
+        except (UnicodeEncodeError, UnicodeDecodeError):
+            continue
+        if again != text:
+            return f"{text!r} is UTF-8 encoded twice ({again!r} read as {legacy}): read stdin as UTF-8 or as bytes"
+    return None
+
+
+def check_non_ascii(h: StageHarness, w: Any, o: Options) -> str | None:
+    # UTF-8 in, UTF-8 out: a worker that reads bytes as Latin-1 and writes UTF-8 turns é into Ã©
+    mode = o.mode or "single"
+    inputs = [m.encode() for m in NON_ASCII]
+    r = _run(
+        h,
+        w,
+        o,
+        mode=mode,
+        batch_driver=o.batch_driver or "supervisor",
+        batch_size=o.batch_size,
+        inputs=inputs,
+        prefetch=1,
+    )
+    sizes = _batch_sizes(len(inputs), 1 if mode == Mode.SINGLE else o.batch_size)
+    for answer in r.outputs:
+        problem = _garbled(answer)
+        if problem:
+            return f"a UTF-8 message came back garbled: {problem}"
+    return _expect_groups(r, sizes, "UTF-8 messages, groups")
 
 
 CONTROL = Markers(eom=0x1E, eop=0x03, eob=0x04, bnc=0x05)
@@ -163,6 +211,19 @@ def check_extract_printable(h: StageHarness, w: Any, o: Options) -> str | None:
     return None if len(r.batches) == 2 else f"expected 2 cycles ended by EOP '#', saw {len(r.batches)}"
 
 
+def mode_of(check: Check, o: Options) -> str:
+    """The mode ``check`` runs the worker in under ``o``."""
+    fixed: dict[Check, str] = {
+        check_single: "single",
+        check_supervisor_batches: "batch",
+        check_worker_batches: "batch",
+        check_extract_plain: "plain",
+        check_extract_cyclic: "cyclic",
+        check_extract_printable: "cyclic",
+    }
+    return fixed.get(check) or o.mode or "single"
+
+
 def checks_for(o: Options) -> list[tuple[str, Check]]:
     if o.type == StageType.E:
         plan: list[tuple[str, Check]] = []
@@ -193,6 +254,7 @@ def checks_for(o: Options) -> list[tuple[str, Check]]:
         )
     plan += [
         ("empty messages", check_empty_messages),
+        ("non-ASCII UTF-8 messages come back as UTF-8 (é, ü, 日本語, 🙂)", check_non_ascii),
         ("printable markers | # ~ ^ read from ETLSTAGE_*", check_printable_markers),
         ("control-byte markers 1e 03 04 05 read from ETLSTAGE_*", check_control_markers),
         ("stdin closed at once: exit 0, nothing written", check_no_input),
@@ -200,19 +262,51 @@ def checks_for(o: Options) -> list[tuple[str, Check]]:
     return plan
 
 
+def declared(
+    config: PipelineConfig, name: str, base: Options, batch_size: int | None
+) -> tuple[list[str], Options, tuple[str, ...]]:
+    """The command, options and modes of stage ``name`` as ``config`` declares it.
+
+    ``base`` holds the checker's own settings; ``batch_size`` given on the command line wins.
+    """
+    stage = next((s for s in config.stages if s.name == name), None)
+    if stage is None:
+        raise ConfigError(
+            [f"{config.source}: no stage {name!r}; its stages are {', '.join(s.name for s in config.stages)}"]
+        )
+    batch = stage.mode == Mode.BATCH
+    options = replace(
+        base,
+        type=str(stage.type),
+        batch_driver=str(stage.batch_driver) if batch else None,
+        batch_size=batch_size or (stage.batch_size if batch else base.batch_size),
+        markers=stage.markers,
+        env=dict(stage.env),
+        cwd=stage.cwd or config.base_dir,  # where the pipeline starts it
+    )
+    return list(stage.command), options, (str(stage.mode),)
+
+
 def run_checks(worker: Any, options: Options, harness: StageHarness | None = None) -> list[CheckResult]:
     h = harness or StageHarness()
     results = []
     for name, check in checks_for(options):
+        at_start = False
         try:
             problem = check(h, worker, options)
         except WorkerFailed as exc:
-            problem = str(exc)
-        results.append(CheckResult(name, problem is None, problem or ""))
+            problem, at_start = str(exc), exc.answered == 0
+        results.append(CheckResult(name, problem is None, problem or "", mode_of(check, options), at_start))
     return results
 
 
-def report(results: list[CheckResult]) -> str:
+def unsupported_modes(results: list[CheckResult]) -> list[str]:
+    """Modes in which every check failed before the worker answered: likely modes it refuses."""
+    modes = dict.fromkeys(r.mode for r in results if r.mode)
+    return [m for m in modes if all(not r.passed and r.at_start for r in results if r.mode == m)]
+
+
+def report(results: list[CheckResult], stage_type: str | None = None) -> str:
     lines = []
     for r in results:
         lines.append(f"{'PASS' if r.passed else 'FAIL'}  {r.name}")
@@ -220,4 +314,16 @@ def report(results: list[CheckResult]) -> str:
             lines.extend(f"      {d}" for d in r.detail.splitlines())
     failed = sum(not r.passed for r in results)
     lines.append(f"{len(results) - failed} passed, {failed} failed")
+    refused = unsupported_modes(results)
+    if refused and len(refused) < len({r.mode for r in results}):
+        working = [m for m in dict.fromkeys(r.mode for r in results) if m not in refused]
+        flags = " ".join(f"--mode {m}" for m in working)
+        type_flag = f"--type {stage_type} " if stage_type else ""
+        lines.append(
+            f"note: every {' and '.join(refused)} check failed before the worker answered its first request: "
+            f"the worker may not support {' or '.join(refused)} mode. If it is not meant to, check only the "
+            f"modes it supports: etlstage check-worker {type_flag}{flags} -- COMMAND"
+        )
+    elif refused:
+        lines.append("note: the worker failed before answering its first request in every mode: see its stderr above")
     return "\n".join(lines)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import io
 import os
+import re
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from typing import Any
 
 from etlstage.config.model import RestartPolicy, StageConfig, Timeouts
 from etlstage.errors import EtlstageError, PipelineError
+from etlstage.logs import escape_controls
 from etlstage.protocol.framing import split_block
 from etlstage.protocol.markers import DEFAULT_MARKERS, Markers
 from etlstage.protocol.scenario import Scenario
@@ -39,7 +41,33 @@ WorkerSpec = Sequence[str] | Worker | Callable[..., Any] | type
 
 
 class WorkerFailed(AssertionError):
-    """The worker broke the protocol, crashed or timed out; the message is the supervisor's."""
+    """The worker broke the protocol, crashed or timed out; the message is the supervisor's.
+
+    ``answered``: requests (single), batches or cycles the worker had answered before it failed.
+    """
+
+    def __init__(self, message: str, answered: int = 0) -> None:
+        super().__init__(message)
+        self.answered = answered
+
+
+_INTERPRETERS = re.compile(r"^(python[0-9.]*|node|nodejs|deno|bun|perl|ruby|php|bash|sh|zsh|java|Rscript|lua)$")
+
+
+def worker_name(worker: WorkerSpec) -> str:
+    """What reports call the worker: its script (``node shout.js`` → ``shout.js``), program, or Python name."""
+    if isinstance(worker, (list, tuple)):
+        argv = [str(a) for a in worker]
+        name = os.path.basename(argv[0]) if argv else "worker"
+        if _INTERPRETERS.match(name):
+            rest = iter(argv[1:])
+            for arg in rest:
+                if arg == "-m":  # python -m package.module
+                    return next(rest, name)
+                if not arg.startswith("-"):
+                    return os.path.basename(arg)
+        return escape_controls(name) or "worker"
+    return getattr(worker, "__name__", None) or type(worker).__name__
 
 
 @dataclass
@@ -79,6 +107,8 @@ class StageHarness:
         prefetch: int = 0,
         state_dir: str | None = None,
         settle: float = 0.0,
+        name: str | None = None,
+        cwd: str | None = None,
     ) -> HarnessResult:
         """Drive ``worker`` (argv list, or a Python SDK worker/function run in-process).
 
@@ -86,7 +116,9 @@ class StageHarness:
         requests (worker offsets) or the given ``requests`` (supervisor offsets).
         Raises :class:`WorkerFailed` with the supervisor's report if the worker breaks
         the protocol, crashes or exceeds ``timeout``.  ``settle``: seconds to wait before
-        the first request, so bytes a worker writes unasked are caught.
+        the first request, so bytes a worker writes unasked are caught.  ``name``: what
+        reports call the worker (default: its script or program, see :func:`worker_name`);
+        ``cwd``: the folder a worker process starts in (default: this process's).
         """
         m = markers if isinstance(markers, Markers) else Markers.from_mapping(markers or {}, DEFAULT_MARKERS)
         stage_type = word_of(StageType, type, "type")
@@ -94,7 +126,7 @@ class StageHarness:
         in_process = not (isinstance(worker, (list, tuple)))
         python_worker: Any = worker  # an SDK worker whenever in_process
         stage = StageConfig(
-            name="harness",
+            name=name or worker_name(worker),
             type=stage_type,
             command=[str(a) for a in worker] if not in_process else ["<in-process>"],  # type: ignore[union-attr]
             mode=word_of(Mode, mode, "mode"),
@@ -124,15 +156,18 @@ class StageHarness:
                 )
             else:
                 full_env = {**os.environ, **st.env, **scenario.to_env()}
-                t = await ProcessTransport.spawn(scenario.expand(st.argv()), full_env, None, label)
+                t = await ProcessTransport.spawn(scenario.expand(st.argv()), full_env, cwd, label)
             transports.append(t)
             return t
 
         run = _extract if stage_type == StageType.E else _transform
+        batches: list[list[bytes]] = []  # filled as answers come: a failure says how many there were
         try:
-            batches, sent = asyncio.run(run(stage, sdir, spawn, list(inputs), cycles, requests, settle))
+            sent = asyncio.run(run(stage, sdir, spawn, list(inputs), cycles, requests, settle, batches))
         except PipelineError as exc:
-            raise WorkerFailed(_failure_text(exc)) from None
+            # a T/L group is answered once done (it may be empty); an E window once it has output
+            answered = len(batches) if stage_type != StageType.E else sum(1 for b in batches if b)
+            raise WorkerFailed(_failure_text(exc), answered) from None
         except EtlstageError as exc:  # the worker could not even start
             raise WorkerFailed(str(exc)) from None
         tail: list[str] = []
@@ -149,8 +184,15 @@ def _failure_text(exc: PipelineError) -> str:
 
 
 async def _transform(
-    stage: StageConfig, sdir: str, spawn: Any, inputs: list[bytes], cycles: int, requests: Any, settle: float
-) -> tuple[list[list[bytes]], list[list[bytes]]]:
+    stage: StageConfig,
+    sdir: str,
+    spawn: Any,
+    inputs: list[bytes],
+    cycles: int,
+    requests: Any,
+    settle: float,
+    batches: list[list[bytes]],
+) -> list[list[bytes]]:
     eom = stage.markers.EOM
     window = Window("harness", 0, 3)
     inbox = Inbox(1, eom, 1 << 30)
@@ -164,7 +206,6 @@ async def _transform(
         window.close()
         inbox.close()
 
-    batches: list[list[bytes]] = []
     sent: list[list[bytes]] = []
 
     def on_job_done(job: Job) -> None:
@@ -188,12 +229,19 @@ async def _transform(
     driver = TransformDriver(stage, 1, sdir, spawn, StageStats("harness", stage.type), [inbox], emit, lambda *a: None)
     driver.on_job_done = on_job_done
     await run_all(driver.run(), fill())
-    return batches, sent
+    return sent
 
 
 async def _extract(
-    stage: StageConfig, sdir: str, spawn: Any, inputs: list[bytes], cycles: int, requests: Any, settle: float
-) -> tuple[list[list[bytes]], list[list[bytes]]]:
+    stage: StageConfig,
+    sdir: str,
+    spawn: Any,
+    inputs: list[bytes],
+    cycles: int,
+    requests: Any,
+    settle: float,
+    batches: list[list[bytes]],
+) -> list[list[bytes]]:
     import json
 
     eom = stage.markers.EOM
@@ -210,6 +258,7 @@ async def _extract(
         w = Window(label, len(windows), 2, request)
         windows.append(w)
         outputs[w.seq] = []
+        batches.append(outputs[w.seq])  # the same list: filled as the cycle's messages come
         return w
 
     async def next_request(label: str) -> object:
@@ -228,4 +277,4 @@ async def _extract(
     await driver.run()
     if stage.mode == Mode.PLAIN:
         sent = [[]]
-    return [outputs[w.seq] for w in windows], sent
+    return sent

@@ -32,11 +32,11 @@ def test_every_schema_problem_is_reported_with_its_line(pdir):
     assert r.code == 2
     assert "4 problems" in r.stderr
     assert (
-        "stages.yaml:5: stages[1]: unknown key(s) 'colour'; known keys: batch_bytes, batch_driver, batch_size"
+        "stages.yaml:8: stages[1].colour: unknown key 'colour'; known keys: batch_bytes, batch_driver, batch_size"
         in r.stderr
     )
     assert "stages.yaml:7: stages[1].batch_size: -1 is less than the minimum of 1" in r.stderr
-    assert "stages.yaml:9: stages[1].command: [] is not valid: [] should be non-empty" in r.stderr
+    assert "stages.yaml:9: stages[1].command: [] is not valid: needs at least 1 item(s); has 0" in r.stderr
     assert "stages.yaml:12: stages[2].timeouts.startup: 'soon' is not valid" in r.stderr
     assert "Traceback" not in r.stderr
     assert pdir.run("--once").code == 2  # run validates first

@@ -40,7 +40,7 @@ def test_getting_started_node_worker_passes_check_worker(tmp_path):
     (tmp_path / "shout.js").write_text(code)
     r = etlstage(ROOT, "check-worker", "--type", "T", "--mode", "single", "--", "node", str(tmp_path / "shout.js"))
     assert r.code == 0, r.stdout
-    assert "5 passed, 0 failed" in r.stdout
+    assert "6 passed, 0 failed" in r.stdout
 
 
 def _yaml_blocks():

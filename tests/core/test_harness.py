@@ -29,6 +29,7 @@ T_CHECKS = [
     "batch, supervisor-driven (size 3): EOP per EOB-closed batch, partial last",
     "batch, worker-driven (size 3): BNC exactly when due, partial batch closed by EOB",
     "empty messages",
+    "non-ASCII UTF-8 messages come back as UTF-8 (é, ü, 日本語, 🙂)",
     "printable markers | # ~ ^ read from ETLSTAGE_*",
     "control-byte markers 1e 03 04 05 read from ETLSTAGE_*",
     "stdin closed at once: exit 0, nothing written",
@@ -102,7 +103,7 @@ def test_stderr_is_returned(stage_harness):
 def test_conformance_suite_passes_for_a_correct_worker_on_both_transports(worker, tmp_path):
     w = Upper() if worker == "in-process" else UPPER_ARGV
     results = run_checks(w, Options(type="T"), StageHarness(str(tmp_path)))
-    assert [r.passed for r in results] == [True] * 7, report(results)
+    assert [r.passed for r in results] == [True] * 8, report(results)
     assert [r.name for r in results] == T_CHECKS
 
 
@@ -127,13 +128,13 @@ def check_worker(*args: str) -> Run:
 def test_check_worker_cli_passes_example_workers(argv):
     r = check_worker("--type", "T", "--", *argv)
     assert r.code == 0, r.stdout + r.stderr
-    assert "7 passed, 0 failed" in r.stdout
+    assert "8 passed, 0 failed" in r.stdout
 
 
 def test_check_worker_cli_passes_the_c_worker(c_build):
     r = check_worker("--type", "T", "--", str(Path(c_build) / "upper"))
     assert r.code == 0, r.stdout + r.stderr
-    assert "7 passed, 0 failed" in r.stdout
+    assert "8 passed, 0 failed" in r.stdout
 
 
 def test_check_worker_says_exactly_what_is_wrong_with_a_late_bnc():

@@ -43,7 +43,7 @@ def test_the_block_is_read_and_paths_resolved() -> None:
     "block, expected",
     [
         ("engine: {kind: flink}", "engine.kind: 'flink' is not one of 'supervisor', 'spark'"),
-        ("engine: {kind: spark, masters: x}", "unknown key(s) 'masters'"),
+        ("engine: {kind: spark, masters: x}", "engine.masters: unknown key 'masters'; did you mean 'master'?"),
         ("engine: {trigger: -1}", "engine.trigger: -1 is less than the minimum of 0"),
         ("engine: {conf: {spark.x: [1]}}", "engine.conf.spark.x"),
     ],
@@ -138,7 +138,7 @@ def test_ship_paths_are_resolved_checked_and_named_when_wrong(pdir: PipelineDir,
     )
     pdir.write(BASE + "engine: {kind: spark, ship: tools}\n")
     r = pdir.etlstage("validate")
-    assert r.code == 2 and "engine.ship" in r.stderr and "is not of type 'array'" in r.stderr, r
+    assert r.code == 2 and "engine.ship" in r.stderr and "is not a list" in r.stderr, r
 
 
 def test_the_spark_engine_runs_the_pipelines_services_and_stops_them(tmp_path: Path) -> None:

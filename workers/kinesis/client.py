@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 from typing import Any
 
 import boto3
@@ -51,8 +52,28 @@ def make_client(stream: str, region: str | None, endpoint_url: str | None, profi
         read_timeout=30,
         max_pool_connections=16,
     )
-    log.info("kinesis client: stream %s, region %s, endpoint %s", stream, region, endpoint_url or "AWS default")
-    return session.client("kinesis", region_name=region, endpoint_url=endpoint_url, config=config)
+    client = session.client("kinesis", region_name=region, endpoint_url=endpoint_url, config=config)
+    actual = client.meta.endpoint_url  # what boto3 will call, wherever it found it
+    log.info(
+        "kinesis client: stream %s, region %s, endpoint %s (%s)",
+        stream,
+        region,
+        actual,
+        endpoint_source(endpoint_url, actual),
+    )
+    return client
+
+
+def endpoint_source(given: str | None, actual: str) -> str:
+    """Where the endpoint a client calls came from, for the log: an emulator must not pass for AWS."""
+    if given:
+        return "given"
+    for name in ("AWS_ENDPOINT_URL_KINESIS", "AWS_ENDPOINT_URL"):  # botocore's service-specific, then global
+        if os.environ.get(name):
+            return f"from {name}"
+    if ".amazonaws.com" in actual:
+        return "the region's AWS endpoint"
+    return "from the AWS configuration"
 
 
 class KinesisApi:
