@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import re
 import subprocess
 import sys
 
@@ -14,6 +15,7 @@ from etlstage.errors import ConfigError, MarkerError
 from etlstage.native import NativeContext, parse_argv
 from etlstage.protocol.markers import Markers
 from etlstage.protocol.vocabulary import Mode, StageType
+from tests.support.paths import ROOT
 
 STAGE = StageConfig(name="put", type=StageType.L, command=["/opt/bin/my-load"], mode=Mode.BATCH, markers=Markers())
 WORKER_ONLY = {"state_dir": "--state-dir (the query's checkpoint)", "threads": "--threads (one task per partition)"}
@@ -64,7 +66,11 @@ def test_nothing_is_logged_when_no_worker_only_option_is_given(caplog: pytest.Lo
 
 @pytest.mark.parametrize(
     ("argv", "named"),
-    [(["--out", "x", "--format", "xml"], "xml"), (["--out", "x", "--bogus"], "--bogus"), (["--out", "x", "--help"], "--help")],
+    [
+        (["--out", "x", "--format", "xml"], "xml"),
+        (["--out", "x", "--bogus"], "--bogus"),
+        (["--out", "x", "--help"], "--help"),
+    ],
 )
 def test_bad_arguments_are_a_config_error_naming_the_stage_and_the_argument(
     argv: list[str], named: str, capsys: pytest.CaptureFixture[str]
@@ -99,3 +105,10 @@ def test_markers_travel_as_one_spark_option_and_back() -> None:
         Markers.from_option("10,0,23")
     with pytest.raises(MarkerError, match="markers option"):
         Markers.from_option("10,0,23,x")
+
+
+def test_the_documented_example_is_the_one_the_engine_runs() -> None:
+    """docs/writing-workers.md shows tests/fixtures/native_lines.py as it is (run by a slow test)."""
+    doc = (ROOT / "docs" / "writing-workers.md").read_text()
+    blocks = [b for b in re.findall(r"```python\n(.*?)```", doc, re.S) if "NativeContext" in b]
+    assert blocks == [(ROOT / "tests" / "fixtures" / "native_lines.py").read_text()]
