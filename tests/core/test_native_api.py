@@ -99,6 +99,7 @@ def test_the_api_imports_neither_the_engine_nor_pyspark() -> None:
 
 def test_markers_travel_as_one_spark_option_and_back() -> None:
     m = Markers(eom=0x1E, eop=0x01, eob=0x7C, bnc=0xFF)
+    assert m.to_option() == "30,1,124,255"
     assert Markers.from_option(m.to_option()) == m
     assert m.named() == {b"\x1e": "EOM", b"\x01": "EOP", b"\x7c": "EOB", b"\xff": "BNC"}
     with pytest.raises(MarkerError, match="markers option"):
