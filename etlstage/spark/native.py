@@ -13,6 +13,10 @@ by the program (the command's first word, by basename)::
     etlstage.spark.sinks =
         etlstage-spark-load = etlstage_workers.spark.native_sink:native_sink
 
+The context a factory receives and the one way to read its arguments are public, in
+:mod:`etlstage.native`; this module is the engine's side: finding factories, building
+their context, framing a source's rows.
+
 A stage's ``native`` key decides: ``true`` (default) uses the registered factory when
 there is one, ``false`` runs the worker process, ``module:function`` names a factory;
 ``engine: {native: false}`` turns every native stage off.
@@ -199,4 +203,4 @@ def _admitted(
     return pa.array(keep, pa.binary()), refused
 
 
-__all__ = ["SINKS", "SOURCES", "NativeContext", "context_for", "factory_for", "frame_rows", "frame_task", "natives"]
+__all__ = ["SINKS", "SOURCES", "context_for", "factory_for", "frame_rows", "frame_task", "natives"]
