@@ -95,6 +95,29 @@ class Markers:
         """``{"ETLSTAGE_EOM": "0a", …}``: the run instruction a worker reads."""
         return {f"ETLSTAGE_{n.upper()}": f"{getattr(self, n):02x}" for n in MARKER_NAMES}
 
+    def named(self) -> dict[bytes, str]:
+        """Each marker's byte and its name: ``{b"\\n": "EOM", …}``."""
+        return {getattr(self, n.upper()): n.upper() for n in MARKER_NAMES}
+
+    def to_option(self) -> str:
+        """The four markers as one text option (a Spark data source's), read back by :meth:`from_option`.
+
+        >>> Markers().to_option(), Markers.from_option("10,0,23,17") == Markers()
+        ('10,0,23,17', True)
+        """
+        return ",".join(str(getattr(self, n)) for n in MARKER_NAMES)
+
+    @classmethod
+    def from_option(cls, text: str) -> Markers:
+        """Markers from :meth:`to_option`'s text."""
+        values = text.split(",")
+        if len(values) != len(MARKER_NAMES):
+            raise MarkerError(f"markers option {text!r}: expected {len(MARKER_NAMES)} comma-separated bytes")
+        try:
+            return cls(**{n: int(v) for n, v in zip(MARKER_NAMES, values, strict=True)})
+        except ValueError:
+            raise MarkerError(f"markers option {text!r}: expected integers 0..255") from None
+
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Markers:
         """Markers from ``ETLSTAGE_*`` (defaults for the ones not set)."""

@@ -13,6 +13,10 @@ by the program (the command's first word, by basename)::
     etlstage.spark.sinks =
         etlstage-spark-load = etlstage_workers.spark.native_sink:native_sink
 
+The context a factory receives and the one way to read its arguments are public, in
+:mod:`etlstage.native`; this module is the engine's side: finding factories, building
+their context, framing a source's rows.
+
 A stage's ``native`` key decides: ``true`` (default) uses the registered factory when
 there is one, ``false`` runs the worker process, ``module:function`` names a factory;
 ``engine: {native: false}`` turns every native stage off.
@@ -24,10 +28,9 @@ import importlib
 import os
 import socket
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -35,32 +38,19 @@ import pyarrow.compute as pc
 
 from etlstage.config.model import StageConfig
 from etlstage.errors import ConfigError
+from etlstage.native import NativeContext
 from etlstage.protocol.vocabulary import StageType
 from etlstage.spark.conversation import worker_env
 from etlstage.spark.plan import Plan
 from etlstage.spark.transform import partition_id
 
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
 SOURCES = "etlstage.spark.sources"
 SINKS = "etlstage.spark.sinks"
 
 Factory = Callable[..., Any]
-
-
-@dataclass(frozen=True)
-class NativeContext:
-    """What a native factory is given: the stage and what its worker would have had."""
-
-    stage: StageConfig
-    argv: list[str]  # the command's arguments after the program
-    env: dict[str, str]  # the worker's environment (ETLSTAGE_* included)
-    state_dir: str  # the stage's own state directory, as its worker gets it
-    checkpoint: str  # a directory of the stage's own under the query's checkpoint
-    once: bool  # --once: a source ends when it has nothing more
-    cwd: str  # the directory the worker would have run in: relative paths in argv start here
-
-    def path(self, value: str) -> str:
-        """A path argument as the worker would have read it (relative to its directory)."""
-        return value if os.path.isabs(value) else os.path.join(self.cwd, value)
 
 
 def program_of(stage: StageConfig) -> str:
@@ -102,7 +92,8 @@ def natives(plan: Plan) -> dict[str, Factory]:
     return found
 
 
-def context_for(stage: StageConfig, plan: Plan) -> NativeContext:
+def context_for(stage: StageConfig, plan: Plan, spark: SparkSession) -> NativeContext:
+    """The public context (:mod:`etlstage.native`) the engine gives ``stage``'s native factory."""
     checkpoint = plan.checkpoint / "etlstage" / "native" / stage.name
     checkpoint.mkdir(parents=True, exist_ok=True)
     state_dir = plan.stage_dir(stage, 0)
@@ -115,6 +106,7 @@ def context_for(stage: StageConfig, plan: Plan) -> NativeContext:
         checkpoint=str(checkpoint),
         once=plan.once,
         cwd=str(Path(stage.cwd or plan.config.base_dir).resolve()),
+        spark=spark,
     )
 
 
@@ -172,8 +164,7 @@ def frame_task(
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         consumer = plan.config.stage(consumer_name)
         who = f"stage {consumer.name!r}"
-        m = consumer.markers
-        markers = {m.EOM: "EOM", m.EOP: "EOP", m.EOB: "EOB", m.BNC: "BNC"}
+        markers = consumer.markers.named()
         for batch in batches:
             column = batch.column(0)
             if len(column) == 0:
@@ -212,4 +203,4 @@ def _admitted(
     return pa.array(keep, pa.binary()), refused
 
 
-__all__ = ["SINKS", "SOURCES", "NativeContext", "context_for", "factory_for", "frame_rows", "frame_task", "natives"]
+__all__ = ["SINKS", "SOURCES", "context_for", "factory_for", "frame_rows", "frame_task", "natives"]

@@ -83,7 +83,7 @@ def build(spark: SparkSession, plan: Plan) -> Any:
         markers = consumer.markers  # each extractor's messages admitted to the consumer, as under the supervisor
     for e in extractors:
         if e.name in native:
-            df = observed(native[e.name](spark, context_for(e, plan)), e)
+            df = observed(native[e.name](spark, context_for(e, plan, spark)), e)
             if not bare:  # rows become messages framed for their consumer
                 df = df.mapInArrow(frame_task(plan, consumer.name, markers.eom), "value binary")
             frames.append((df, 0))  # its partitions are the source's own: placed anew below
@@ -115,14 +115,14 @@ def build(spark: SparkSession, plan: Plan) -> Any:
         if not bare:  # the sink takes messages without their EOM
             df = df.select(F.expr("substring(value, 1, length(value) - 1)").alias("value"))
         df = observed(df, loads[0])
-        writer = native_sink(df, context_for(loads[0], plan))
+        writer = native_sink(df, context_for(loads[0], plan, spark))
         return _started_by_engine(writer.option("checkpointLocation", engine.checkpoint), plan)
     if not fused:
         df, parts = place(df, parts, loads[0], markers)
     writer = (
         df.writeStream.format("etlstage-load")
         .option("plan", encoded)
-        .option("markers", f"{markers.eom},{markers.eop},{markers.eob},{markers.bnc}")
+        .option("markers", markers.to_option())
         .option("chain", ",".join(t.name for t in fused))
         .option("handoff", extractors[0].name if handoff else "")
         .option("checkpointLocation", engine.checkpoint)

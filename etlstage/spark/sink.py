@@ -45,9 +45,9 @@ class LoadSink(DataSource):
 
     def streamWriter(self, schema: object, overwrite: bool) -> LoadWriter:
         plan = Plan.decode(self.options["plan"])
-        eom, eop, eob, bnc = (int(x) for x in self.options["markers"].split(","))
         chain = [n for n in self.options.get("chain", "").split(",") if n]
-        return LoadWriter(plan, Markers(eom, eop, eob, bnc), chain, self.options.get("handoff") or None)
+        markers = Markers.from_option(self.options["markers"])
+        return LoadWriter(plan, markers, chain, self.options.get("handoff") or None)
 
 
 @dataclass

@@ -2,7 +2,7 @@
 
     7  cli
     6  testing, spark, observe      (the harness, the Spark engine, metrics)
-    5  runtime, worker              (the supervisor engine; the worker SDK)
+    5  runtime, worker, native      (the supervisor engine; the worker SDK; the native-stage API)
     4  conversation                 (the conversation rules both engines follow)
     3  config
     2  state
@@ -27,6 +27,7 @@ LAYERS = {
     "conversation": 4,
     "runtime": 5,
     "worker": 5,
+    "native": 5,
     "testing": 6,
     "spark": 6,
     "observe": 6,

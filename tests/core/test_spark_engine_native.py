@@ -6,6 +6,7 @@ stock ones; a worker process T-stage runs between them, exactly as in the stock 
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
@@ -141,3 +142,23 @@ stages:
     )
     assert r.code == 2, r.stderr
     assert "stage 'put' runs as a native Spark sink, which must be the pipeline's only L-stage" in r.stderr
+
+
+def test_the_documented_native_sink_runs_as_written(spark, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:  # noqa: F811
+    """docs/writing-workers.md's example (tests/fixtures/native_lines.py), its worker-only option given."""
+    with caplog.at_level(logging.INFO, "etlstage.native"):
+        code = run(
+            spark,
+            tmp_path,
+            f"""
+stages:
+  - {{name: gen, type: E, native: "{NATIVE}:source", command: [gen, --count, "25", --per-batch, "10"]}}
+  - {{name: put, type: L, native: "tests.fixtures.native_lines:sink",
+     command: [lines-load, --out, got, --state-dir, /nonexistent/state]}}
+""",
+        )
+    assert code == 0
+    assert sorted(written(tmp_path / "got")) == sorted(f"m{i}" for i in range(25))
+    said = [r.getMessage() for r in caplog.records if "ignored under the Spark engine" in r.getMessage()]
+    assert said == ["stage 'put' (lines-load under the Spark engine): ignored under the Spark engine: "
+                    "--state-dir (the query's checkpoint keeps the place)"]  # fmt: skip

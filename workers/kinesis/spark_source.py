@@ -43,18 +43,19 @@ passed in the options: a Spark Connect server's processes do not have that envir
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import os
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from etlstage_workers.kinesis.client import make_client, region_of
 from etlstage_workers.kinesis.options import Options, build_parser, options_from_args
 
 from etlstage.errors import ConfigError, EtlstageError
+from etlstage.native import NativeContext, parse_argv
 from etlstage.protocol.markers import Markers
+from etlstage.protocol.vocabulary import StageType
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -74,20 +75,6 @@ NOT_UNDER_SPARK = {
 }
 
 
-class _Stage(Protocol):
-    name: str
-    type: Any
-    markers: Markers
-
-
-class _Context(Protocol):
-    stage: _Stage
-    argv: list[str]
-    env: dict[str, str]
-    checkpoint: str
-    once: bool
-
-
 @dataclass(frozen=True)
 class Settings:
     """Everything the driver and the tasks need, passed to the data source as its options."""
@@ -101,11 +88,10 @@ class Settings:
     report_pid: int = 0  # the etlstage process that built the query: the report is this run's
 
     def to_options(self) -> dict[str, str]:
-        m = self.markers
         return {
             "stage": self.stage,
             "kinesis": json.dumps(asdict(self.options), separators=(",", ":")),
-            "markers": json.dumps([m.eom, m.eop, m.eob, m.bnc]),
+            "markers": self.markers.to_option(),
             "checkpoint": self.checkpoint,
             "once": "true" if self.once else "false",
             "report": json.dumps([self.report_dir, self.report_pid]),
@@ -113,12 +99,11 @@ class Settings:
 
     @classmethod
     def from_options(cls, options: Any) -> Settings:
-        eom, eop, eob, bnc = json.loads(options["markers"])
         report_dir, report_pid = json.loads(options.get("report", '["", 0]'))
         return cls(
             stage=options["stage"],
             options=Options(**json.loads(options["kinesis"])),
-            markers=Markers(eom=eom, eop=eop, eob=eob, bnc=bnc),
+            markers=Markers.from_option(options["markers"]),
             checkpoint=options["checkpoint"],
             once=options["once"] == "true",
             report_dir=report_dir,
@@ -126,32 +111,15 @@ class Settings:
         )
 
 
-def settings_from(ctx: _Context) -> Settings:
+def settings_from(ctx: NativeContext) -> Settings:
     """The stage's arguments parsed and checked as the worker would; ConfigError names the stage."""
-    where = f"stage {ctx.stage.name!r} ({SOURCE_NAME} under the Spark engine)"
-    if str(ctx.stage.type) != "E":
-        raise ConfigError([f"{SOURCE_NAME} is an E stage; this stage has type {ctx.stage.type!r}"], where)
+    where = ctx.where
+    if ctx.stage.type != StageType.E:
+        raise ConfigError([f"{SOURCE_NAME} is an E stage; this stage has type {str(ctx.stage.type)!r}"], where)
     parser = build_parser()
-
-    def error(message: str) -> Any:
-        raise ConfigError([message], where)
-
-    parser.error = error
     parser.set_defaults(stream=ctx.env.get("ETLSTAGE_KINESIS_STREAM"))
-    for action in parser._actions:
-        if action.dest in NOT_UNDER_SPARK:
-            action.default = argparse.SUPPRESS  # present in the namespace only when given
+    ns = parse_argv(ctx, parser, NOT_UNDER_SPARK)
     try:
-        try:
-            ns = parser.parse_args(ctx.argv)
-        except SystemExit:  # --help printed its text
-            raise ConfigError(["--help: not an option for a stage that runs"], where) from None
-        given = [NOT_UNDER_SPARK[d] for d in NOT_UNDER_SPARK if d in vars(ns)]
-        if given:  # the same stages.yaml runs on both engines: what only the worker needs is ignored
-            log.info("%s: ignored under the Spark engine: %s", where, "; ".join(given))
-            for dest in NOT_UNDER_SPARK:
-                if dest in vars(ns):
-                    delattr(ns, dest)
         options = options_from_args(ns)
         options.region = (
             options.region
@@ -168,8 +136,6 @@ def settings_from(ctx: _Context) -> Settings:
         )
         make_client(options.stream, options.region, options.endpoint_url, options.profile)  # a region at all?
     except ConfigError as exc:
-        if exc.source == where:
-            raise
         raise ConfigError(exc.problems, where) from None
     except EtlstageError as exc:
         raise ConfigError([str(exc)], where) from None
@@ -178,13 +144,13 @@ def settings_from(ctx: _Context) -> Settings:
         options,
         ctx.stage.markers,
         ctx.checkpoint,
-        bool(ctx.once),
-        report_dir=getattr(ctx, "state_dir", "") or "",
+        ctx.once,
+        report_dir=ctx.state_dir,
         report_pid=os.getpid(),
     )
 
 
-def native_source(spark: SparkSession, ctx: _Context) -> DataFrame:
+def native_source(spark: SparkSession, ctx: NativeContext) -> DataFrame:
     """The stage as a streaming DataFrame of one column ``value: binary`` (one message per row)."""
     from etlstage_workers.kinesis.spark_reader import KinesisSource
 

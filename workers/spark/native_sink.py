@@ -22,13 +22,11 @@ already is; every 64 batches its files are compacted into one.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import logging
 import os
 import time
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -41,6 +39,7 @@ from etlstage_workers.spark.extract import prepare
 from etlstage_workers.spark.staged import stage_input, write_staged
 
 from etlstage.errors import ConfigError
+from etlstage.native import NativeContext, parse_argv
 from etlstage.spark.session import default_parallelism
 from etlstage.state.durable import fsync_path, write_durably
 
@@ -52,37 +51,32 @@ log = logging.getLogger("etlstage.spark")
 
 KEYS = "_keys"
 COMPACT_AFTER = 64  # key files before they are merged into one
-# Worker options that mean nothing here: the engine's session, no per-instance claims.
-ENGINE_OWNS = ("--master", "--conf", "--app-name", "--connect-timeout", "--spark-log-level", "--state-dir",
-               "--claim-timeout")  # fmt: skip
+# Worker options that mean nothing here (ignored, with a log line): the engine's session, no per-instance claims.
+ENGINE_OWNS = {
+    "master": "--master (the engine's session is used)",
+    "conf": "--conf (the engine's session is used)",
+    "app_name": "--app-name (the engine's session is used)",
+    "connect_timeout": "--connect-timeout (the engine's session is used)",
+    "spark_log_level": "--spark-log-level (the engine configures logging)",
+    "state_dir": "--state-dir (keys live beside the output, the sink log in the query's checkpoint)",
+    "claim_timeout": "--claim-timeout (one writer: the query's driver)",
+}
 
 
-def native_sink(df: DataFrame, ctx: Any) -> DataStreamWriter:
+def native_sink(df: DataFrame, ctx: NativeContext) -> DataStreamWriter:
     """``etlstage-spark-load`` under the Spark engine: ``df.writeStream.foreachBatch(...)``."""
     config = parse(ctx)
     return df.writeStream.foreachBatch(SinkBatches(config, os.path.join(ctx.checkpoint, "sink-log")).write)
 
 
-def parse(ctx: Any) -> LoaderConfig:
+def parse(ctx: NativeContext) -> LoaderConfig:
     """The worker's own options, checked as it checks them (exit 2 naming the stage)."""
-    ignored = sorted({a.split("=")[0] for a in ctx.argv if a.split("=")[0] in ENGINE_OWNS})
-    said = io.StringIO()
-    try:
-        with contextlib.redirect_stderr(said):
-            args = build_parser().parse_args(ctx.argv)
-    except SystemExit:
-        why = (said.getvalue().strip().splitlines() or ["bad arguments"])[-1]
-        raise ConfigError([f"stage {ctx.stage.name!r}: etlstage-spark-load: {why}"]) from None
+    args = parse_argv(ctx, build_parser(), ENGINE_OWNS)
     args.output = ctx.path(args.output)
     try:
-        config = config_from_args(args)
+        return config_from_args(args)
     except ConfigError as exc:
-        raise ConfigError([f"stage {ctx.stage.name!r}: {p}" for p in exc.problems]) from None
-    if ignored:
-        log.info(
-            "stage %r: %s ignored under the Spark engine (its session is used)", ctx.stage.name, ", ".join(ignored)
-        )
-    return config
+        raise ConfigError(exc.problems, ctx.where) from None
 
 
 class SinkBatches:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,30 +17,25 @@ from etlstage_workers.kinesis.spark_offsets import Reached, ReachedLog
 from etlstage_workers.kinesis.spark_source import native_source, settings_from
 
 from etlstage.config.loader import parse_config
+from etlstage.config.model import StageConfig
 from etlstage.errors import ConfigError
-from etlstage.protocol.markers import DEFAULT_MARKERS, Markers
+from etlstage.native import NativeContext
+from etlstage.protocol.markers import DEFAULT_MARKERS
+from etlstage.protocol.vocabulary import Mode, StageType
 
 from . import test_kinesis_reshard as reshard
 from .test_kinesis_moto import run_plain
 
-
-@dataclass(frozen=True)
-class Stage:
-    name: str = "extract"
-    type: str = "E"
-    markers: Markers = DEFAULT_MARKERS
+EXTRACT = StageConfig(
+    name="extract", type=StageType.E, command=["etlstage-kinesis"], mode=Mode.CYCLIC, markers=DEFAULT_MARKERS
+)
 
 
-@dataclass(frozen=True)
-class Ctx:
-    """The shape of the engine's NativeContext (only these attribute names are used)."""
-
-    argv: list[str]
-    checkpoint: str
-    stage: Stage = field(default_factory=Stage)
-    env: dict[str, str] = field(default_factory=dict)
-    state_dir: str = ""
-    once: bool = True
+def context(
+    argv: list[str], checkpoint: str, stage: StageConfig = EXTRACT, env: dict[str, str] | None = None
+) -> NativeContext:
+    """The context the engine gives the source, built as a native stage's own tests build it."""
+    return NativeContext(stage=stage, argv=argv, checkpoint=checkpoint, env=env or {}, once=True)
 
 
 kinesis_mock = reshard.kinesis_mock  # kinesis-local on loopback: a mock that closes split and merged shards
@@ -63,7 +58,7 @@ def args(stream: str, url: str, *more: str) -> list[str]:
     return ["--stream", stream, "--endpoint-url", url, "--region", "us-east-1", *more]
 
 
-def run(spark: Any, ctx: Ctx, root: Path, timeout: float = 120) -> dict[int, list[bytes]]:
+def run(spark: Any, ctx: NativeContext, root: Path, timeout: float = 120) -> dict[int, list[bytes]]:
     """One available-now run with the checkpoint under ``root``: the rows of each micro-batch."""
     batches: dict[int, list[bytes]] = {}
 
@@ -85,8 +80,8 @@ def run(spark: Any, ctx: Ctx, root: Path, timeout: float = 120) -> dict[int, lis
     return batches
 
 
-def ctx_for(root: Path, argv: list[str]) -> Ctx:
-    return Ctx(argv=argv, checkpoint=str(root / "query" / "stage-extract"))
+def ctx_for(root: Path, argv: list[str]) -> NativeContext:
+    return context(argv=argv, checkpoint=str(root / "query" / "stage-extract"))
 
 
 def shard_contents(emulator: Any, stream: str) -> dict[str, list[dict[str, Any]]]:
@@ -155,7 +150,7 @@ def test_options_only_the_worker_needs_are_ignored_so_one_file_runs_on_both_engi
 
 
 def test_the_stream_may_come_from_the_stage_environment(tmp_path) -> None:
-    ctx = Ctx(
+    ctx = context(
         argv=["--endpoint-url", "http://127.0.0.1:1"],
         checkpoint=str(tmp_path),
         env={"ETLSTAGE_KINESIS_STREAM": "from-env", "AWS_REGION": "eu-west-1"},
@@ -181,10 +176,10 @@ stages:
 def test_a_stage_as_stages_yaml_loads_it(tmp_path) -> None:
     config = parse_config(STAGES)
     extract, load = config.stage("orders"), config.stage("load")
-    settings = settings_from(Ctx(argv=list(extract.command[1:]), checkpoint=str(tmp_path), stage=extract))
+    settings = settings_from(context(argv=list(extract.command[1:]), checkpoint=str(tmp_path), stage=extract))
     assert (settings.stage, settings.options.max_records_per_cycle, settings.markers.eom) == ("orders", 300, 0x1E)
     with pytest.raises(ConfigError, match="stage 'load'.*E stage"):
-        settings_from(Ctx(argv=["--stream", "x"], checkpoint=str(tmp_path), stage=load))
+        settings_from(context(argv=["--stream", "x"], checkpoint=str(tmp_path), stage=load))
 
 
 def test_a_position_is_recorded_once_whatever_a_second_attempt_reached(tmp_path) -> None:
@@ -202,7 +197,7 @@ def test_a_position_is_recorded_once_whatever_a_second_attempt_reached(tmp_path)
 def test_no_secret_reaches_the_source_options(tmp_path) -> None:
     secret, token = "wJalrXUtnFEMI-test-secret-never-passed", "IQoJb3JpZ2luX2VjE-test-token-never-passed"
     env = {"AWS_SECRET_ACCESS_KEY": secret, "AWS_SESSION_TOKEN": token, "AWS_ACCESS_KEY_ID": "AKIATEST"}
-    ctx = Ctx(argv=args("s", "http://127.0.0.1:1"), checkpoint=str(tmp_path), env=env)
+    ctx = context(argv=args("s", "http://127.0.0.1:1"), checkpoint=str(tmp_path), env=env)
     passed = json.dumps(settings_from(ctx).to_options())
     assert secret not in passed and token not in passed and "AKIATEST" not in passed
 

@@ -106,6 +106,6 @@ stages:
     )
     r = run(tmp_path)
     assert r.code == 2, r.stderr[-3000:]  # type: ignore[attr-defined]
-    assert "stage 'load': etlstage-spark-load:" in r.stderr and "xml" in r.stderr  # type: ignore[attr-defined]
+    assert "stage 'load' (etlstage-spark-load under the Spark engine)" in r.stderr and "xml" in r.stderr  # type: ignore[attr-defined]
     assert "Traceback" not in r.stderr  # type: ignore[attr-defined]
     assert os.path.exists(tmp_path / "stages.yaml")
