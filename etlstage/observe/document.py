@@ -32,7 +32,7 @@ class WorkerDoc(TypedDict):
 
 
 class LatencyDoc(TypedDict):
-    buckets: list[tuple[float, int]]  # cumulative: (upper bound in seconds, requests)
+    buckets: list[tuple[str, int]]  # cumulative: (upper bound in seconds, as Prometheus writes it; requests)
     sum: float
 
 
@@ -194,6 +194,15 @@ ABSENT: dict[Engine, frozenset[str]] = {
 }
 
 
+def deadletters(by_status: dict[str, int]) -> DeadLettersDoc:
+    """The dead-letter figures from the state store's counts by status.
+
+    >>> deadletters({"new": 2, "replayed": 3})
+    {'total': 5, 'new': 2}
+    """
+    return {"total": sum(by_status.values()), "new": by_status.get("new", 0)}
+
+
 def encode(doc: StatusDoc | LiveDoc, indent: int | None = None) -> str:
     """The one JSON encoding of a document, for ``/api/status`` and ``etlstage status --json``."""
     separators = (",", ":") if indent is None else (",", ": ")
@@ -242,6 +251,7 @@ __all__ = [
     "WindowDoc",
     "WindowInFlightDoc",
     "WorkerDoc",
+    "deadletters",
     "encode",
     "paths",
 ]

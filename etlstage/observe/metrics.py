@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections.abc import Callable, Iterator
-from typing import Any, TypeGuard
+from typing import TypeGuard
 
 from prometheus_client.metrics_core import (
     CounterMetricFamily,
@@ -140,8 +140,7 @@ def _stage(fams: _Families, pipeline: str, stage: str, st: StageDoc) -> None:
             ),
         )
         assert isinstance(hist, HistogramMetricFamily)
-        buckets: list[Any] = [(b, float(n)) for b, n in latency["buckets"]]  # bounds as numbers, as before
-        hist.add_metric(labels, buckets=buckets, sum_value=latency["sum"])
+        hist.add_metric(labels, buckets=[(b, float(n)) for b, n in latency["buckets"]], sum_value=latency["sum"])
     for w in st.get("workers", []):  # absent under the Spark engine: its workers are on the executors
         wl = [*labels, str(w["instance"])]
         fams.gauge(

@@ -15,7 +15,7 @@ from typing import cast
 
 import psutil
 
-from etlstage.observe.document import DeadLettersDoc, LiveDoc, RunDoc, StatusDoc, WindowInFlightDoc
+from etlstage.observe.document import LiveDoc, RunDoc, StatusDoc, WindowInFlightDoc, deadletters
 from etlstage.state.store import StateStore
 
 STALE_AFTER = 30.0  # seconds without a heartbeat from a live pid: "not responding"
@@ -70,13 +70,8 @@ def status_document(store: StateStore, live: LiveDoc | None = None) -> StatusDoc
             for c in store.checkpoints()
         ],
         "windows_in_flight": _windows(store, running, now),
-        "deadletters": deadletter_counts(store),
+        "deadletters": deadletters(store.deadletter_counts()),
     }
-
-
-def deadletter_counts(store: StateStore) -> DeadLettersDoc:
-    counts = store.deadletter_counts()
-    return {"total": sum(counts.values()), "new": counts.get("new", 0)}
 
 
 def _windows(store: StateStore, running: list[RunDoc], now: float) -> list[WindowInFlightDoc]:
