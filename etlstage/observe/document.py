@@ -173,7 +173,8 @@ class StatusDoc(TypedDict):
     spark_checkpoint: NotRequired[SparkCheckpointDoc]
 
 
-# What each engine leaves out, as paths (see :func:`paths`): everything else both fill.
+# What each engine leaves out, as dotted paths (the records of a list or of ``stages``
+# share one); everything else declared above both engines fill, and a test holds them to it.
 ABSENT: dict[Engine, frozenset[str]] = {
     "supervisor": frozenset(
         {
@@ -209,35 +210,6 @@ def encode(doc: StatusDoc | LiveDoc, indent: int | None = None) -> str:
     return json.dumps(doc, indent=indent, separators=separators, default=str)
 
 
-_NAMED = ("stages",)  # keyed by stage names: their values have the same fields
-_OPAQUE = ("failures", "reports", "offsets", "request", "committed_end")  # keys are data, not fields
-
-
-def paths(doc: object, prefix: str = "") -> set[str]:
-    """The fields present in a document, as dotted paths; the stages of ``stages`` and the
-    items of a list are merged, the keys of maps such as ``failures`` are data, not fields.
-
-    >>> sorted(paths({"a": 1, "stages": {"x": {"in": 1}, "y": {"in": 2, "rss": 3}}, "w": [{"seq": 1}]}))
-    ['a', 'stages', 'stages.in', 'stages.rss', 'w', 'w.seq']
-    """
-    found: set[str] = set()
-    last = prefix.rsplit(".", 1)[-1]
-    if isinstance(doc, dict) and last not in _OPAQUE:
-        items = [(prefix, v) for v in doc.values()] if last in _NAMED else []
-        for k, v in [] if items else doc.items():
-            here = f"{prefix}.{k}" if prefix else str(k)
-            found.add(here)
-            found |= paths(v, here)
-        for _, stage in items:
-            for k, v in stage.items() if isinstance(stage, dict) else ():
-                found.add(f"{prefix}.{k}")
-                found |= paths(v, f"{prefix}.{k}")
-    elif isinstance(doc, list):
-        for v in doc:
-            found |= paths(v, prefix)
-    return found
-
-
 __all__ = [
     "ABSENT",
     "CheckpointDoc",
@@ -253,5 +225,4 @@ __all__ = [
     "WorkerDoc",
     "deadletters",
     "encode",
-    "paths",
 ]
