@@ -201,11 +201,12 @@ def status(pipeline_file: str, as_json: bool, watch: bool, interval: float) -> N
 
     else:
         _, store = _store(pipeline_file)
+        from etlstage.observe.document import encode
         from etlstage.observe.status import render, status_document
 
         def show() -> str:
             doc = status_document(store)
-            return json.dumps(doc, indent=2) if as_json else "\n".join(render(doc, str(store.path)))
+            return encode(doc, indent=2) if as_json else "\n".join(render(doc, str(store.path)))
 
     if not watch:
         click.echo(show())
@@ -222,23 +223,25 @@ def status(pipeline_file: str, as_json: bool, watch: bool, interval: float) -> N
 
 
 def _spark_status(pipeline_file: str, as_json: bool) -> str:
-    """The Spark engine's checkpoint (micro-batches committed, in flight), then its dead letters and last run."""
+    """The Spark engine's checkpoint (micro-batches committed, in flight), then its dead letters and
+    last run; as JSON the status document ``/api/status`` serves, without the run (the driver's own)."""
     from etlstage.observe.status import render_last_run
     from etlstage.spark.status import describe
     from etlstage.state.lastrun import last_run
     from etlstage.state.store import StateStore
 
     config = load_config(pipeline_file)
-    text = describe(config, as_json)
-    if not as_json and (Path(config.state_dir) / StateStore.FILE).exists():
+    if as_json:
+        from etlstage.observe.document import encode
+        from etlstage.spark.live import status_document
+
+        return encode(status_document(config), indent=2)
+    text = describe(config)
+    if (Path(config.state_dir) / StateStore.FILE).exists():
         store = StateStore(config.state_dir)
         dead = store.deadletters()
         text += f"\ndead letters: {len(dead)} ({sum(d.status == 'new' for d in dead)} new)"
         text += "".join(f"\n{line}" for line in render_last_run(last_run(store)))
-    elif as_json and (Path(config.state_dir) / StateStore.FILE).exists():
-        doc = json.loads(text)
-        doc["last_run"] = last_run(StateStore(config.state_dir))
-        text = json.dumps(doc, indent=2)
     return text
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections.abc import Callable, Iterator
-from typing import Any, TypeGuard
+from typing import TypeGuard
 
 from prometheus_client.metrics_core import (
     CounterMetricFamily,
@@ -23,6 +23,7 @@ from prometheus_client.metrics_core import (
 )
 
 from etlstage import __version__
+from etlstage.observe.document import CheckpointDoc, SourceDoc, StageDoc
 from etlstage.observe.live import Snapshot
 
 
@@ -101,32 +102,34 @@ class PipelineCollector:
         yield from fams.by_name.values()
 
 
-def _stage(fams: _Families, pipeline: str, stage: str, st: dict[str, Any]) -> None:
+def _stage(fams: _Families, pipeline: str, stage: str, st: StageDoc) -> None:
     labels = [pipeline, stage]
     for name, doc, key in _STAGE_COUNTERS:
-        fams.counter(name, doc, ["pipeline", "stage"]).add_metric(labels, float(st.get(key, 0)))
+        fams.counter(name, doc, ["pipeline", "stage"]).add_metric(labels, float(st[key]))  # type: ignore[literal-required]
     failures = fams.counter(
         "etlstage_stage_worker_failures",
         "Worker failures by reason: exit (crashed or exited), timeout, violation (of the protocol).",
         ["pipeline", "stage", "reason"],
     )
     for reason in ("exit", "timeout", "violation"):
-        failures.add_metric([*labels, reason], float(st.get("failures", {}).get(reason, 0)))
-    fams.gauge(
-        "etlstage_stage_requests_in_flight",
-        "Requests written to a stage's workers and not yet answered.",
-        ["pipeline", "stage"],
-    ).add_metric(labels, float(st["in_flight"]))
-    queued = st.get("queued") or {}
-    fams.gauge(
-        "etlstage_stage_queued_messages", "Messages waiting in a stage's input buffer.", ["pipeline", "stage"]
-    ).add_metric(labels, float(queued.get("messages", 0)))
-    fams.gauge(
-        "etlstage_stage_queued_bytes",
-        "Bytes waiting in a stage's input buffer (bounded by buffer_bytes).",
-        ["pipeline", "stage"],
-    ).add_metric(labels, float(queued.get("bytes", 0)))
-    latency = st.get("latency")
+        failures.add_metric([*labels, reason], float(st["failures"].get(reason, 0)))
+    # figures the engine does not know (the Spark engine: its workers' queues) are absent: no sample
+    if "in_flight" in st:
+        fams.gauge(
+            "etlstage_stage_requests_in_flight",
+            "Requests written to a stage's workers and not yet answered.",
+            ["pipeline", "stage"],
+        ).add_metric(labels, float(st["in_flight"]))
+    if "queued" in st:
+        fams.gauge(
+            "etlstage_stage_queued_messages", "Messages waiting in a stage's input buffer.", ["pipeline", "stage"]
+        ).add_metric(labels, float(st["queued"]["messages"]))
+        fams.gauge(
+            "etlstage_stage_queued_bytes",
+            "Bytes waiting in a stage's input buffer (bounded by buffer_bytes).",
+            ["pipeline", "stage"],
+        ).add_metric(labels, float(st["queued"]["bytes"]))
+    latency = st["latency"]
     if latency:
         hist = fams.by_name.setdefault(
             "etlstage_stage_request_duration_seconds",
@@ -138,20 +141,20 @@ def _stage(fams: _Families, pipeline: str, stage: str, st: dict[str, Any]) -> No
         )
         assert isinstance(hist, HistogramMetricFamily)
         hist.add_metric(labels, buckets=[(b, float(n)) for b, n in latency["buckets"]], sum_value=latency["sum"])
-    for w in st.get("workers", []):
+    for w in st.get("workers", []):  # absent under the Spark engine: its workers are on the executors
         wl = [*labels, str(w["instance"])]
         fams.gauge(
             "etlstage_worker_resident_memory_bytes",
             "Resident memory of a worker's process tree.",
             ["pipeline", "stage", "instance"],
         ).add_metric(wl, float(w["rss"]))
-        if w.get("cpu_seconds") is not None:
+        if (cpu_seconds := w["cpu_seconds"]) is not None:
             fams.counter(
                 "etlstage_worker_cpu_seconds",
                 "CPU time (user + system) of a worker's live process tree; restarts from 0 with a new worker.",
                 ["pipeline", "stage", "instance"],
-            ).add_metric(wl, float(w["cpu_seconds"]))
-    for key, value in (st.get("reports") or {}).items():
+            ).add_metric(wl, float(cpu_seconds))
+    for key, value in st["reports"].items():
         _reported(fams, labels, key, value)
 
 
@@ -193,7 +196,7 @@ def reported_name(key: str) -> tuple[str, float]:
     return f"etlstage_reported_{base}", scale
 
 
-def _source(fams: _Families, pipeline: str, src: dict[str, Any]) -> None:
+def _source(fams: _Families, pipeline: str, src: SourceDoc) -> None:
     labels = [pipeline, src["stage"], str(src["instance"])]
     names = ["pipeline", "stage", "instance"]
     fams.counter(
@@ -211,13 +214,16 @@ def _source(fams: _Families, pipeline: str, src: dict[str, Any]) -> None:
     ).add_metric(labels, float(src["windows_in_flight"]))
 
 
-def _checkpoint(fams: _Families, pipeline: str, c: dict[str, Any]) -> None:
+def _checkpoint(fams: _Families, pipeline: str, c: CheckpointDoc) -> None:
     stage, _, instance = str(c["source"]).partition("#")
     labels = [pipeline, stage, instance or "0"]
     names = ["pipeline", "stage", "instance"]
-    fams.counter(
-        "etlstage_source_committed_messages", "Messages of committed windows, all runs (the checkpoint store).", names
-    ).add_metric(labels, float(c["messages"]))
+    if c["messages"] is not None:
+        fams.counter(
+            "etlstage_source_committed_messages",
+            "Messages of committed windows, all runs (the checkpoint store).",
+            names,
+        ).add_metric(labels, float(c["messages"]))
     fams.gauge(
         "etlstage_source_last_commit_time_seconds",
         "When the E-stage instance last committed a window (Unix time).",

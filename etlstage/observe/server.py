@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import functools
-import json
 import logging
 import selectors
 import socket
@@ -27,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
 from etlstage.errors import ConfigError
+from etlstage.observe.document import StatusDoc, encode
 from etlstage.observe.live import Snapshot, live_state
 from etlstage.observe.status import status_document
 
@@ -151,8 +151,8 @@ class App:
         return self.files["index.html"].replace(b"{{STATE}}", state)
 
 
-def _json(doc: object) -> bytes:
-    return json.dumps(doc, separators=(",", ":"), default=str).encode()
+def _json(doc: StatusDoc) -> bytes:
+    return encode(doc).encode()
 
 
 def _reply(

@@ -11,10 +11,12 @@ from __future__ import annotations
 import datetime as dt
 import json
 import time
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, cast
 
 import psutil
 
+from etlstage.observe.document import LastRunDoc, LiveDoc, RunDoc, StatusDoc, WindowInFlightDoc, deadletters
 from etlstage.state.lastrun import last_run
 from etlstage.state.store import StateStore
 
@@ -34,10 +36,10 @@ def run_state(pid: int, started_at: float, heartbeat: float, now: float) -> str:
     return "not responding" if now - heartbeat > STALE_AFTER else "running"
 
 
-def status_document(store: StateStore, live: dict[str, Any] | None = None) -> dict[str, Any]:
+def status_document(store: StateStore, live: LiveDoc | None = None) -> StatusDoc:
     """Everything ``status`` knows; ``live``: the serving supervisor's own live state."""
     now = time.time()
-    runs = []
+    runs: list[RunDoc] = []
     for pid, started_at, heartbeat, info in store.runs():
         own = live is not None and live.get("pid") == pid
         runs.append(
@@ -46,25 +48,38 @@ def status_document(store: StateStore, live: dict[str, Any] | None = None) -> di
                 "started_at": started_at,
                 "heartbeat": now if own else heartbeat,
                 "state": "running" if own else run_state(pid, started_at, heartbeat, now),
-                "progress": live if own else info,
+                "progress": live if own else cast(LiveDoc | None, info),
             }
         )
     running = [r for r in runs if r["state"] != "dead"]
-    counts = store.deadletter_counts()
     return {
+        "engine": "supervisor",
         "time": now,
         "running": running,
-        "dead": [{k: r[k] for k in ("pid", "started_at", "heartbeat")} for r in runs if r["state"] == "dead"],
-        "checkpoints": [c._asdict() for c in store.checkpoints()],
+        "dead": [
+            {"pid": r["pid"], "started_at": r["started_at"], "heartbeat": r["heartbeat"]}
+            for r in runs
+            if r["state"] == "dead"
+        ],
+        "checkpoints": [
+            {
+                "source": c.source,
+                "windows_done": c.windows_done,
+                "messages": c.messages,
+                "committed_end": c.committed_end,
+                "updated_at": c.updated_at,
+            }
+            for c in store.checkpoints()
+        ],
         "windows_in_flight": _windows(store, running, now),
-        "deadletters": {"total": sum(counts.values()), "new": counts.get("new", 0)},
-        "last_run": last_run(store),
+        "deadletters": deadletters(store.deadletter_counts()),
+        "last_run": cast(LastRunDoc | None, last_run(store)),
     }
 
 
-def _windows(store: StateStore, running: list[dict[str, Any]], now: float) -> list[dict[str, Any]]:
+def _windows(store: StateStore, running: list[RunDoc], now: float) -> list[WindowInFlightDoc]:
     """In-flight windows as the running supervisor sees them; else those a stopped run left."""
-    live = [w for r in running for w in (r["progress"] or {}).get("windows", [])]
+    live = [w for r in running if r["progress"] for w in r["progress"].get("windows", [])]
     if live:
         return [
             {
@@ -115,7 +130,7 @@ def _age(seconds: float) -> str:
     return f"{seconds / 3600:.1f}h"
 
 
-def render(doc: dict[str, Any], state_path: str) -> list[str]:
+def render(doc: StatusDoc, state_path: str) -> list[str]:
     """The text ``etlstage status`` prints."""
     now = doc["time"]
     lines = [f"state: {state_path}"]
@@ -142,24 +157,27 @@ def render(doc: dict[str, Any], state_path: str) -> list[str]:
         )
     lines += render_last_run(doc.get("last_run"))
     for r in running:
-        stages = (r["progress"] or {}).get("stages") or {}
+        stages = r["progress"]["stages"] if r["progress"] else {}
         if stages:
             lines.append(
                 f"  {'stage':<16} {'in':>12} {'out':>12} {'rate':>10} {'in flight':>9} {'restarts':>8} "
                 f"{'memory, cpu':>16}"
             )
         for name, st in stages.items():
-            rss = st.get("rss") or 0
+            # a figure the engine does not know is absent: shown as "-"
+            in_flight = f"{st['in_flight']:>9}" if "in_flight" in st else f"{'-':>9}"
+            used = f"{st['rss'] / 1e6:>5,.0f} MB cpu {st['cpu']:>3.0f}%" if "rss" in st and "cpu" in st else "-"
             lines.append(
-                f"  {name:<16} {st['in']:>12,} {st['out']:>12,} {st.get('rate', 0):>8,.0f}/s {st['in_flight']:>9} "
-                f"{st.get('restarts', 0):>8} {rss / 1e6:>5,.0f} MB cpu {st.get('cpu', 0):>3.0f}%"
+                f"  {name:<16} {st['in']:>12,} {st['out']:>12,} {st.get('rate', 0):>8,.0f}/s {in_flight} "
+                f"{st.get('restarts', 0):>8} {used:>16}"
             )
     checkpoints = doc["checkpoints"]
     lines.append("checkpoints:" if checkpoints else "checkpoints: none yet")
     for c in checkpoints:
+        messages = "-" if c["messages"] is None else f"{c['messages']:,}"
         end = f" committed end {json.dumps(c['committed_end'])}" if c["committed_end"] is not None else ""
         lines.append(
-            f"  {c['source']:<20} windows done {c['windows_done']:>6}  messages {c['messages']:>10,}{end}"
+            f"  {c['source']:<20} windows done {c['windows_done']:>6}  messages {messages:>10}{end}"
             f"  at {_when(c['updated_at'])}"
         )
     windows = doc["windows_in_flight"]
@@ -173,7 +191,7 @@ def render(doc: dict[str, Any], state_path: str) -> list[str]:
     return lines
 
 
-def render_last_run(last: dict[str, Any] | None) -> list[str]:
+def render_last_run(last: Mapping[str, Any] | None) -> list[str]:
     """How the newest run ended: when, after how long, its exit status and its error's lines."""
     if last is None:
         return ["last run: none has ended yet"]

@@ -318,24 +318,56 @@ class Pipeline:
         await asyncio.gather(*(d.stop_all() for d in self._drivers_running))
 
     def progress(self) -> dict[str, object]:
-        """What `etlstage status` shows of a running pipeline (written every 2 s)."""
+        """The live state of this run: the document ``etlstage status`` reads from the
+        heartbeat (every 2 s) and the HTTP endpoints serve, with the fields and meaning
+        that :class:`etlstage.observe.document.LiveDoc` declares for both engines.  One
+        pass over the stages, on the event loop, never on the message path."""
+        now = time.time()
+        elapsed = time.monotonic() - self.started
         stages: dict[str, object] = {}
         for name, s in self.stats.items():
-            rss, cpu = s.resources()
+            inboxes = list({id(b): b for b in self.inputs.get(name, [])}.values())
+            resources = s.worker_resources()
+            workers = []
+            for instance, transport in sorted(s.workers.items()):
+                rss, cpu = resources.get(instance, (0, 0.0))
+                workers.append(
+                    {
+                        "instance": instance,
+                        "pid": transport.pid,
+                        "rss": rss,
+                        "cpu": round(cpu, 1),
+                        "cpu_seconds": transport.cpu_seconds(),
+                    }
+                )
             stages[name] = {
+                "type": s.type,
                 "in": s.messages_in,
                 "out": s.messages_out,
+                "bytes_in": s.bytes_in,
+                "bytes_out": s.bytes_out,
                 "jobs": s.jobs,
                 "in_flight": s.in_flight,
                 "restarts": s.restarts,
                 "deadletters": s.deadletters,
-                "rss": rss,
-                "cpu": round(cpu, 1),
+                "failures": dict(s.failures),
+                "last_errors": [{"at": at, "error": text} for at, text in s.last_errors],
+                "latency": {"buckets": s.latency.cumulative(), "sum": round(s.latency.sum, 6)},
+                "queued": {"messages": sum(b.messages for b in inboxes), "bytes": sum(b.bytes for b in inboxes)},
+                "rss": sum(r[0] for r in resources.values()),
+                "cpu": round(sum(r[1] for r in resources.values()), 1),
+                "workers": workers,
+                "reports": s.reports(),
                 "rate": round(self.history.rate(name), 1),
+                "history": self.history.series(name),
             }
         return {
+            "engine": "supervisor",
             "pid": os.getpid(),
-            "elapsed": round(time.monotonic() - self.started, 3),
+            "pipeline": self.config.name,
+            "time": now,
+            "started_at": now - elapsed,
+            "elapsed": round(elapsed, 3),
             "stages": stages,
             "windows_in_flight": sum(len(src.windows) for src in self.sources.values()),
             "windows": [
@@ -350,6 +382,17 @@ class Pipeline:
                 }
                 for src in self.sources.values()
                 for w in src.windows
+            ],
+            "sources": [
+                {
+                    "source": label,
+                    "stage": src.stage.name,
+                    "instance": int(label.rsplit("#", 1)[1]) if "#" in label else 0,
+                    "windows_opened": src.next_seq,  # counted across runs: a window's seq is its number
+                    "windows_committed": src.next_seq - len(src.windows),
+                    "windows_in_flight": len(src.windows),
+                }
+                for label, src in self.sources.items()
             ],
         }
 

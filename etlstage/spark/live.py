@@ -6,7 +6,9 @@ documents the supervisor's live state gives them, built from the driver's
 counts, the workers' tallies) and Spark's checkpoint (micro-batches committed and in
 flight).  A micro-batch is a window: one "source" per E-stage whose windows are the
 query's micro-batches.  What only the supervisor knows (its workers' memory and CPU,
-queued input, requests in flight) is left out rather than shown as zero.
+queued input, requests in flight) is left out rather than shown as zero
+(:data:`etlstage.observe.document.ABSENT`).  ``etlstage status --json`` prints the same
+document from the checkpoint and the state store, with no run in it.
 """
 
 from __future__ import annotations
@@ -15,22 +17,33 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import cast
 
+from etlstage.config.model import PipelineConfig
+from etlstage.observe.document import (
+    CheckpointDoc,
+    DeadLettersDoc,
+    LastRunDoc,
+    LiveDoc,
+    StageDoc,
+    StatusDoc,
+    WindowDoc,
+    deadletters,
+)
 from etlstage.spark.report import Counts
 from etlstage.spark.status import CheckpointStatus, read_checkpoint
+from etlstage.state.lastrun import last_run
 from etlstage.state.store import StateStore
 
 
-def live_state(counts: Counts, checkpoint: CheckpointStatus, started_at: float) -> dict[str, Any]:
+def live_state(counts: Counts, checkpoint: CheckpointStatus, started_at: float) -> LiveDoc:
     """The document :func:`etlstage.observe.live.live_state` makes for a supervisor."""
     config = counts.config
-    root = Path(checkpoint.path)
     now = time.time()
     committed = -1 if checkpoint.committed is None else checkpoint.committed
     opened = max([committed, *checkpoint.in_flight]) + 1
     with counts.lock:
-        stages: dict[str, Any] = {}
+        stages: dict[str, StageDoc] = {}
         for name, s in counts.stats.items():
             stages[name] = {
                 "type": s.type,
@@ -39,32 +52,17 @@ def live_state(counts: Counts, checkpoint: CheckpointStatus, started_at: float) 
                 "bytes_in": s.bytes_in,
                 "bytes_out": s.bytes_out,
                 "jobs": s.jobs,
-                "in_flight": 0,
                 "restarts": s.restarts,
                 "deadletters": s.deadletters,
                 "failures": dict(s.failures),
                 "last_errors": [{"at": at, "error": text} for at, text in s.last_errors],
                 "latency": {"buckets": s.latency.cumulative(), "sum": round(s.latency.sum, 6)},
-                "workers": [],  # on the executors: their memory and CPU are Spark's to show
                 "reports": s.reports(),
                 "rate": round(counts.history.rate(name), 1),
                 "history": counts.history.series(name),
             }
         elapsed = time.monotonic() - counts.started
-    windows = []
-    for batch in checkpoint.in_flight:
-        opened_at = _mtime(root / "offsets" / str(batch)) or now
-        windows.append(
-            {
-                "source": "micro-batch",
-                "seq": batch,
-                "closed": True,
-                "done": False,
-                "messages": None,
-                "opened_at": opened_at,
-                "request": None,
-            }
-        )
+    windows = _in_flight(checkpoint, now)
     return {
         "engine": "spark",
         "pid": os.getpid(),
@@ -92,37 +90,52 @@ def live_state(counts: Counts, checkpoint: CheckpointStatus, started_at: float) 
     }
 
 
-def status_document(counts: Counts, started_at: float) -> dict[str, Any]:
-    """The document :func:`etlstage.observe.status.status_document` makes, for this run."""
-    checkpoint = read_checkpoint(counts.config)
-    live = live_state(counts, checkpoint, started_at)
-    now = live["time"]
-    dead: dict[str, int] = {}
-    if (Path(counts.config.state_dir) / StateStore.FILE).exists():
-        store = StateStore(counts.config.state_dir)
+def status_document(
+    config: PipelineConfig, live: LiveDoc | None = None, checkpoint: CheckpointStatus | None = None
+) -> StatusDoc:
+    """The document :func:`etlstage.observe.status.status_document` makes: from Spark's
+    checkpoint and the state store, with ``live`` (the serving driver's) as its one run."""
+    checkpoint = checkpoint or read_checkpoint(config)
+    now = live["time"] if live is not None else time.time()
+    committed = 0 if checkpoint.committed is None else checkpoint.committed + 1
+    dead: DeadLettersDoc = {"total": 0, "new": 0}
+    ended: LastRunDoc | None = None
+    if (Path(config.state_dir) / StateStore.FILE).exists():
+        store = StateStore(config.state_dir)
         try:
-            dead = store.deadletter_counts()
+            dead = deadletters(store.deadletter_counts())
+            ended = cast(LastRunDoc | None, last_run(store))
         finally:
             store.close()
+    checkpoints: list[CheckpointDoc] = [
+        {
+            "source": e.name,
+            "windows_done": committed,
+            # this run's (Spark keeps no total across runs); not known outside the run
+            "messages": live["stages"][e.name]["out"] if live is not None else None,
+            "committed_end": checkpoint.committed_offsets.get(e.name),
+            "updated_at": checkpoint.updated_at or (live["started_at"] if live is not None else now),
+        }
+        for e in config.stages
+        if e.type == "E" and checkpoint.committed is not None
+    ]
     return {
-        "time": now,
         "engine": "spark",
-        "running": [
-            {"pid": live["pid"], "started_at": started_at, "heartbeat": now, "state": "running", "progress": live}
+        "time": now,
+        "running": []
+        if live is None
+        else [
+            {
+                "pid": live["pid"],
+                "started_at": live["started_at"],
+                "heartbeat": now,
+                "state": "running",
+                "progress": live,
+            }
         ],
         "dead": [],
-        "checkpoints": [
-            {
-                "source": src["stage"],
-                "windows_done": src["windows_committed"],
-                "messages": live["stages"][src["stage"]]["out"],  # this run's (Spark keeps no total)
-                "committed_end": checkpoint.committed_offsets.get(src["stage"]),
-                "updated_at": checkpoint.updated_at or started_at,
-            }
-            for src in live["sources"]
-        ]
-        if checkpoint.committed is not None
-        else [],
+        "last_run": ended,
+        "checkpoints": checkpoints,
         "windows_in_flight": [
             {
                 "source": w["source"],
@@ -131,25 +144,51 @@ def status_document(counts: Counts, started_at: float) -> dict[str, Any]:
                 "opened_at": w["opened_at"],
                 "age_seconds": round(now - w["opened_at"], 1),
                 "messages": None,
-                "state": "running",
+                "state": "running" if live is not None else "in flight (replayed with the same offsets)",
             }
-            for w in live["windows"]
+            for w in (live["windows"] if live is not None else _in_flight(checkpoint, now))
         ],
-        "deadletters": {"total": sum(dead.values()), "new": dead.get("new", 0)},
+        "deadletters": dead,
+        "spark_checkpoint": {
+            "path": checkpoint.path,
+            "last_committed_batch": checkpoint.committed,
+            "committed_batches": checkpoint.committed_count,
+            "batches_in_flight": checkpoint.in_flight,
+            "offsets": checkpoint.offsets,
+            "updated_at": checkpoint.updated_at,
+        },
     }
 
 
-def documents(counts: Counts) -> Callable[[], tuple[dict[str, Any], dict[str, Any]]]:
+def documents(counts: Counts) -> Callable[[], tuple[LiveDoc, StatusDoc]]:
     """What the HTTP endpoints read, ``(live state, status document)``, from the driver's
     counters; the CLI hands it to :mod:`etlstage.observe.server` (a layer this one does
     not import)."""
     started_at = time.time()
 
-    def take() -> tuple[dict[str, Any], dict[str, Any]]:
-        status = status_document(counts, started_at)
-        return status["running"][0]["progress"], status
+    def take() -> tuple[LiveDoc, StatusDoc]:
+        checkpoint = read_checkpoint(counts.config)
+        live = live_state(counts, checkpoint, started_at)
+        return live, status_document(counts.config, live, checkpoint)
 
     return take
+
+
+def _in_flight(checkpoint: CheckpointStatus, now: float) -> list[WindowDoc]:
+    """The micro-batches planned and not committed, as windows (opened when planned)."""
+    root = Path(checkpoint.path)
+    return [
+        {
+            "source": "micro-batch",
+            "seq": batch,
+            "closed": True,
+            "done": False,
+            "messages": None,
+            "opened_at": _mtime(root / "offsets" / str(batch)) or now,
+            "request": None,
+        }
+        for batch in checkpoint.in_flight
+    ]
 
 
 def _mtime(path: Path) -> float | None:

@@ -62,21 +62,9 @@ def _offsets(path: Path, config: PipelineConfig) -> dict[str, object]:
     return found
 
 
-def describe(config: PipelineConfig, as_json: bool = False) -> str:
+def describe(config: PipelineConfig) -> str:
+    """The text ``etlstage status`` prints (as JSON: :func:`etlstage.spark.live.status_document`)."""
     s = read_checkpoint(config)
-    if as_json:
-        return json.dumps(
-            {
-                "engine": "spark",
-                "checkpoint": s.path,
-                "last_committed_batch": s.committed,
-                "committed_batches": s.committed_count,
-                "batches_in_flight": s.in_flight,
-                "offsets": s.offsets,
-                "updated_at": s.updated_at,
-            },
-            indent=2,
-        )
     if s.committed is None and not s.in_flight:
         return f"engine: spark\ncheckpoint: {s.path} (no micro-batch yet)"
     when = time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(s.updated_at)) if s.updated_at else "-"

@@ -3,7 +3,8 @@
     7  cli
     6  testing, spark, observe      (the harness, the Spark engine, metrics)
     5  runtime, worker, native      (the supervisor engine; the worker SDK; the native-stage API)
-    4  conversation                 (the conversation rules both engines follow)
+    4  conversation, observe.document  (the conversation rules both engines follow; the status
+                                    document both engines fill: types only)
     3  config
     2  state
     1  protocol
@@ -25,6 +26,7 @@ LAYERS = {
     "state": 2,
     "config": 3,
     "conversation": 4,
+    "observe.document": 4,
     "runtime": 5,
     "worker": 5,
     "native": 5,
@@ -35,10 +37,24 @@ LAYERS = {
 }
 
 
+def layer_of(dotted: str) -> str:
+    """The entry of LAYERS a module belongs to: a module of its own (``observe.document``), or its package."""
+    parts = dotted.split(".")
+    return ".".join(parts[:2]) if ".".join(parts[:2]) in LAYERS else parts[0]
+
+
 def imports_of(package: str) -> list[tuple[str, str, int]]:
     """(file, imported etlstage package, line) for every import in ``package``."""
     base = ROOT / "etlstage"
-    files = [base / f"{package}.py"] if (base / f"{package}.py").exists() else sorted((base / package).rglob("*.py"))
+    path = base / package.replace(".", "/")
+    if path.with_suffix(".py").exists():
+        files = [path.with_suffix(".py")]
+    else:  # a package, less its modules that have a layer of their own
+        files = [
+            f
+            for f in sorted(path.rglob("*.py"))
+            if layer_of(".".join(f.relative_to(base).with_suffix("").parts)) == package
+        ]
     found = []
     for f in files:
         for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
@@ -49,8 +65,9 @@ def imports_of(package: str) -> list[tuple[str, str, int]]:
                 names = [a.name for a in node.names]
             for name in names:
                 parts = name.split(".")
-                if parts[0] == "etlstage" and len(parts) > 1 and parts[1] != package:
-                    found.append((str(f.relative_to(ROOT)), parts[1], node.lineno))
+                target = layer_of(".".join(parts[1:])) if parts[0] == "etlstage" and len(parts) > 1 else package
+                if target != package:
+                    found.append((str(f.relative_to(ROOT)), target, node.lineno))
     return found
 
 

@@ -195,7 +195,12 @@ def test_reported_counters_become_labelled_gauges_in_base_units():
     from etlstage.observe.metrics import PipelineCollector
 
     def stage(reports: dict[str, object]) -> dict[str, object]:
-        return {"in": 1, "out": 1, "jobs": 1, "in_flight": 0, "reports": reports}
+        return {
+            **dict.fromkeys(("in", "out", "jobs", "in_flight", "bytes_in", "bytes_out", "restarts", "deadletters"), 1),
+            "failures": {},
+            "latency": {},
+            "reports": reports,
+        }
 
     live = {
         "pipeline": "p",

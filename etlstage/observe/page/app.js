@@ -100,13 +100,16 @@ function reports(rep) {
   return items.length ? el("ul", { class: "reports", "data-figure": "reports" }, items) : null;
 }
 
-function card(name, st, spark) {
+function card(name, st) {
   const lat = latency(st.latency);
   const failures = Object.entries(st.failures || {})
     .filter(([, n]) => n)
     .map(([why, n]) => `${n} ${why}`)
     .join(", ");
   const rss = (st.workers || []).length ? mb(st.rss || 0) : "-";
+  // a figure the engine cannot know is absent from the document (under Spark the workers
+  // run on executors: no queues, resources or requests in flight the driver could show)
+  const has = (key) => key in st;
   const errors = (st.last_errors || [])
     .slice()
     .reverse()
@@ -131,17 +134,15 @@ function card(name, st, spark) {
       st.type === "E" ? null : figure("bytes in", bytes(st.bytes_in || 0), "bytes_in"),
       st.type === "L" ? null : figure("bytes out", bytes(st.bytes_out || 0), "bytes_out"),
       figure(st.type === "E" ? "cycles" : "requests", num(st.jobs), "jobs"),
-      // under the Spark engine the workers run on executors: no queues, resources or
-      // requests in flight that the driver could show
-      spark ? null : figure("in flight", num(st.in_flight), "in_flight"),
-      spark ? null : figure("queued", num((st.queued || {}).messages || 0), "queued"),
+      has("in_flight") ? figure("in flight", num(st.in_flight), "in_flight") : null,
+      has("queued") ? figure("queued", num(st.queued.messages), "queued") : null,
       figure("mean latency", secs(lat.mean), "latency_mean"),
       figure("p95 latency", lat.p95, "latency_p95"),
       figure("restarts", num(st.restarts) + (failures ? ` (${failures})` : ""), "restarts", st.restarts ? "bad" : undefined),
       figure("dead letters", num(st.deadletters), "deadletters", st.deadletters ? "bad" : undefined),
-      spark ? null : figure("workers", num((st.workers || []).length), "workers"),
-      spark ? null : figure("RSS", rss, "rss"),
-      spark ? null : figure("CPU", `${(st.cpu || 0).toFixed(0)}%`, "cpu")
+      has("workers") ? figure("workers", num(st.workers.length), "workers") : null,
+      has("rss") ? figure("RSS", rss, "rss") : null,
+      has("cpu") ? figure("CPU", `${st.cpu.toFixed(0)}%`, "cpu") : null
     ),
     reports(st.reports),
     errors.length ? el("ul", { class: "errors", "data-figure": "errors" }, errors) : null
@@ -163,7 +164,7 @@ function render(doc) {
     el("span", {}, "as of ", el("b", {}, clock(doc.time)))
   );
   const stages = live.stages || {};
-  document.getElementById("stages").replaceChildren(...Object.entries(stages).map(([n, st]) => card(n, st, live.engine === "spark")));
+  document.getElementById("stages").replaceChildren(...Object.entries(stages).map(([n, st]) => card(n, st)));
   const windows = doc.windows_in_flight || [];
   document.getElementById("window-count").textContent = `(${windows.length})`;
   document.querySelector("#windows tbody").replaceChildren(

@@ -1,0 +1,242 @@
+"""The status document: what a run shows, typed once, filled by each engine.
+
+Two documents, one inside the other.  :class:`LiveDoc` is a running engine's own view
+(stages, windows, sources); the supervisor fills it (:func:`etlstage.observe.live.live_state`,
+also written by its heartbeat) and so does the Spark engine's driver
+(:func:`etlstage.spark.live.live_state`).  :class:`StatusDoc` joins it with the state
+store (checkpoints, windows in flight, dead letters, runs); ``/api/status`` serves it and
+``etlstage status --json`` prints it, through :func:`encode`.  The page, ``/metrics`` and
+the ``status`` text render it.
+
+A figure an engine cannot know is absent from the document, never 0: a ``NotRequired``
+key below, listed per engine in :data:`ABSENT` (docs/operating.md says the same).  The
+renderers skip what is absent.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Literal, NotRequired, TypedDict
+
+Engine = Literal["supervisor", "spark"]
+
+
+class WorkerDoc(TypedDict):
+    """One worker process the engine watches."""
+
+    instance: int
+    pid: int | None
+    rss: int  # bytes, its process tree
+    cpu: float  # percent
+    cpu_seconds: float | None
+
+
+class LatencyDoc(TypedDict):
+    buckets: list[tuple[str, int]]  # cumulative: (upper bound in seconds, as Prometheus writes it; requests)
+    sum: float
+
+
+class QueuedDoc(TypedDict):
+    messages: int
+    bytes: int
+
+
+class ErrorDoc(TypedDict):
+    at: float
+    error: str
+
+
+# functional form: "in" is a Python keyword
+StageDoc = TypedDict(
+    "StageDoc",
+    {
+        "type": str,
+        # counted by this run
+        "in": int,
+        "out": int,
+        "bytes_in": int,
+        "bytes_out": int,
+        "jobs": int,
+        "restarts": int,
+        "deadletters": int,
+        "failures": dict[str, int],  # by reason: exit, timeout, violation
+        "last_errors": list[ErrorDoc],
+        "latency": LatencyDoc,
+        "reports": dict[str, object],  # what the workers reported (SDK ``Worker.report``)
+        "rate": float,  # messages/s, last ~10 s
+        "history": list[tuple[float, float]],  # (seconds ago, messages/s)
+        # known to the supervisor only: its own workers and queues
+        "in_flight": NotRequired[int],
+        "queued": NotRequired[QueuedDoc],
+        "rss": NotRequired[int],
+        "cpu": NotRequired[float],
+        "workers": NotRequired[list[WorkerDoc]],
+    },
+)
+
+
+class WindowDoc(TypedDict):
+    """A window opened and not yet committed (under Spark: a micro-batch in flight)."""
+
+    source: str
+    seq: int
+    closed: bool
+    done: bool
+    messages: int | None  # None: not known (Spark)
+    opened_at: float
+    request: str | None
+
+
+class SourceDoc(TypedDict):
+    """One E-stage instance's windows, numbered across runs."""
+
+    source: str
+    stage: str
+    instance: int
+    windows_opened: int
+    windows_committed: int
+    windows_in_flight: int
+
+
+class LiveDoc(TypedDict):
+    engine: Engine
+    pid: int
+    pipeline: str
+    time: float
+    started_at: float
+    elapsed: float
+    stages: dict[str, StageDoc]
+    windows_in_flight: int
+    windows: list[WindowDoc]
+    sources: list[SourceDoc]
+    # the Spark engine's own
+    micro_batches_this_run: NotRequired[int]
+    checkpoint: NotRequired[str]
+
+
+class RunDoc(TypedDict):
+    pid: int
+    started_at: float
+    heartbeat: float
+    state: str  # running, not responding
+    progress: LiveDoc | None
+
+
+class DeadRunDoc(TypedDict):
+    pid: int
+    started_at: float
+    heartbeat: float
+
+
+class CheckpointDoc(TypedDict):
+    source: str
+    windows_done: int
+    messages: int | None  # None: not known (Spark keeps no total across runs)
+    committed_end: object
+    updated_at: float
+
+
+class WindowInFlightDoc(TypedDict):
+    source: str
+    seq: int
+    request: object
+    opened_at: float
+    age_seconds: float
+    messages: int | None
+    state: str
+
+
+class DeadLettersDoc(TypedDict):
+    total: int
+    new: int
+
+
+class SparkCheckpointDoc(TypedDict):
+    """Spark's checkpoint as it is on disk (micro-batch numbers, offsets)."""
+
+    path: str
+    last_committed_batch: int | None
+    committed_batches: int
+    batches_in_flight: list[int]
+    offsets: dict[str, object]
+    updated_at: float | None
+
+
+class LastRunDoc(TypedDict):
+    """How the newest finished run ended (``etlstage.state.lastrun``)."""
+
+    pid: int
+    engine: str
+    started_at: float
+    ended_at: float
+    seconds: float
+    exit_status: int
+    outcome: str
+    error: str | None
+
+
+class StatusDoc(TypedDict):
+    engine: Engine
+    time: float
+    running: list[RunDoc]
+    dead: list[DeadRunDoc]
+    checkpoints: list[CheckpointDoc]
+    windows_in_flight: list[WindowInFlightDoc]
+    deadletters: DeadLettersDoc
+    last_run: LastRunDoc | None  # None until a run has ended
+    spark_checkpoint: NotRequired[SparkCheckpointDoc]
+
+
+# What each engine leaves out, as dotted paths (the records of a list or of ``stages``
+# share one); everything else declared above both engines fill, and a test holds them to it.
+ABSENT: dict[Engine, frozenset[str]] = {
+    "supervisor": frozenset(
+        {
+            "spark_checkpoint",
+            "running.progress.micro_batches_this_run",
+            "running.progress.checkpoint",
+        }
+    ),
+    "spark": frozenset(
+        {
+            "running.progress.stages.in_flight",
+            "running.progress.stages.queued",
+            "running.progress.stages.rss",
+            "running.progress.stages.cpu",
+            "running.progress.stages.workers",
+        }
+    ),
+}
+
+
+def deadletters(by_status: dict[str, int]) -> DeadLettersDoc:
+    """The dead-letter figures from the state store's counts by status.
+
+    >>> deadletters({"new": 2, "replayed": 3})
+    {'total': 5, 'new': 2}
+    """
+    return {"total": sum(by_status.values()), "new": by_status.get("new", 0)}
+
+
+def encode(doc: StatusDoc | LiveDoc, indent: int | None = None) -> str:
+    """The one JSON encoding of a document, for ``/api/status`` and ``etlstage status --json``."""
+    separators = (",", ":") if indent is None else (",", ": ")
+    return json.dumps(doc, indent=indent, separators=separators, default=str)
+
+
+__all__ = [
+    "ABSENT",
+    "CheckpointDoc",
+    "DeadLettersDoc",
+    "DeadRunDoc",
+    "LiveDoc",
+    "RunDoc",
+    "SourceDoc",
+    "StageDoc",
+    "StatusDoc",
+    "WindowDoc",
+    "WindowInFlightDoc",
+    "WorkerDoc",
+    "deadletters",
+    "encode",
+]
