@@ -92,8 +92,8 @@ class _Server(socketserver.ThreadingMixIn, WSGIServer):
 
 class _Handler(WSGIRequestHandler):
     def setup(self) -> None:
-        self.timeout = IDLE_SECONDS  # per read and write: socketserver sets it on the socket
         super().setup()
+        self.connection.settimeout(IDLE_SECONDS)  # per read and write
         # a whole-connection deadline: a client sending a byte every few seconds is cut off too
         self._deadline = threading.Timer(REQUEST_SECONDS, self._cut)
         self._deadline.daemon = True
@@ -250,7 +250,7 @@ def allowed_hosts(host: str) -> frozenset[str] | None:
     elif host in ("0.0.0.0", "::", ""):
         names |= {"localhost", "127.0.0.1", "::1", socket.gethostname().lower(), socket.getfqdn().lower()}
         with contextlib.suppress(OSError):
-            names |= {a[4][0] for a in socket.getaddrinfo(socket.gethostname(), None)}
+            names |= {str(a[4][0]) for a in socket.getaddrinfo(socket.gethostname(), None)}
     return frozenset(names)
 
 
