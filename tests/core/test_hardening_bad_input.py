@@ -118,3 +118,48 @@ def test_state_db_truncated_during_a_run_is_noticed(pdir):
             proc.kill()
     assert proc.returncode == 2, err
     assert "was truncated or overwritten during the run" in err, err
+
+
+def _time_policy(start: str, step: str = "PT1H", lag: str = "0") -> str:
+    return f"""
+    stages:
+      - name: src
+        type: E
+        mode: cyclic
+        offsets: supervisor
+        offset_policy: {{type: time, start: {start}, step: {step}, lag: {lag}}}
+        command: ["{{PY}}", "{{TW}}", count, "3"]
+      - {{name: sink, type: L, command: ["{{PY}}", "{{TW}}", append, out.txt]}}
+    """
+
+
+@pytest.mark.parametrize(
+    "yaml_text, expected",
+    [
+        (CYCLIC.replace("name: sink", "name: 2026-02-30"), None),  # a name like any other
+        (CYCLIC.replace("stages:", "name: 2026-02-30\n    stages:"), None),
+        (_time_policy("2026-02-30"), "offset_policy.start: '2026-02-30' is not an ISO-8601 instant"),
+        (_time_policy("9999-12-31T23:00:00Z"), "the first window is out of the years 1-9999"),
+        (_time_policy("2026-01-01T00:00:00Z", "PT0S"), "offset_policy.step: 'PT0S' is no time"),
+        (_time_policy("2026-01-01T00:00:00Z", "0"), "offset_policy.step: 0 is no time"),
+        (_time_policy("2026-01-01T00:00:00Z", lag="P999999D"), "the first window is out of the years 1-9999"),
+        (CYCLIC.replace("name: sink", "name: !!int abc"), "stages.yaml:4:15: not valid YAML: int 'abc'"),
+        (CYCLIC.replace("name: sink", "name: !!bool maybe"), "stages.yaml:4:15: not valid YAML: bool 'maybe'"),
+    ],
+)
+def test_dates_and_time_policies_in_stages_yaml(pdir, yaml_text, expected):
+    pdir.write(yaml_text)
+    for command in ("validate", "status"):
+        r = pdir.etlstage(command, "stages.yaml")
+        assert "Traceback" not in r.stderr, r.stderr
+        if expected is None:
+            assert r.code in (0, 2) and ("no state yet" in r.stderr or r.code == 0), r.stderr
+        else:
+            assert r.code == 2 and expected in r.stderr, r.stderr
+
+
+def test_an_unquoted_timestamp_is_a_start_like_a_quoted_one(pdir):
+    for start in ("2026-01-01T00:00:00Z", "'2026-01-01T00:00:00Z'", "2026-01-01 00:00:00", "2026-01-01"):
+        pdir.write(_time_policy(start))
+        r = pdir.etlstage("validate", "stages.yaml")
+        assert r.code == 0, (start, r.stderr)
