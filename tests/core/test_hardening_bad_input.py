@@ -143,8 +143,8 @@ def _time_policy(start: str, step: str = "PT1H", lag: str = "0") -> str:
         (_time_policy("2026-01-01T00:00:00Z", "PT0S"), "offset_policy.step: 'PT0S' is no time"),
         (_time_policy("2026-01-01T00:00:00Z", "0"), "offset_policy.step: 0 is no time"),
         (_time_policy("2026-01-01T00:00:00Z", lag="P999999D"), "the first window is out of the years 1-9999"),
-        (CYCLIC.replace("name: sink", "name: !!int abc"), "stages.yaml:4:15: not valid YAML: int 'abc'"),
-        (CYCLIC.replace("name: sink", "name: !!bool maybe"), "stages.yaml:4:15: not valid YAML: bool 'maybe'"),
+        (CYCLIC.replace("name: sink", "name: !!int abc"), "stages.yaml:4:12: not valid YAML: int 'abc'"),
+        (CYCLIC.replace("name: sink", "name: !!bool maybe"), "stages.yaml:4:12: not valid YAML: bool 'maybe'"),
     ],
 )
 def test_dates_and_time_policies_in_stages_yaml(pdir, yaml_text, expected):
