@@ -36,6 +36,7 @@ import pyarrow.compute as pc
 from etlstage.config.model import StageConfig
 from etlstage.errors import ConfigError
 from etlstage.protocol.vocabulary import StageType
+from etlstage.spark.checkpoint import private_folder
 from etlstage.spark.conversation import worker_env
 from etlstage.spark.plan import Plan
 from etlstage.spark.transform import partition_id
@@ -104,7 +105,7 @@ def natives(plan: Plan) -> dict[str, Factory]:
 
 def context_for(stage: StageConfig, plan: Plan) -> NativeContext:
     checkpoint = plan.checkpoint / "etlstage" / "native" / stage.name
-    checkpoint.mkdir(parents=True, exist_ok=True)
+    private_folder(checkpoint)
     state_dir = plan.stage_dir(stage, 0)
     scenario = stage.scenario(0, state_dir)
     return NativeContext(
