@@ -253,6 +253,10 @@ def ensure_private_dir(path: str | Path) -> Path:
     return p
 
 
+def _no_follow(path: str, flags: int) -> int:
+    return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC)
+
+
 @contextmanager
 def _locked(directory: Path) -> Iterator[None]:
     """An exclusive lock on ``directory`` (flock on its descriptor) for the block."""
@@ -283,7 +287,9 @@ class StateStore:
                 self.db = connect(self.path)
                 self._check_schema()
                 self.db.executescript(SCHEMA)
-            opened = os.stat(self.path)
+            # see check_intact; a file object, closed with the store even when close() is not called
+            self._watch = open(self.path, "rb", buffering=0, opener=_no_follow)  # noqa: SIM115
+            opened = os.fstat(self._watch.fileno())
             self._identity = (opened.st_dev, opened.st_ino)
         except sqlite3.OperationalError as exc:  # locked, unreadable...: the file may well be fine
             raise StateError(f"cannot use the state store {self.path}: {exc}") from None
@@ -358,25 +364,27 @@ class StateStore:
 
     def close(self) -> None:
         self.db.close()
+        self._watch.close()
 
     def check_intact(self) -> None:
         """Raise if ``state.db`` was replaced, removed or truncated since it was opened: what is
-        committed from then on would not be where the next run looks for it."""
+        committed from then on would not be where the next run looks for it.  Opens nothing
+        (a descriptor kept from the opening), so a process out of descriptors is not told so."""
         try:
             st = os.stat(self.path)
-            with open(self.path, "rb") as f:
-                header = f.read(16)
-        except OSError as exc:
+        except FileNotFoundError:
             raise StateError(
-                f"the state store {self.path} is gone since this run opened it ({exc.strerror}): "
-                "what was committed since is lost; put it back from a backup before the next run"
+                f"the state store {self.path} is gone since this run opened it: what was committed since "
+                "is lost; put it back from a backup before the next run"
             ) from None
+        except OSError:
+            return  # not knowable now; the next heartbeat looks again
         if (st.st_dev, st.st_ino) != self._identity:
             raise StateError(
                 f"the state store {self.path} was replaced by another file during the run: what this run "
                 "committed is not in it; put the right file back from a backup before the next run"
             )
-        if header != b"SQLite format 3\x00":
+        if os.pread(self._watch.fileno(), 16, 0) != b"SQLite format 3\x00":
             raise StateError(
                 f"the state store {self.path} was truncated or overwritten during the run ({st.st_size} bytes, "
                 f"no SQLite header): what this run committed is not safe in it; move it aside "

@@ -6,7 +6,11 @@ from __future__ import annotations
 import http.client
 import json
 import logging
+import resource
+import signal
 import socket
+import subprocess
+import threading
 import time
 from collections.abc import Iterator
 
@@ -14,6 +18,8 @@ import pytest
 
 from etlstage.observe import server
 from etlstage.observe.live import Snapshot
+from tests.support.live_run import URL_LINE
+from tests.support.run_cli import ETLSTAGE
 
 
 def _doc(name: str = "demo") -> Snapshot:
@@ -137,3 +143,84 @@ def test_the_inlined_state_has_no_markup(endpoint: server.ObserveServer) -> None
     inlined = page.split(b'<script id="initial-state" type="application/json">')[1].split(b"</script>")[0]
     assert b"<" not in inlined
     assert json.loads(inlined)["name"] == hostile
+
+
+FLOOD_STAGES = """
+    stages:
+      - {name: src, type: E, mode: cyclic, poll_interval: 0.05, command: ["{PY}", "{TW}", count, "100000000", "10"]}
+      - {name: t, type: T, restart: {backoff: 0.05}, command: ["{PY}", crash_once.py]}
+      - {name: sink, type: L, command: ["{PY}", "{TW}", append, out.txt]}
+"""
+CRASH_ONCE = """
+import os
+from etlstage.worker import Transformer, main
+
+
+class CrashOnce(Transformer):
+    def process(self, messages):
+        if os.path.exists("crash") and not os.path.exists("crashed"):
+            open("crashed", "w").close()
+            os._exit(3)
+        return messages
+
+
+main(CrashOnce())
+"""
+
+
+@pytest.mark.slow
+def test_a_flood_of_idle_connections_does_not_take_the_pipeline_down(pdir) -> None:
+    """Up to 1,000 connections opened against a supervisor limited to 96 descriptors; the
+    T-worker then crashes and must be restarted (new pipes) while they are held."""
+    pdir.write(FLOOD_STAGES)
+    (pdir.path / "crash_once.py").write_text(CRASH_ONCE)
+
+    def few_descriptors() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (96, 96))
+
+    proc = subprocess.Popen(
+        [*ETLSTAGE, "run", "stages.yaml", "--no-progress", "--http", "127.0.0.1:0"],
+        cwd=pdir.path,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=few_descriptors,
+    )
+    assert proc.stderr is not None
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(proc.stderr or []), daemon=True)
+    reader.start()
+    flood: list[socket.socket] = []
+    try:
+        deadline = time.monotonic() + 30
+        while not (found := [m.group(1) for line in list(lines) if (m := URL_LINE.search(line))]):
+            assert proc.poll() is None and time.monotonic() < deadline, "".join(lines)
+            time.sleep(0.05)
+        port = int(found[0].rstrip("/").rsplit(":", 1)[1])
+        refused, until = 0, time.monotonic() + 20
+        while len(flood) + refused < 1000 and time.monotonic() < until:
+            try:
+                flood.append(socket.create_connection(("127.0.0.1", port), timeout=1))
+            except OSError:  # the backlog is full: the server takes no more for now (that is fine too)
+                refused += 1
+        (pdir.path / "crash").touch()  # the T-worker exits at its next batch: a restart is due
+        out, crashed = pdir.path / "out.txt", pdir.path / "crashed"
+        until = time.monotonic() + 60
+        while not crashed.exists():
+            assert proc.poll() is None and time.monotonic() < until, "".join(lines)[-3000:]
+            time.sleep(0.05)
+        seen = len(out.read_text().splitlines())
+        while len(out.read_text().splitlines()) < seen + 200:  # the restarted worker carries on
+            assert proc.poll() is None and time.monotonic() < until, "".join(lines)[-3000:]
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+    finally:
+        for sock in flood:
+            sock.close()
+        if proc.poll() is None:
+            proc.kill()
+    reader.join(timeout=10)
+    err = "".join(lines)
+    assert proc.returncode == 0, err[-3000:]
+    assert "Too many open files" not in err and "internal error" not in err, err[-3000:]
+    assert "t failed" in err  # the worker was restarted during the flood
