@@ -174,7 +174,8 @@ class App:
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         method, path = environ.get("REQUEST_METHOD", "GET"), environ.get("PATH_INFO", "/")
-        if self.hosts is not None and _host_name(environ.get("HTTP_HOST", "")) not in self.hosts:
+        host = environ.get("HTTP_HOST")  # absent in HTTP/1.0: no browser (the rebinding threat) omits it
+        if self.hosts is not None and host is not None and _host_name(host) not in self.hosts:
             return _reply(start_response, "421 Misdirected Request", b"unknown Host\n", "text/plain")
         if method not in ("GET", "HEAD"):
             return _reply(

@@ -112,6 +112,9 @@ def test_a_foreign_host_header_is_refused(endpoint: server.ObserveServer) -> Non
     assert _get(port, "/", host="evil.example")[0] == 421
     for host in (f"127.0.0.1:{port}", f"localhost:{port}", "LOCALHOST", f"[::1]:{port}"):
         assert _get(port, host=host)[0] == 200, host
+    with _connect(port) as sock:  # HTTP/1.0 without a Host: no browser sends that
+        sock.sendall(b"GET /api/status HTTP/1.0\r\n\r\n")
+        assert _closed_within(sock, 1.2).startswith(b"HTTP/1.0 200")
 
 
 def test_more_hosts_can_be_allowed(monkeypatch: pytest.MonkeyPatch) -> None:
