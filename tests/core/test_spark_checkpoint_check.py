@@ -73,3 +73,11 @@ def test_metadata_gone_while_batches_are_logged(checkpoint: Path) -> None:
     (checkpoint / "metadata").unlink()
     with pytest.raises(StateError, match="metadata is missing.*Move the checkpoint aside"):
         check_checkpoint(checkpoint)
+
+
+def test_the_last_plan_of_a_committed_batch_is_not_to_be_removed(checkpoint: Path) -> None:
+    _write(checkpoint / "commits" / "1", COMMIT)  # batch 1 committed: its plan is needed
+    _write(checkpoint / "offsets" / "1", OFFSETS[:5])
+    with pytest.raises(StateError, match="Move the checkpoint aside") as raised:
+        check_checkpoint(checkpoint)
+    assert "remove it" not in str(raised.value)
