@@ -162,12 +162,6 @@ class _Loader(yaml.SafeLoader):
             ) from None
 
 
-_Loader.yaml_implicit_resolvers = {
-    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
-
-
 def _as_text(loader: _Loader, node: yaml.Node) -> str:
     if not isinstance(node, yaml.ScalarNode):
         raise yaml.constructor.ConstructorError(None, None, "!!timestamp on a collection", node.start_mark)
