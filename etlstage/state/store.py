@@ -23,6 +23,7 @@ import pwd
 import sqlite3
 import stat
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
@@ -253,10 +254,6 @@ def ensure_private_dir(path: str | Path) -> Path:
     return p
 
 
-def _no_follow(path: str, flags: int) -> int:
-    return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC)
-
-
 @contextmanager
 def _locked(directory: Path) -> Iterator[None]:
     """An exclusive lock on ``directory`` (flock on its descriptor) for the block."""
@@ -287,9 +284,10 @@ class StateStore:
                 self.db = connect(self.path)
                 self._check_schema()
                 self.db.executescript(SCHEMA)
-            # see check_intact; a file object, closed with the store even when close() is not called
-            self._watch = open(self.path, "rb", buffering=0, opener=_no_follow)  # noqa: SIM115
-            opened = os.fstat(self._watch.fileno())
+            # see check_intact; closed with the store, or when it is collected unclosed
+            self._watch = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            self._unwatch = weakref.finalize(self, os.close, self._watch)
+            opened = os.fstat(self._watch)
             self._identity = (opened.st_dev, opened.st_ino)
         except sqlite3.OperationalError as exc:  # locked, unreadable...: the file may well be fine
             raise StateError(f"cannot use the state store {self.path}: {exc}") from None
@@ -364,7 +362,7 @@ class StateStore:
 
     def close(self) -> None:
         self.db.close()
-        self._watch.close()
+        self._unwatch()
 
     def check_intact(self) -> None:
         """Raise if ``state.db`` was replaced, removed or truncated since it was opened: what is
@@ -384,7 +382,7 @@ class StateStore:
                 f"the state store {self.path} was replaced by another file during the run: what this run "
                 "committed is not in it; put the right file back from a backup before the next run"
             )
-        if os.pread(self._watch.fileno(), 16, 0) != b"SQLite format 3\x00":
+        if os.pread(self._watch, 16, 0) != b"SQLite format 3\x00":
             raise StateError(
                 f"the state store {self.path} was truncated or overwritten during the run ({st.st_size} bytes, "
                 f"no SQLite header): what this run committed is not safe in it; move it aside "
