@@ -25,12 +25,15 @@ _REF = re.compile(r"\$(?:(\$)|\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?])([^}]*))?\}|(
 _STR = "tag:yaml.org,2002:str"
 
 
-def load_yaml(text: str, source: str, environ: Mapping[str, str]) -> Any:
-    """``yaml.safe_load`` with every ``${...}`` of every value substituted from ``environ``.
+def load_yaml(
+    text: str, source: str, environ: Mapping[str, str], loader_class: type[yaml.SafeLoader] = yaml.SafeLoader
+) -> Any:
+    """``yaml.safe_load`` (or ``loader_class``, a SafeLoader) with every ``${...}`` of every
+    value substituted from ``environ``.
 
     Raises :class:`ConfigError` naming ``source:line:column`` of each reference that cannot be resolved.
     """
-    loader = yaml.SafeLoader(text)
+    loader = loader_class(text)
     try:
         node = loader.get_single_node()
         if node is None:

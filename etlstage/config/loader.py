@@ -147,13 +147,40 @@ def load_config(path: str | Path) -> PipelineConfig:
     return parse_config(text, shown, base_dir=str(p.resolve().parent))
 
 
+class _Loader(yaml.SafeLoader):
+    """YAML's safe loader, dates and times left as the text they were written as: a
+    ``name: 2026-02-30`` is a name, not an invalid date, and ``start: 2026-01-01T00:00:00Z``
+    means the same quoted or not (parsed where an instant is expected, with its place).
+    A value an explicit tag cannot make (``!!int abc``) is a YAML error at its place."""
+
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        try:
+            return super().construct_object(node, deep)
+        except (ValueError, KeyError, TypeError, OverflowError) as exc:
+            raise yaml.constructor.ConstructorError(
+                None,
+                None,
+                f"{node.tag.rpartition(':')[2]} {escape_controls(str(node.value))[:80]!r}: {exc}",
+                node.start_mark,
+            ) from None
+
+
+def _as_text(loader: _Loader, node: yaml.Node) -> str:
+    if not isinstance(node, yaml.ScalarNode):
+        raise yaml.constructor.ConstructorError(None, None, "!!timestamp on a collection", node.start_mark)
+    return str(loader.construct_scalar(node))
+
+
+_Loader.add_constructor("tag:yaml.org,2002:timestamp", _as_text)
+
+
 def parse_config(
     text: str, source: str = "stages.yaml", base_dir: str = ".", environ: Mapping[str, str] | None = None
 ) -> PipelineConfig:
     """``environ`` (default: this process's environment) fills ``${VAR}`` in values."""
     try:
         check_yaml_shape(text, source)
-        data = load_yaml(text, source, os.environ if environ is None else environ)
+        data = load_yaml(text, source, os.environ if environ is None else environ, _Loader)
     except yaml.reader.ReaderError as exc:  # a character YAML does not allow: placed by line, not offset
         line, column = _line_column(text, exc.position)
         raise ConfigError(

@@ -7,17 +7,27 @@ event loop (``call_soon_threadsafe``), under the Spark engine from the driver's
 counters (:mod:`etlstage.spark.live`): the pipeline pays nothing per message and little
 per request.  No
 authentication: it listens on loopback unless told otherwise (docs/operating.md).
+
+Whatever a client does, the pipeline runs on: a connection gets ``REQUEST_SECONDS`` to
+send its request and ``IDLE_SECONDS`` between reads, at most ``MAX_CONNECTIONS`` are
+served at once (the next ones get a 503 and are closed at once), so the server never holds
+more than that many descriptors; a request whose ``Host`` is not the address listened on
+(DNS rebinding from a browser) gets a 421 unless ``ETLSTAGE_HTTP_HOSTS`` names it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import functools
+import ipaddress
 import logging
+import os
 import selectors
 import socket
 import socketserver
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -39,13 +49,65 @@ PAGE_FILES = {"app.js": "text/javascript", "style.css": "text/css"}
 StartResponse = Callable[[str, list[tuple[str, str]]], Any]
 
 
+MAX_CONNECTIONS = 32  # served at once; each holds one descriptor and one thread
+IDLE_SECONDS = 10.0  # the longest wait for a client's next bytes
+REQUEST_SECONDS = 30.0  # the longest a connection lives, however slowly it trickles
+HOSTS_ENV = "ETLSTAGE_HTTP_HOSTS"  # more names a request's Host may carry (comma-separated; * for any)
+BUSY = b"HTTP/1.0 503 Service Unavailable\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\nbusy\n"
+
+
 class _Server(socketserver.ThreadingMixIn, WSGIServer):
     daemon_threads = True
     block_on_close = False  # a request waiting for the event loop must not hold up the end of the run
     allow_reuse_address = True
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        super().__init__(*args, **kwargs)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # a client that timed out or went away: not worth a traceback on stderr
+        log.debug("http: connection from %s ended: %s", client_address, sys.exc_info()[1])
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self.slots.acquire(blocking=False):
+            # over the cap: answered and closed here, no thread, no descriptor kept
+            with contextlib.suppress(OSError):
+                request.setblocking(False)
+                request.send(BUSY)
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self.slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
+
 
 class _Handler(WSGIRequestHandler):
+    def setup(self) -> None:
+        super().setup()
+        self.connection.settimeout(IDLE_SECONDS)  # per read and write
+        # a whole-connection deadline: a client sending a byte every few seconds is cut off too
+        self._deadline = threading.Timer(REQUEST_SECONDS, self._cut)
+        self._deadline.daemon = True
+        self._deadline.start()
+
+    def _cut(self) -> None:
+        with contextlib.suppress(OSError):
+            self.connection.shutdown(socket.SHUT_RDWR)
+
+    def finish(self) -> None:
+        self._deadline.cancel()
+        with contextlib.suppress(OSError):
+            super().finish()
+
     def log_message(self, format: str, *args: Any) -> None:
         log.debug("%s %s", self.address_string(), format % args)
 
@@ -102,8 +164,9 @@ def pipeline_snapshot(pipeline: Pipeline) -> Snapshot:
 class App:
     """The WSGI application: routes, the page's files, JSON, and prometheus_client's exposition."""
 
-    def __init__(self, snapshots: Snapshots) -> None:
+    def __init__(self, snapshots: Snapshots, hosts: frozenset[str] | None = None) -> None:
         self.snapshots = snapshots
+        self.hosts = hosts  # the Host names (lower case, without port) accepted; None: any
         self._metrics: Callable[..., Iterable[bytes]] | None = None
         self._metrics_lock = threading.Lock()
         page = resources.files("etlstage.observe") / "page"
@@ -111,6 +174,9 @@ class App:
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         method, path = environ.get("REQUEST_METHOD", "GET"), environ.get("PATH_INFO", "/")
+        host = environ.get("HTTP_HOST")  # absent in HTTP/1.0: no browser (the rebinding threat) omits it
+        if self.hosts is not None and host is not None and _host_name(host) not in self.hosts:
+            return _reply(start_response, "421 Misdirected Request", b"unknown Host\n", "text/plain")
         if method not in ("GET", "HEAD"):
             return _reply(
                 start_response, "405 Method Not Allowed", b"GET only\n", "text/plain", [("Allow", "GET, HEAD")]
@@ -146,13 +212,47 @@ class App:
             return self._metrics
 
     def _page(self) -> bytes:
-        """index.html with the state inlined: the first paint needs no second request."""
-        state = _json(self.snapshots.get().status).replace(b"</", b"<\\/")
+        """index.html with the state inlined: the first paint needs no second request.
+        Every ``<`` is escaped (JSON allows ``\\u003c``): no string a worker or stages.yaml
+        chose (``</script>``, ``<!--``) can end or change the script element."""
+        state = _json(self.snapshots.get().status).replace(b"<", b"\\u003c")
         return self.files["index.html"].replace(b"{{STATE}}", state)
 
 
 def _json(doc: StatusDoc) -> bytes:
     return encode(doc).encode()
+
+
+def _host_name(header: str) -> str:
+    """``Host`` without its port, lower case: ``[::1]:80`` -> ``::1``, ``Example:80`` -> ``example``."""
+    header = header.strip().lower()
+    if header.startswith("["):
+        return header[1:].partition("]")[0]
+    return header.rpartition(":")[0] if header.count(":") == 1 else header
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+def allowed_hosts(host: str) -> frozenset[str] | None:
+    """The ``Host`` names a request to ``host`` may carry: its own address (and ``localhost``
+    on loopback; the machine's names on a wildcard address), plus ``ETLSTAGE_HTTP_HOSTS``;
+    None (any) when that says ``*``."""
+    extra = {h.strip().lower() for h in os.environ.get(HOSTS_ENV, "").split(",") if h.strip()}
+    if "*" in extra:
+        return None
+    names = {host.lower(), *extra}
+    if _is_loopback(host):
+        names |= {"localhost", "127.0.0.1", "::1"}
+    elif host in ("0.0.0.0", "::", ""):
+        names |= {"localhost", "127.0.0.1", "::1", socket.gethostname().lower(), socket.getfqdn().lower()}
+        with contextlib.suppress(OSError):
+            names |= {str(a[4][0]) for a in socket.getaddrinfo(socket.gethostname(), None)}
+    return frozenset(names)
 
 
 def _reply(
@@ -172,15 +272,23 @@ class ObserveServer:
             self.httpd: WSGIServer = server_class((host, port), _Handler)
         except OSError as exc:
             raise ConfigError([f"http: cannot listen on {_url(host, port)}: {exc.strerror or exc}"]) from None
-        self.httpd.set_app(App(snapshots))
+        self.httpd.set_app(App(snapshots, allowed_hosts(host)))
         self.port = self.httpd.server_address[1]
         self.url = _url(host, self.port)
+        self.exposed = not _is_loopback(host)
         self._wake_r, self._wake_w = socket.socketpair()
         self._thread = threading.Thread(target=self._serve, name="etlstage-http", daemon=True)
 
     def start(self) -> None:
         self._thread.start()
         log.info("status page and metrics on %s (no authentication: see docs/operating.md)", self.url)
+        if self.exposed:
+            log.warning(
+                "http: listening on %s, not loopback: anyone who reaches the port reads the status "
+                "(no authentication, no TLS); keep it on 127.0.0.1 behind a proxy with authentication "
+                "(docs/operating.md)",
+                self.url,
+            )
 
     def _serve(self) -> None:
         # Like serve_forever, but woken at once by stop() instead of polling every half second

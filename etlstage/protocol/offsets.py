@@ -112,9 +112,18 @@ def make_policy(kind: str, start: object, step: object, lag: object, where: str)
             )
         return CounterPolicy(start, step)
     if kind == "time":
-        return TimePolicy(
-            parse_instant(start, f"{where}.start"),
-            parse_duration(step, f"{where}.step"),
-            parse_duration(lag or 0, f"{where}.lag"),
-        )
+        try:
+            policy = TimePolicy(
+                parse_instant(start, f"{where}.start"),
+                parse_duration(step, f"{where}.step"),
+                parse_duration(lag or 0, f"{where}.lag"),
+            )
+            policy.start + policy.step - policy.lag, dt.datetime.now(dt.UTC) - policy.lag  # raise when out of range
+        except OverflowError:
+            raise ConfigError(
+                [f"{where}: start {start!r}, step {step!r}, lag {lag!r}: the first window is out of the years 1-9999"]
+            ) from None
+        if policy.step <= dt.timedelta(0):
+            raise ConfigError([f"{where}.step: {step!r} is no time: a time policy's windows need a step above 0"])
+        return policy
     raise ConfigError([f"{where}.type: {kind!r}: expected counter or time"])

@@ -81,6 +81,13 @@ class _Driver:
         log.debug("started %s: pid %s", label, transport.pid)
         return session
 
+    def stopped_on_purpose(self, label: str) -> bool:
+        """True once the pipeline stops its workers (a drain timeout): a worker ending then has
+        not failed and is not restarted."""
+        if self.halted:
+            log.info("%s stopped by the pipeline before it finished; its unfinished work is done again next run", label)
+        return self.halted
+
     def kill_all(self) -> None:
         for s in self.sessions.values():
             s.kill()
@@ -132,6 +139,8 @@ class TransformDriver(_Driver):
                 await self._close(session, held, restarts)
             except WorkerError as exc:
                 await session.abort()
+                if self.stopped_on_purpose(session.label):
+                    return
                 failed = list(session.inflight)
                 session.inflight.clear()
                 self.stats.in_flight -= len(failed)
@@ -508,6 +517,8 @@ class ExtractDriver(_Driver):
                         await asyncio.sleep(self.stage.poll_interval)
             except WorkerError as exc:
                 await session.abort()
+                if self.stopped_on_purpose(label):
+                    return
                 self.stats.failed(exc)
                 await restarts.wait(exc)
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from etlstage.config.model import PipelineConfig, StageConfig
-from etlstage.errors import PipelineError
+from etlstage.errors import PipelineError, StateError
 from etlstage.protocol.framing import split_block
 from etlstage.protocol.offsets import make_policy
 from etlstage.protocol.partition import parse_pointer, partition_key, partition_of
@@ -299,7 +299,12 @@ class Pipeline:
         while True:
             await asyncio.sleep(2.0)
             self.history.sample(self.stats)
-            self.store.heartbeat(self.progress())
+            try:
+                self.store.heartbeat(self.progress())  # also finds state.db truncated or replaced
+            except StateError as exc:
+                log.error("%s; stopping", exc)
+                self.stop()  # the end of the run reports it again: exit 2
+                return
 
     def stop(self) -> None:
         """Graceful: no new requests; what is in flight drains (for at most

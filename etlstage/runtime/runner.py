@@ -61,7 +61,7 @@ async def run_pipeline(
             runner.result()
     except EtlstageError as exc:
         log.error("pipeline failed: %s", exc)
-        code = 1
+        code = exc.exit_code  # 2 for the state store damaged under the run
     except Exception:
         log.exception("pipeline failed on an internal error (please report it with this traceback)")
         code = 1

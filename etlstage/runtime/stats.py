@@ -12,6 +12,7 @@ import bisect
 import collections
 import itertools
 import json
+import logging
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -26,6 +27,8 @@ LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
                    2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 600.0)
 # fmt: on
 LAST_ERRORS = 5  # failures kept per stage for the status page
+
+log = logging.getLogger("etlstage.stats")
 
 
 class LatencyHistogram:
@@ -63,6 +66,33 @@ class LatencyHistogram:
         return out
 
 
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _add_counters(total: dict[str, Any], counters: object) -> bool:
+    """Add a report's numbers (``{"name": 3, "section": {"name": 1}}``) to ``total``; False if
+    it held anything else (a list, a string, deeper nesting), which is left out."""
+    if not isinstance(counters, dict):
+        return False
+    clean = True
+    for key, value in counters.items():
+        if isinstance(value, dict):
+            numbers = {k: v for k, v in value.items() if _is_number(v)}
+            section = total.get(key, {})
+            if len(numbers) < len(value) or not isinstance(section, dict):
+                clean = False
+            if isinstance(section, dict) and (numbers or not value):  # an empty section is shown empty
+                total[key] = section
+                for k, v in numbers.items():
+                    section[k] = section.get(k, 0) + v
+        elif _is_number(value) and _is_number(total.get(key, 0)):
+            total[key] = total.get(key, 0) + value
+        else:
+            clean = False
+    return clean
+
+
 def failure_reason(exc: WorkerError) -> str:
     """``exit``, ``timeout`` or ``violation``: why a worker had to be restarted."""
     if isinstance(exc, WorkerTimeout):
@@ -95,6 +125,7 @@ class StageStats:
     )
     _measured: dict[int, tuple[int, float]] = field(default_factory=dict, repr=False)
     _measured_at: float = field(default=float("-inf"), repr=False)
+    _odd_reports: set[Path] = field(default_factory=set, repr=False)  # report files already warned about
 
     def answered(self, seconds: float) -> None:
         """A request, batch or cycle was answered ``seconds`` after the worker began on it."""
@@ -115,19 +146,20 @@ class StageStats:
         # the stage's folder; under the Spark engine a stage of several partitions has one each
         found = [*base.glob("report-*.json"), *base.glob("partition-*/report-*.json")] if self.state_dir else []
         for path in found:
-            if int(path.stem.rsplit("-", 1)[-1]) not in self.pids:
-                continue  # a process of an earlier run
+            pid = path.stem.rsplit("-", 1)[-1]
+            if not pid.isdigit() or int(pid) not in self.pids:
+                continue  # a process of an earlier run, or not a report
             try:
                 counters = json.loads(path.read_text())
             except (OSError, ValueError):
                 continue
-            for key, value in counters.items():
-                if isinstance(value, dict):
-                    section = total.setdefault(key, {})
-                    for k, v in value.items():
-                        section[k] = section.get(k, 0) + v
-                elif isinstance(value, (int, float)):
-                    total[key] = total.get(key, 0) + value
+            if not _add_counters(total, counters) and path not in self._odd_reports:
+                self._odd_reports.add(path)
+                log.warning(
+                    "stage %s: %s holds more than numbers and sections of numbers: the rest is ignored",
+                    self.name,
+                    path,
+                )
         return total
 
     def worker_resources(self) -> dict[int, tuple[int, float]]:

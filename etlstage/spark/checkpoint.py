@@ -1,4 +1,4 @@
-"""Spark's checkpoint as a crash leaves it.
+"""Spark's checkpoint as a crash leaves it, or as a damaged disk or a hand leaves it.
 
 Spark writes each offset and commit log entry to a temporary file and renames it into
 place. A driver killed between the two leaves the temporary file behind, and when that
@@ -8,13 +8,23 @@ starts (no other query may use the checkpoint at that moment: Spark forbids it a
 
 >>> bool(ABANDONED.match(".0.3c39a824-8032-47d8-aef9-cec641e10f2f.tmp")), bool(ABANDONED.match("0"))
 (True, False)
+
+A damaged checkpoint (an ``offsets/N`` cut short, garbage in a ``commits/N``, a file that
+no longer matches its ``.N.crc``, ``metadata`` deleted) is found before the query starts
+and named with what to do (:func:`check_checkpoint`), instead of Spark failing on it.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import re
+import struct
+import zlib
 from pathlib import Path
+
+from etlstage.errors import StateError
 
 log = logging.getLogger("etlstage.spark")
 
@@ -38,4 +48,116 @@ def remove_abandoned(checkpoint: str | Path) -> list[str]:
     return removed
 
 
-__all__ = ["remove_abandoned"]
+LOG_VERSION = re.compile(r"^v[0-9]+$")
+
+
+def check_checkpoint(checkpoint: str | Path) -> None:
+    """Raise :class:`StateError` (exit 2) naming the first damaged file of Spark's checkpoint
+    under ``checkpoint`` and what to do; nothing to check before the first batch."""
+    root = Path(checkpoint)
+    entries = {name: _numbered(root / name) for name in LOGS}
+    if not any(entries.values()):
+        return
+    metadata = root / "metadata"
+    if not metadata.is_file():
+        raise _damaged(root, metadata, "is missing, though offsets/ and commits/ hold the batches run", None)
+    problem = _checksum_problem(metadata) or _metadata_problem(metadata.read_bytes())
+    if problem:
+        raise _damaged(root, metadata, problem, None)
+    for name, numbers in entries.items():
+        for n in numbers:
+            path = root / name / str(n)
+            problem = _checksum_problem(path) or _entry_problem(path.read_bytes(), name)
+            if problem:
+                last = n == numbers[-1] and (name == "commits" or n not in entries["commits"])
+                raise _damaged(root, path, problem, name if last else None)
+
+
+def _numbered(folder: Path) -> list[int]:
+    return sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit()) if folder.is_dir() else []
+
+
+def _checksum_problem(path: Path) -> str | None:
+    """Hadoop's ``.<name>.crc`` beside ``path``: "crc\\0", the chunk size, a CRC-32 per chunk."""
+    crc = path.with_name(f".{path.name}.crc")
+    if not crc.is_file():
+        return None
+    data, sums = path.read_bytes(), crc.read_bytes()
+    if len(sums) < 8 or sums[:4] != b"crc\0":
+        return f"its checksum file {crc.name} is damaged"
+    chunk = struct.unpack(">i", sums[4:8])[0]
+    if chunk <= 0:
+        return f"its checksum file {crc.name} is damaged"
+    expected = [zlib.crc32(data[i : i + chunk]) for i in range(0, len(data), chunk)]
+    if sums[8:] != b"".join(struct.pack(">I", c) for c in expected):
+        return f"it does not match its checksum file {crc.name} ({len(data)} bytes: cut short or changed)"
+    return None
+
+
+def _metadata_problem(raw: bytes) -> str | None:
+    try:
+        doc = json.loads(raw.decode().splitlines()[0])
+    except (UnicodeDecodeError, IndexError, ValueError):
+        return "is not the query's JSON metadata"
+    return None if isinstance(doc, dict) and "id" in doc else "holds no query id"
+
+
+def _entry_problem(raw: bytes, log_name: str) -> str | None:
+    """Why ``raw`` is not an entry of Spark's offsets or commits log ("v1", a JSON object,
+    then for offsets one line per source: JSON or "-")."""
+    try:
+        lines = raw.decode().split("\n")
+    except UnicodeDecodeError:
+        return "is not text"
+    if not LOG_VERSION.match(lines[0]):
+        return f"does not start with a log version (v1), but {lines[0][:20]!r}"
+    try:
+        if len(lines) < 2 or not isinstance(json.loads(lines[1]), dict):
+            return "is cut short: no batch metadata after its version"
+        for line in lines[2:] if log_name == "offsets" else ():
+            if line != "-":
+                json.loads(line)
+    except ValueError:
+        return "is cut short or holds a line that is not JSON"
+    return None
+
+
+def _damaged(root: Path, path: Path, problem: str, last_of: str | None) -> StateError:
+    crc = path.with_name(f".{path.name}.crc")
+    remove = f"rm {path} {crc}" if crc.exists() else f"rm {path}"
+    if last_of == "offsets":
+        todo = (
+            f"It is the plan of the last batch, never committed: remove it ({remove}) and Spark plans that batch again"
+        )
+    elif last_of == "commits":
+        todo = f"It is the last batch's commit: remove it ({remove}) and that batch runs again (loaded again)"
+    else:
+        todo = (
+            f"Move the checkpoint aside (mv {root} {root}.damaged) and put back a copy from a backup; "
+            "without one, the next run starts afresh: extractors start again from their beginning"
+        )
+    return StateError(f"the Spark checkpoint is damaged: {path} {problem}. {todo}")
+
+
+def private_folder(path: Path) -> Path:
+    """``path`` with every missing level created 0700: what the engine writes beside Spark's
+    logs (spooled windows, counts, tallies) holds message data or its traces."""
+    missing = []
+    level = path
+    while not level.exists() and level != level.parent:
+        missing.append(level)
+        level = level.parent
+    for folder in reversed(missing):
+        try:
+            os.mkdir(folder, 0o700)
+        except FileExistsError:  # another task made it meanwhile
+            pass
+    return path
+
+
+def owner_only(path: str, flags: int) -> int:
+    """An ``opener`` for :func:`open`: a file it creates is 0600."""
+    return os.open(path, flags, 0o600)
+
+
+__all__ = ["check_checkpoint", "owner_only", "private_folder", "remove_abandoned"]

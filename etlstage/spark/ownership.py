@@ -3,27 +3,35 @@
 Spark does not pin a partition to one of an executor's Python processes, so the task
 for partition 3 may find that partition's worker alive in another one.  Ownership then
 moves between tasks, and the worker with it: the new task listens on a Unix socket
-(abstract, named after the lock) and asks the owner to let go (a ``.release`` file
-beside the lock); the owner's watcher thread, as soon as no task of its own uses that
-worker, sends the running worker's pipes over the socket (``SCM_RIGHTS``), forgets it
-and releases the lock; the new task takes the lock and the worker — no restart, no
-state lost.  Should the hand-over fail, the owner stops its worker instead and the new
-task starts one, as after a restart.  A worker's in-memory state is never split between
-two live processes.  If the owner died instead (its lock released by the kernel), the
-new owner waits for the old worker to be gone (the watchdog ends it).
+beside the lock and asks the owner to let go (a ``.release`` file holding its pid);
+the owner's watcher thread, as soon as no task of its own uses that worker, connects,
+checks that the listener is the process that asked, sends the running worker's pipes
+over the socket (``SCM_RIGHTS``), forgets it and releases the lock; the new task takes
+the lock and the worker — no restart, no state lost.  Should the hand-over fail, the
+owner stops its worker instead and the new task starts one, as after a restart.  A
+worker's in-memory state is never split between two live processes.  If the owner died
+instead (its lock released by the kernel), the new owner waits for the old worker to be
+gone (the watchdog ends it).
 
 The locks are ``flock`` files in a host-local folder: the guarantee holds per host.
+That folder (``$TMPDIR/etlstage-<uid>/owners/<run>``) is checked at every level as the
+state directory is: ours, 0700, no links (refused otherwise), so no other user can
+reach the socket, plant a link where a lock file is written, or read the pipes; and
+each side of a hand-over checks its peer (``SO_PEERCRED``: our uid, the expected pid).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import json
 import os
 import re
 import socket
+import stat
+import struct
 import tempfile
 import time
 from dataclasses import dataclass
@@ -31,7 +39,8 @@ from pathlib import Path
 
 import psutil
 
-from etlstage.errors import WorkerError
+from etlstage.errors import StateError, WorkerError
+from etlstage.state.store import ensure_private_dir
 
 
 @dataclass
@@ -46,8 +55,11 @@ class Handed:
     tail: list[str]
 
     @classmethod
-    def receive(cls, conn: socket.socket) -> Handed | None:
-        """What :meth:`etlstage.spark.process.WorkerProcess.hand_over` sent on ``conn``; None if nothing usable came."""
+    def receive(cls, conn: socket.socket, sender: int | None) -> Handed | None:
+        """What :meth:`etlstage.spark.process.WorkerProcess.hand_over` sent on ``conn``; None if nothing
+        usable came, or if the peer is not process ``sender`` of our user."""
+        if sender is None or not peer_is(conn, sender):
+            return None
         try:
             note, fds, _, _ = socket.recv_fds(conn, 1 << 20, 3)
         except OSError:
@@ -69,8 +81,47 @@ class Handed:
             return None
 
 
+@dataclass(frozen=True)
+class Rendezvous:
+    """Where the next owner waits for the worker (a socket in the owner-only run folder), and
+    the pid of the process that asked for it: the only listener the worker goes to."""
+
+    path: str
+    pid: int | None
+
+
+def peer_is(sock: socket.socket, pid: int | None) -> bool:
+    """The other end of the connected Unix socket ``sock`` is process ``pid`` of our user."""
+    raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    peer_pid, peer_uid, _ = struct.unpack("3i", raw)
+    return peer_uid == os.geteuid() and pid is not None and peer_pid == pid
+
+
 def lock_root() -> Path:
     return Path(tempfile.gettempdir()) / f"etlstage-{os.getuid()}" / "owners"
+
+
+def run_folder(run_id: str) -> Path:
+    """``lock_root() / run_id``, each level from ``etlstage-<uid>`` down created or checked as
+    the state directory is (ours, 0700, not a link; refused otherwise)."""
+    root = lock_root()
+    for level in (root.parent, root, root / run_id):
+        ensure_private_dir(level)
+    return root / run_id
+
+
+def open_private(path: Path, flags: int) -> int:
+    """A file in a folder of :func:`run_folder`, created 0600; never through a link, never another user's."""
+    try:
+        fd = os.open(path, flags | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        hint = " (a symbolic link: refused)" if exc.errno == errno.ELOOP else ""
+        raise StateError(f"cannot open {path}{hint}: {exc.strerror}") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
+        os.close(fd)
+        raise StateError(f"{path} is not a file of yours (uid {st.st_uid}): refused")
+    return fd
 
 
 def retired_marker(run_id: str) -> Path:
@@ -80,9 +131,8 @@ def retired_marker(run_id: str) -> Path:
 
 def retire(run_id: str) -> None:
     """Mark ``run_id`` as ended on this host (see :meth:`etlstage.spark.process.Registry`)."""
-    marker = retired_marker(run_id)
-    marker.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    marker.touch()
+    run_folder(run_id)
+    os.close(open_private(retired_marker(run_id), os.O_WRONLY))
 
 
 class Ownership:
@@ -96,18 +146,33 @@ class Ownership:
         self.handed: Handed | None = None  # the running worker the last owner handed over
 
     @property
-    def address(self) -> bytes:
-        """Where the next owner waits for the worker: a Linux abstract socket, gone with it."""
-        digest = hashlib.sha256(str(self.path).encode()).hexdigest()[:32]
-        return f"\0etlstage-handover-{digest}".encode()
+    def socket_path(self) -> Path:
+        """The hand-over socket, beside the lock; named by a digest so that it fits in a socket
+        address (108 bytes) whatever the stage's name."""
+        digest = hashlib.sha256(self.path.name.encode()).hexdigest()[:16]
+        return self.path.parent / f"h-{digest}.sock"
+
+    @property
+    def address(self) -> Rendezvous:
+        """Where the next owner waits for the worker, and which process it is (from ``.release``)."""
+        try:
+            fd = open_private(self.release_path, os.O_RDONLY)
+        except StateError:
+            return Rendezvous(str(self.socket_path), None)
+        try:
+            text = os.read(fd, 32).decode(errors="replace").strip()
+        finally:
+            os.close(fd)
+        return Rendezvous(str(self.socket_path), int(text) if text.isdigit() else None)
 
     def acquire(self, timeout: float, who: str) -> None:
         """Take ownership, asking the current owner to let go (and hand its worker over);
         raise after ``timeout`` seconds."""
-        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        run_folder(self.path.parent.name)
+        fd = open_private(self.path, os.O_RDWR)
         deadline = time.monotonic() + timeout
         listener: socket.socket | None = None
+        owner: int | None = None  # the pid of the process holding the lock: the only sender accepted
         try:
             while True:
                 try:
@@ -115,8 +180,9 @@ class Ownership:
                     break
                 except BlockingIOError:
                     if listener is None:
+                        owner = _owner_pid(fd)
                         listener = self._listen()
-                        self.release_path.touch()
+                        self._ask()
                     if time.monotonic() >= deadline:
                         raise WorkerError(
                             f"{who}: its worker in another Spark Python process on this host "
@@ -126,27 +192,41 @@ class Ownership:
             with contextlib.suppress(FileNotFoundError):
                 self.release_path.unlink()
             if listener is not None:
-                self.handed = self._receive(listener)
+                self.handed = self._receive(listener, owner)
             if self.handed is None:
                 self._wait_for_previous(fd, max(0.0, deadline - time.monotonic()), who)
+            _write(fd, f"0 0 {os.getpid()}")  # the owner, for a successor's check of the sender
         except BaseException:
             os.close(fd)
             raise
         finally:
             if listener is not None:
                 listener.close()
+                with contextlib.suppress(FileNotFoundError):
+                    self.socket_path.unlink()
         self.fd = fd
+
+    def _ask(self) -> None:
+        """The ``.release`` file, holding our pid: the owner hands over to this process only."""
+        fd = open_private(self.release_path, os.O_WRONLY)
+        try:
+            _write(fd, str(os.getpid()))
+        finally:
+            os.close(fd)
 
     def _listen(self) -> socket.socket:
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         with contextlib.suppress(OSError):  # in use: no hand-over, the owner stops its worker
-            listener.bind(self.address)
+            with contextlib.suppress(FileNotFoundError):
+                self.socket_path.unlink()  # a last owner's, left by a crash (the folder is ours alone)
+            listener.bind(str(self.socket_path))
             listener.listen(1)
         return listener
 
     @staticmethod
-    def _receive(listener: socket.socket) -> Handed | None:
-        """The worker, if the last owner sent it before letting go of the lock (it did, or never will)."""
+    def _receive(listener: socket.socket, sender: int | None) -> Handed | None:
+        """The worker, if the last owner (process ``sender``) sent it before letting go of the
+        lock (it did, or never will)."""
         listener.setblocking(False)
         try:
             conn, _ = listener.accept()
@@ -154,12 +234,12 @@ class Ownership:
             return None
         with conn:
             conn.settimeout(2.0)
-            return Handed.receive(conn)
+            return Handed.receive(conn, sender)
 
     def _wait_for_previous(self, fd: int, timeout: float, who: str) -> None:
         """The last owner's worker (pid and start time in the lock file) must have exited."""
-        raw = os.pread(fd, 64, 0).split()
-        if len(raw) != 2:
+        raw = os.pread(fd, 64, 0).split()[:2]
+        if len(raw) != 2 or raw[0] == b"0":
             return
         try:
             old = psutil.Process(int(raw[0]))
@@ -176,9 +256,7 @@ class Ownership:
         if self.fd is None:
             return
         with contextlib.suppress(psutil.Error):
-            text = f"{pid} {psutil.Process(pid).create_time()}".encode()
-            os.ftruncate(self.fd, 0)
-            os.pwrite(self.fd, text, 0)
+            _write(self.fd, f"{pid} {psutil.Process(pid).create_time()} {os.getpid()}")
 
     @property
     def asked(self) -> bool:
@@ -193,4 +271,26 @@ class Ownership:
             self.fd = None
 
 
-__all__ = ["Handed", "Ownership", "lock_root", "retire", "retired_marker"]
+def _write(fd: int, text: str) -> None:
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, text.encode(), 0)
+
+
+def _owner_pid(fd: int) -> int | None:
+    """The pid of the process holding the lock, as it wrote it in the lock file ("worker
+    pid, its start time, owner pid"); None if none is there yet."""
+    raw = os.pread(fd, 64, 0).split()
+    return int(raw[2]) if len(raw) == 3 and raw[2].isdigit() else None
+
+
+__all__ = [
+    "Handed",
+    "Ownership",
+    "Rendezvous",
+    "lock_root",
+    "open_private",
+    "peer_is",
+    "retire",
+    "retired_marker",
+    "run_folder",
+]

@@ -32,7 +32,7 @@ import psutil
 
 from etlstage.errors import WorkerGone, WorkerTimeout, describe_status
 from etlstage.runtime.transport import READ_CHUNK, STDERR_TAIL, grow_pipe, resolve_program, start_error
-from etlstage.spark.ownership import Handed, retired_marker
+from etlstage.spark.ownership import Handed, Rendezvous, peer_is, retired_marker
 
 log = logging.getLogger("etlstage.spark.worker")
 
@@ -238,9 +238,10 @@ class WorkerProcess:
                 with contextlib.suppress(psutil.Error):
                     p.send_signal(sig)
 
-    def hand_over(self, address: bytes) -> bool:
+    def hand_over(self, address: Rendezvous) -> bool:
         """Pass this running worker's pipes to the Spark Python process waiting at ``address``
-        and let go of it here; False (nothing changed) when nobody waits there."""
+        and let go of it here; False (nothing changed) when nobody waits there, or when the
+        listener is not the process that asked (another user's, or another pid)."""
         assert self.proc.stdin and self.proc.stdout and self.proc.stderr
         try:
             create_time = psutil.Process(self.pid).create_time()
@@ -251,7 +252,14 @@ class WorkerProcess:
         try:
             with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
                 sock.settimeout(2.0)
-                sock.connect(address)
+                sock.connect(address.path)
+                if not peer_is(sock, address.pid):
+                    log.warning(
+                        "%s: the hand-over socket %s is not the asking process's: not handed over",
+                        self.label,
+                        address.path,
+                    )
+                    return False
                 socket.send_fds(sock, [note], fds)
         except OSError:
             return False

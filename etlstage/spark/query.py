@@ -22,8 +22,9 @@ from typing import TYPE_CHECKING, Any
 from etlstage.config.model import PipelineConfig, StageConfig
 from etlstage.errors import EtlstageError
 from etlstage.protocol.markers import Markers
-from etlstage.spark.checkpoint import remove_abandoned
+from etlstage.spark.checkpoint import check_checkpoint, remove_abandoned
 from etlstage.spark.report import Counts
+from etlstage.state.store import ensure_private_dir
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -35,6 +36,8 @@ log = logging.getLogger("etlstage.spark")
 
 ENGINE_CONF = {
     "spark.sql.adaptive.enabled": "false",  # not used by streaming queries; Spark warns when it is on
+    # the checkpoint's files hold message data: owner-only (0600, folders 0700), like the state directory
+    "spark.hadoop.fs.permissions.umask-mode": "077",
 }
 
 
@@ -229,6 +232,11 @@ def _run_query(
     engine = config.engine
     plain_only = all(s.mode == "plain" for s in config.stages if s.type == "E")
     plan = Plan(config, once=once or plain_only, extra_env=extra_env)
+    try:
+        ensure_private_dir(plan.checkpoint)  # ours, 0700, not a link, wherever engine.checkpoint puts it
+    except EtlstageError as exc:
+        log.error("engine.checkpoint: %s", exc)
+        return exc.exit_code
     counts = Counts(config, plan.run_id)
     try:
         stop_http = attach(counts) if attach else lambda: None  # a port in use stops the run at once
@@ -286,6 +294,7 @@ def run_in(spark: SparkSession, plan: Plan, *, progress: bool = True, counts: Co
 
     config = plan.config
     try:
+        check_checkpoint(plan.checkpoint)
         packs = plan.checkpoint / "etlstage" / "ship"
         plan = dataclasses.replace(plan, shipped=ship(spark, config.engine.ship, packs, plan.run_id[:12]))
     except EtlstageError as exc:

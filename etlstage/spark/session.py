@@ -136,6 +136,7 @@ def start_session(
     for key, value in {**DEFAULT_CONF, **conf}.items():
         builder = builder.config(key, value)
     try:
+        _launch_jvm({"spark.master": master, "spark.app.name": app_name, **DEFAULT_CONF, **conf})
         spark = builder.getOrCreate()
     except Exception as exc:
         raise SparkStartError(f"Spark did not start with --master {master}: {_first_line(exc)}") from None
@@ -143,6 +144,25 @@ def start_session(
     if master.startswith("spark://"):
         _probe_executors(spark, master, connect_timeout * 6)
     return spark
+
+
+PRIVATE_PREFIXES = ("spark.executorEnv.",)  # values a service exports: credentials among them
+
+
+def _launch_jvm(conf: dict[str, str]) -> None:
+    """Start Spark's JVM with ``conf`` less its private settings: pyspark hands what it starts
+    the JVM with to ``spark-submit`` as ``--conf k=v`` arguments, which every user of the host
+    can read (``ps``).  The private ones reach the SparkContext over the gateway's socket
+    instead, when the session is created (the builder holds them all)."""
+    from pyspark import SparkConf, SparkContext
+
+    if SparkContext._gateway is not None:
+        return  # started already (a session earlier in this process)
+    public = SparkConf(loadDefaults=False)
+    for key, value in conf.items():
+        if not key.startswith(PRIVATE_PREFIXES):
+            public.set(key, value)
+    SparkContext._ensure_initialized(conf=public)
 
 
 def _start_connect(master: str, app_name: str, conf: dict[str, str]) -> SparkSession:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from etlstage.errors import ConfigError
+from etlstage.spark.checkpoint import private_folder
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -49,7 +50,7 @@ def ship(spark: SparkSession, paths: list[str], packs: Path, tag: str = "") -> S
         root = os.path.normpath(os.path.abspath(path))
         try:
             if os.path.isdir(root):
-                packs.mkdir(parents=True, exist_ok=True)
+                private_folder(packs)
                 archive = packs / f"{prefix}{os.path.basename(root)}.tgz"
                 with tarfile.open(archive, "w:gz") as tar:
                     tar.add(root, arcname=".")
@@ -58,7 +59,7 @@ def ship(spark: SparkSession, paths: list[str], packs: Path, tag: str = "") -> S
             else:
                 copy = root
                 if prefix:
-                    packs.mkdir(parents=True, exist_ok=True)
+                    private_folder(packs)
                     copy = str(packs / f"{prefix}{os.path.basename(root)}")
                     shutil.copy2(root, copy)
                 _add(spark, copy, archive=False, connect=connect)

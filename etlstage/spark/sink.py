@@ -27,6 +27,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamArrowWriter, Writ
 
 from etlstage.protocol.markers import Markers
 from etlstage.spark.blocks import to_block
+from etlstage.spark.checkpoint import owner_only, private_folder
 from etlstage.spark.plan import Plan
 from etlstage.spark.transform import framed_for, partition_id
 
@@ -118,9 +119,10 @@ class LoadWriter(DataSourceStreamArrowWriter):
                     sizes[name] = sizes.get(name, 0) + n
         if totals:
             path = self.plan.checkpoint / "etlstage" / "batch-counts" / f"{batchId}.json"
-            path.parent.mkdir(parents=True, exist_ok=True)
+            private_folder(path.parent)
             tmp = path.with_suffix(".tmp")
-            tmp.write_text(json.dumps({"messages": totals, "bytes": sizes}))
+            with open(tmp, "w", opener=owner_only) as f:
+                f.write(json.dumps({"messages": totals, "bytes": sizes}))
             os.replace(tmp, path)
         log.debug("micro-batch %d acknowledged by %d task(s)", batchId, len(messages))
 

@@ -28,6 +28,7 @@ from pyspark.sql.streaming.datasource import ReadLimit, SupportsTriggerAvailable
 from etlstage.config.model import StageConfig
 from etlstage.errors import PipelineError, WorkerError
 from etlstage.spark.blocks import message_ends, to_batches
+from etlstage.spark.checkpoint import owner_only, private_folder
 from etlstage.spark.extract import ExtractWorker
 from etlstage.spark.plan import Plan
 from etlstage.spark.readahead import ReadAhead
@@ -211,9 +212,10 @@ class PolicyReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 block = worker.cycle(request)
             except WorkerError as exc:
                 raise PipelineError(str(exc)) from exc
-        self.counts.mkdir(parents=True, exist_ok=True)
+        private_folder(self.counts)
         n = len(message_ends(block, self.stage.markers.eom))
-        (self.counts / f"{_safe(partition.request['end'])}-{partition.instance}").write_text(str(n))
+        with open(self.counts / f"{_safe(partition.request['end'])}-{partition.instance}", "w", opener=owner_only) as f:
+            f.write(str(n))
         yield from to_batches(block, self.stage.markers.eom)
 
     def commit(self, end: dict) -> None:

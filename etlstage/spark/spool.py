@@ -8,19 +8,20 @@ from pathlib import Path
 
 from etlstage.errors import PipelineError
 from etlstage.spark.blocks import message_ends
+from etlstage.spark.checkpoint import owner_only, private_folder
 from etlstage.state.durable import fsync_path
 
 
 def write_window(folder: Path, name: str, block: bytes, eom: int, parts: int) -> None:
     """``block``'s messages in ``parts`` files ``<name>-<p>.bin`` of about equal counts, fsync'd."""
-    folder.mkdir(parents=True, exist_ok=True)
+    private_folder(folder)
     ends = message_ends(block, eom)
     cuts = [0] + [int(ends[(len(ends) * k) // parts - 1]) if (len(ends) * k) // parts else 0 for k in range(1, parts)]
     cuts.append(len(block))
     for p in range(parts):
         path = folder / f"{name}-{p}.bin"
         tmp = path.with_suffix(".tmp")
-        with open(tmp, "wb") as f:
+        with open(tmp, "wb", opener=owner_only) as f:
             f.write(block[cuts[p] : max(cuts[p], cuts[p + 1])])
             f.flush()
             os.fsync(f.fileno())

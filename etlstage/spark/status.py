@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from etlstage.config.model import PipelineConfig
+from etlstage.spark.checkpoint import check_checkpoint
 
 
 @dataclass
@@ -32,6 +33,7 @@ def _batches(folder: Path) -> list[int]:
 
 def read_checkpoint(config: PipelineConfig) -> CheckpointStatus:
     root = Path(config.engine.checkpoint)
+    check_checkpoint(root)  # damaged: named, with what to do (exit 2), as `run` does
     status = CheckpointStatus(str(root))
     offsets, commits = _batches(root / "offsets"), _batches(root / "commits")
     if commits:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from etlstage.runtime.stats import StageStats
+from etlstage.spark.checkpoint import owner_only, private_folder
 
 
 @dataclass
@@ -73,9 +74,10 @@ def write(folder: Path, tally: Tally) -> None:
     """Replace this process's file for the tally's (stage, partition); never fails a task."""
     name = f"{tally.stage}-{tally.partition}-{socket.gethostname()}-{os.getpid()}.json"
     with contextlib.suppress(OSError):
-        folder.mkdir(parents=True, exist_ok=True)
+        private_folder(folder)
         tmp = folder / f".{name}.tmp"
-        tmp.write_text(tally.to_json())
+        with open(tmp, "w", opener=owner_only) as f:
+            f.write(tally.to_json())
         os.replace(tmp, folder / name)
 
 

@@ -15,6 +15,7 @@ no one else can swap what is in it, so the checks made at opening hold for the r
 from __future__ import annotations
 
 import errno
+import functools
 import json
 import logging
 import os
@@ -22,11 +23,12 @@ import pwd
 import sqlite3
 import stat
 import time
-from collections.abc import Iterator
+import weakref
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, ParamSpec, TypeVar
 
 from etlstage.errors import StateError
 from etlstage.protocol.framing import split_block
@@ -70,6 +72,56 @@ CREATE TABLE IF NOT EXISTS runs (
     info TEXT
 );
 """
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _damaged(path: Path, detail: object) -> StateError:
+    return StateError(
+        f"the state store {path} is damaged or is not etlstage's ({detail}). Move it aside "
+        f"(mv {path} {path}.damaged) and put back a copy from a backup; or run without it to "
+        "start afresh: its committed offsets and dead letters are then lost and extractors start again "
+        "from their beginning"
+    )
+
+
+def _guarded(method: Callable[P, R]) -> Callable[P, R]:
+    """``method`` of :class:`StateStore`, with SQLite's errors as a :class:`StateError` that names
+    the file (a table dropped or the file damaged while a run or ``status`` uses it)."""
+
+    @functools.wraps(method)
+    def call(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return method(*args, **kwargs)
+        except sqlite3.OperationalError as exc:
+            store = args[0]
+            assert isinstance(store, StateStore)
+            if "locked" in str(exc) or "busy" in str(exc):
+                raise StateError(f"cannot use the state store {store.path}: {exc}") from None
+            raise _damaged(store.path, exc) from None
+        except sqlite3.DatabaseError as exc:
+            store = args[0]
+            assert isinstance(store, StateStore)
+            raise _damaged(store.path, exc) from None
+
+    return call
+
+
+def _expected_columns() -> dict[str, set[str]]:
+    """Each table of :data:`SCHEMA` and its columns, read from SQLite itself."""
+    db = sqlite3.connect(":memory:")
+    try:
+        db.executescript(SCHEMA)
+        return _columns(db)
+    finally:
+        db.close()
+
+
+def _columns(db: sqlite3.Connection) -> dict[str, set[str]]:
+    tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+    return {t: {r[1] for r in db.execute("SELECT * FROM pragma_table_info(?)", (t,))} for t in tables}
 
 
 @dataclass(frozen=True)
@@ -229,23 +281,38 @@ class StateStore:
             # letters) take turns: none sees the file another is creating still empty.
             with _locked(self.dir):
                 self._open_file(stage_dirs)
-                self.db = connect(self.path, schema=SCHEMA)
-            check = self.db.execute("PRAGMA quick_check").fetchall()
-            if check != [("ok",)]:
-                raise sqlite3.DatabaseError("; ".join(str(r[0]) for r in check[:3]))
+                self.db = connect(self.path)
+                self._check_schema()
+                self.db.executescript(SCHEMA)
+            # see check_intact; closed with the store, or when it is collected unclosed
+            self._watch = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            self._unwatch = weakref.finalize(self, os.close, self._watch)
+            opened = os.fstat(self._watch)
+            self._identity = (opened.st_dev, opened.st_ino)
         except sqlite3.OperationalError as exc:  # locked, unreadable...: the file may well be fine
             raise StateError(f"cannot use the state store {self.path}: {exc}") from None
         except sqlite3.DatabaseError as exc:
-            raise StateError(
-                f"the state store {self.path} is damaged or is not etlstage's ({exc}). Move it aside "
-                f"(mv {self.path} {self.path}.damaged) and put back a copy from a backup; or run without it to "
-                "start afresh: its committed offsets and dead letters are then lost and extractors start again "
-                "from their beginning"
-            ) from None
+            raise _damaged(self.path, exc) from None
         for suffix in SIDE_FILES:
             side = Path(str(self.path) + suffix)
             if side.exists():
                 os.chmod(side, 0o600)
+
+    def _check_schema(self) -> None:
+        """A new file gets the schema; one that has tables must have all of etlstage's, with their
+        columns (all were created together): a table missing would be recreated empty, losing
+        the offsets it held."""
+        check = self.db.execute("PRAGMA quick_check").fetchall()
+        if check != [("ok",)]:
+            raise sqlite3.DatabaseError("; ".join(str(r[0]) for r in check[:3]))
+        found = _columns(self.db)
+        if not found:
+            return
+        for table, columns in _expected_columns().items():
+            if table not in found:
+                raise sqlite3.DatabaseError(f"it has no table {table}")
+            if not columns <= found[table]:
+                raise sqlite3.DatabaseError(f"its table {table} lacks {', '.join(sorted(columns - found[table]))}")
 
     def _stage_dirs(self) -> list[str]:
         """Names of the stage directories under ``stages/`` (created 0700 if missing); no links among them."""
@@ -295,6 +362,32 @@ class StateStore:
 
     def close(self) -> None:
         self.db.close()
+        self._unwatch()
+
+    def check_intact(self) -> None:
+        """Raise if ``state.db`` was replaced, removed or truncated since it was opened: what is
+        committed from then on would not be where the next run looks for it.  Opens nothing
+        (a descriptor kept from the opening), so a process out of descriptors is not told so."""
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            raise StateError(
+                f"the state store {self.path} is gone since this run opened it: what was committed since "
+                "is lost; put it back from a backup before the next run"
+            ) from None
+        except OSError:
+            return  # not knowable now; the next heartbeat looks again
+        if (st.st_dev, st.st_ino) != self._identity:
+            raise StateError(
+                f"the state store {self.path} was replaced by another file during the run: what this run "
+                "committed is not in it; put the right file back from a backup before the next run"
+            )
+        if os.pread(self._watch, 16, 0) != b"SQLite format 3\x00":
+            raise StateError(
+                f"the state store {self.path} was truncated or overwritten during the run ({st.st_size} bytes, "
+                f"no SQLite header): what this run committed is not safe in it; move it aside "
+                f"(mv {self.path} {self.path}.damaged) and put back a copy from a backup"
+            )
 
     def tx(self) -> AbstractContextManager[sqlite3.Connection]:
         return immediate(self.db)
@@ -400,6 +493,7 @@ class StateStore:
     # --- the running supervisor -----------------------------------------------------------
 
     def heartbeat(self, info: dict[str, object]) -> None:
+        self.check_intact()
         with self.tx() as db:
             pid = os.getpid()
             cur = db.execute("UPDATE runs SET heartbeat=?, info=? WHERE pid=?", (time.time(), json.dumps(info), pid))
@@ -411,6 +505,7 @@ class StateStore:
 
     def end_run(self) -> None:
         """This run is over; so is any run that started before it (one that died unannounced)."""
+        self.check_intact()
         with self.tx() as db:
             pid = os.getpid()
             db.execute(
@@ -420,3 +515,8 @@ class StateStore:
     def runs(self) -> list[Run]:
         rows = self.db.execute("SELECT pid, started_at, heartbeat, info FROM runs").fetchall()
         return [Run(r[0], r[1], r[2], json.loads(r[3] or "{}")) for r in rows]
+
+
+# Every query of the store reports a damaged or foreign file as a StateError (exit 2).
+for _name in [n for n, v in vars(StateStore).items() if callable(v) and not n.startswith("_") and n != "tx"]:
+    setattr(StateStore, _name, _guarded(getattr(StateStore, _name)))

@@ -103,6 +103,9 @@ def test_a_graceful_stop_is_bounded_by_drain_timeout_and_leaves_no_process(pdir)
     # drain_timeout (2 s), then stdin closed, 1 s, SIGTERM: the hanging worker dies
     assert took < 12, took
     assert "did not drain within drain_timeout (2s)" in err
+    # the workers it stopped did not fail: no restart is announced, none counted
+    assert "t stopped by the pipeline before it finished" in err, err
+    assert "of at most" not in err and " failed (" not in err, err
     _, alive = psutil.wait_procs(children, timeout=5)
     assert not alive, [p.cmdline() for p in alive]
     assert "checkpoints: none yet" in pdir.etlstage("status").stdout

@@ -129,3 +129,41 @@ def test_the_page_shows_every_stage_and_live_figures_in_a_real_browser(pdir, tmp
     for png in (shot, phone):
         data = png.read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000, png
+
+
+HOSTILE = "<!--<script>"
+HOSTILE_WORKER = f"""
+from etlstage.worker import Transformer, main
+
+
+class Hostile(Transformer):
+    def process(self, messages):
+        return messages
+
+    def report(self):
+        return {{{HOSTILE!r}: 1, "</script><b>": 2}}
+
+
+main(Hostile())
+"""
+
+
+@pytest.mark.slow
+def test_the_page_renders_hostile_names_and_report_keys_in_a_real_browser(pdir, tmp_path):
+    (pdir.path / "hostile.py").write_text(HOSTILE_WORKER)
+    pdir.write(
+        STAGES.replace("name: demo", f"name: '{HOSTILE} demo'").replace(
+            '["{PY}", "{TW}", counting]', '["{PY}", "hostile.py"]'
+        )
+    )
+    with LiveRun(pdir.path) as run:
+        # the worker's first report is in
+        wait_for(lambda: HOSTILE in run.get("/api/status")[2], 30, "the hostile report in /api/status", every=0.2)
+        dom = browse(run.url, tmp_path / "profile", "--dump-dom")
+        assert run.stop() == 0, run.stderr
+    page = figures(dom)
+    assert set(page.stages) == {"src", "shout", "sink"}, dom[-3000:]
+    assert page.page["state"].endswith("running")
+    assert f"{HOSTILE} demo" in dom.replace("&lt;", "<").replace("&gt;", ">")  # shown as text
+    assert "<!--<script>" not in dom.split("<body>")[1].split('<script id="initial-state"')[0]  # never markup
+    assert HOSTILE in page.stages["shout"]["reports"].replace("&lt;", "<")
