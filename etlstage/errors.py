@@ -119,10 +119,10 @@ def escape_bytes(data: bytes, limit: int = 80) -> str:
 
 
 def describe_status(code: int | None) -> str:
-    """A process's exit status in words: ``"3"``, ``"killed by SIGKILL"``, ``"still running"``.
+    """A process's exit status in words: ``"3"``, ``"killed by signal 9 (SIGKILL)"``, ``"still running"``.
 
     >>> describe_status(-9), describe_status(None)
-    ('killed by SIGKILL', 'still running')
+    ('killed by signal 9 (SIGKILL)', 'still running')
     """
     if code is None:
         return "still running"
@@ -130,7 +130,7 @@ def describe_status(code: int | None) -> str:
         import signal
 
         try:
-            return f"killed by {signal.Signals(-code).name}"
+            return f"killed by signal {-code} ({signal.Signals(-code).name})"
         except ValueError:
             return f"killed by signal {-code}"
     return str(code)

@@ -21,7 +21,7 @@ from etlstage.errors import PipelineError, ProtocolViolation, UnaskedReply, Work
 from etlstage.protocol.framing import EOP, count_eom, split_block
 from etlstage.protocol.scenario import Scenario
 from etlstage.protocol.vocabulary import Mode, OnFailure, StageType
-from etlstage.runtime.confirm import Unconfirmed
+from etlstage.runtime.confirm import RECHECK, Unconfirmed
 from etlstage.runtime.flow import Inbox, Job, Piece, Window
 from etlstage.runtime.session import WorkerSession
 from etlstage.runtime.stats import StageStats
@@ -61,8 +61,16 @@ class Restarts:
             attempt = f"restart {self.in_a_row} of at most {self.policy.max_restarts} in a row"
         else:
             attempt = f"restart; its job is sent again (failed {charged.attempts} of {self.policy.max_restarts} tries)"
-        log.warning("%s failed (%s); %s in %.1fs", self.label, error.detail, attempt, delay)
+        log.warning("%s failed (%s); %s in %.1fs%s", self.label, error.detail, attempt, delay, _unseen_stderr(error))
         await asyncio.sleep(delay)
+
+
+def _unseen_stderr(error: WorkerError) -> str:
+    """The failed worker's stderr tail, when the level hides its relayed lines (INFO)."""
+    if logging.getLogger("etlstage.worker").isEnabledFor(logging.INFO):
+        return ""
+    at = next((k for k, line in enumerate(error.context) if line.startswith("stderr")), None)
+    return "" if at is None else "\n" + "\n".join(f"  {line}" for line in error.context[at:])
 
 
 class _Driver:
@@ -137,6 +145,7 @@ class TransformDriver(_Driver):
     async def _instance(self, i: int) -> None:
         restarts = Restarts(self.stage, self.label(i))
         retry: list[Job] = []  # sent to a worker that failed: sent again first, as they were
+        worked = False  # a process of this instance answered a request
         while True:
             session = await self.start(i)
             held = Unconfirmed(self.level, self.stage.replay_bytes)
@@ -145,10 +154,13 @@ class TransformDriver(_Driver):
                 await self._close(session, held, restarts)
             except WorkerError as exc:
                 await session.abort()
+                worked = worked or session.completed > 0
+                if isinstance(exc, WorkerGone) and not worked:
+                    raise session.never_answered(exc) from exc
                 failed = list(session.inflight)
                 session.inflight.clear()
                 self.stats.in_flight -= len(failed)
-                if held.let_go and not isinstance(exc, (WorkerGone, WorkerTimeout)):
+                if held.input_let_go() and not isinstance(exc, (WorkerGone, WorkerTimeout)):
                     raise PipelineError(
                         f"{session.label} broke the protocol after answering more than replay_bytes "
                         f"({self.stage.replay_bytes} bytes) of input since it was last known to be in step, so "
@@ -172,6 +184,7 @@ class TransformDriver(_Driver):
                 self.stats.failed(exc)
                 await restarts.wait(exc, failed[0] if failed else None)
                 continue
+            worked = worked or session.completed > 0
             code = await session.stop(self.stage.stop_timeout)
             if code not in (0, None):
                 log.warning("%s exited with status %s after its stdin closed (expected 0)", session.label, code)
@@ -186,7 +199,7 @@ class TransformDriver(_Driver):
             raise session.violation(
                 UnaskedReply("the worker wrote more after its last answer, once its stdin was closed", snippet)
             )
-        if held.confirm():
+        if held.confirm(proven=True):
             restarts.succeeded()
 
     def _after_failure(self, jobs: list[Job], exc: WorkerError) -> list[Job]:
@@ -277,7 +290,9 @@ class TransformDriver(_Driver):
                 if job.alone or job.after_confirmation:
                     await drained.wait()
                     if job.after_confirmation:
+                        held.wanted = True
                         await held.empty.wait()
+                        held.wanted = False
                 session.add_job(job)
                 drained.clear()
                 self.stats.in_flight += 1
@@ -302,8 +317,13 @@ class TransformDriver(_Driver):
                     )
                 if not tokens:  # quiet for the settle time with nothing outstanding: in step
                     session.quiet_until = None
-                    if held.confirm():
-                        restarts.succeeded()
+                    # A quiet check counts only while a held window waits on it (at the end of
+                    # input, only a clean end confirms): quiet alone is weak evidence.
+                    if held.wanted or retry or not (inbox.closed and not len(inbox)):
+                        if (held.wanted or held.due()) and held.confirm():
+                            restarts.succeeded()
+                        if held:  # checked again: suspects need a second check, or a window to close
+                            session.quiet_until = time.monotonic() + max(held.settle(), RECHECK)
                     continue
                 reading = session.rules.feed(tokens)
                 for job in reading.completed:
@@ -493,6 +513,7 @@ class ExtractDriver(_Driver):
         restarts = Restarts(self.stage, label)
         window: Window | None = None  # reopened and asked again after a failure
         request: object = None
+        worked = False  # a process of this instance answered a request
         while True:
             session = await self.start(i)
             try:
@@ -525,6 +546,9 @@ class ExtractDriver(_Driver):
                         await asyncio.sleep(self.stage.poll_interval)
             except WorkerError as exc:
                 await session.abort()
+                worked = worked or session.completed > 0
+                if isinstance(exc, WorkerGone) and not worked:
+                    raise session.never_answered(exc) from exc
                 self.stats.failed(exc)
                 await restarts.wait(exc)
 

@@ -15,7 +15,15 @@ import time
 from typing import Any
 
 from etlstage.config.model import Timeouts
-from etlstage.errors import ProtocolViolation, WorkerError, WorkerGone, WorkerTimeout, describe_status, escape_bytes
+from etlstage.errors import (
+    PipelineError,
+    ProtocolViolation,
+    WorkerError,
+    WorkerGone,
+    WorkerTimeout,
+    describe_status,
+    escape_bytes,
+)
 from etlstage.protocol.framing import ReplyParser, Token
 from etlstage.protocol.replies import ReplyRules
 from etlstage.protocol.scenario import Scenario
@@ -92,7 +100,20 @@ class WorkerSession:
                 await self.transport.wait()
         except TimeoutError:
             pass
+        code = self.transport.returncode()
+        if code is not None and code < 0 and what.startswith("exited"):
+            what = f"was {describe_status(code)}{what[len('exited') :]}"  # a signal, not an exit
         return WorkerGone(f"{self.label} {what}", self.context())
+
+    def never_answered(self, exc: WorkerError) -> PipelineError:
+        """The worker went away before answering its first request: a broken command (a
+        missing script, a bad option), not a bad message — what it said is the headline."""
+        said = [t.strip() for t in self.transport.stderr_tail() if t.strip()]
+        headline = said[-1] if said else "(it wrote nothing to stderr)"
+        return PipelineError(
+            f"{self.label} exited before answering its first request: {headline}\n"
+            f"The stage stops at once (restarting it would fail the same way).\nCause: {exc}"
+        )
 
     # --- I/O ------------------------------------------------------------------------
 

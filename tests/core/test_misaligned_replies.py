@@ -27,7 +27,7 @@ MODES = {
 }
 
 
-def write_pipeline(pdir: PipelineDir, mode: str, prefetch: int | None, faults: list[str]) -> None:
+def write_pipeline(pdir: PipelineDir, mode: str, prefetch: int | None, faults: list[str], sink_batch: int = 7) -> None:
     flags = pdir.path / "flags"
     flags.mkdir(exist_ok=True)
     argv = ", ".join(f'"{a}"' for a in [PY, MISBEHAVE, str(flags), *faults])
@@ -37,7 +37,7 @@ def write_pipeline(pdir: PipelineDir, mode: str, prefetch: int | None, faults: l
           - {{name: src, type: E, command: ["{{PY}}", "{{TW}}", count, "{N}"]}}
           - {{name: t, type: T, {MODES[mode]} {prefetch_key} timeouts: {{request: 2}},
               restart: {{max_restarts: 3, backoff: 0.05}}, command: [{argv}]}}
-          - {{name: sink, type: L, mode: batch, batch_size: 7, command: ["{{PY}}", "{{TW}}", append, out.txt]}}
+          - {{name: sink, type: L, mode: batch, batch_size: {sink_batch}, command: ["{{PY}}", "{{TW}}", append, out.txt]}}
     """)
 
 
@@ -80,3 +80,19 @@ def test_random_stray_missing_and_repeated_answers_lose_nothing(pdir, seed):
     faults = sorted({f"{rng.choice(kinds)}@{rng.randint(1, answers)}" for _ in range(rng.randint(1, 3))})
     print(f"seed {seed}: mode {mode}, prefetch {prefetch}, faults {faults}")
     run_and_check(pdir, mode, prefetch, faults)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sink_batch", [1, 3, 4, 8])
+@pytest.mark.parametrize("repeat", range(3))
+def test_a_late_answer_after_a_stray_eop_at_the_end_loses_nothing(pdir, sink_batch, repeat):
+    """A stray EOP after answer 59 answers request 60, whose real answer comes half a
+    second later, long after the worker went quiet: the last windows are confirmed only
+    when the worker has ended cleanly on end of input, so the late answer is caught and
+    request 60 is sent again."""
+    write_pipeline(pdir, "single", None, ["stray@59", "slow@60"], sink_batch)
+    r = pdir.run("--once", timeout=120)
+    assert r.code == 0, r.stderr[-3000:]
+    assert loaded(pdir) == set(range(N)), r.stderr[-3000:]
+    assert "once its stdin was closed" in r.stderr
+    assert "sent again" in r.stderr

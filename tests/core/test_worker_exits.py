@@ -1,0 +1,88 @@
+"""How a worker's end is reported: one that never answered stops the stage at once with
+its own words; one killed by a signal is said to be."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+
+def missing_script_pipeline(pdir, where: str) -> None:
+    broken = '["{PY}", missing_script.py]'
+    ok_t = '["{PY}", "{TW}", upper]'
+    pdir.write(f"""
+        stages:
+          - {{name: src, type: E, command: {broken if where == "E" else '["{PY}", "{TW}", count, "10"]'}}}
+          - {{name: t, type: T, command: {broken if where == "T" else ok_t}}}
+          - {{name: sink, type: L, command: {broken if where == "L" else '["{PY}", "{TW}", append, out.txt]'}}}
+    """)
+
+
+@pytest.mark.parametrize("where", ["E", "T", "L"])
+def test_a_worker_that_exits_before_its_first_answer_stops_the_stage_at_once_with_its_stderr(pdir, where):
+    missing_script_pipeline(pdir, where)
+    started = time.monotonic()
+    r = pdir.run("--once", timeout=60)
+    assert r.code == 1, r.stderr
+    assert time.monotonic() - started < 15  # no six restarts with backoff (32 s)
+    failed = r.stderr.split("pipeline failed: ", 1)[1]
+    headline = failed.splitlines()[0]
+    name = {"E": "src", "T": "t", "L": "sink"}[where]
+    assert headline.startswith(f"{name} exited before answering its first request: "), headline
+    assert "can't open file" in headline and "missing_script.py" in headline, headline
+    assert "restart" not in r.stderr.split("pipeline failed")[0]
+
+
+def test_a_worker_killed_by_a_signal_is_reported_as_killed_not_exited(pdir, tmp_path):
+    flag = tmp_path / "killed-once"
+    script = tmp_path / "kill_self.py"
+    script.write_text(
+        "import os, signal, sys\n"
+        f"FLAG = {str(flag)!r}\n"
+        "eom = bytes.fromhex(os.environ['ETLSTAGE_EOM']); eop = bytes.fromhex(os.environ['ETLSTAGE_EOP'])\n"
+        "n = 0\n"
+        "for line in sys.stdin.buffer:\n"
+        "    n += 1\n"
+        "    sys.stdout.buffer.write(line.rstrip(eom) + eom + eop); sys.stdout.buffer.flush()\n"
+        "    if n == 3 and not os.path.exists(FLAG):\n"
+        "        open(FLAG, 'w').close(); os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    pdir.write(f"""
+        stages:
+          - {{name: src, type: E, command: ["{{PY}}", "{{TW}}", count, "10"]}}
+          - {{name: t, type: T, prefetch: 1, restart: {{backoff: 0.05}}, command: ["{{PY}}", "{script}"]}}
+          - {{name: sink, type: L, command: ["{{PY}}", "{{TW}}", append, out.txt]}}
+    """)
+    r = pdir.run("--once", timeout=60)
+    assert r.code == 0, r.stderr
+    assert flag.exists()
+    assert "t failed (t was killed by signal 9 (SIGKILL)" in r.stderr, r.stderr
+    assert "exited while waiting" not in r.stderr and "exited with requests" not in r.stderr
+    assert sorted(int(x) for x in set(pdir.lines("out.txt"))) == list(range(10))
+
+
+def test_what_a_failing_worker_said_is_shown_at_log_level_warning(pdir, tmp_path):
+    flag = tmp_path / "crashed-once"
+    script = tmp_path / "crash_once.py"
+    script.write_text(
+        "import os, sys\n"
+        f"FLAG = {str(flag)!r}\n"
+        "eom = bytes.fromhex(os.environ['ETLSTAGE_EOM']); eop = bytes.fromhex(os.environ['ETLSTAGE_EOP'])\n"
+        "for n, line in enumerate(sys.stdin.buffer, 1):\n"
+        "    if n == 3 and not os.path.exists(FLAG):\n"
+        "        open(FLAG, 'w').close(); print('enrich: lookup table corrupt at row 7', file=sys.stderr); sys.exit(3)\n"
+        "    sys.stdout.buffer.write(line.rstrip(eom) + eom + eop); sys.stdout.buffer.flush()\n"
+    )
+    pdir.write(f"""
+        stages:
+          - {{name: src, type: E, command: ["{{PY}}", "{{TW}}", count, "10"]}}
+          - {{name: t, type: T, prefetch: 1, restart: {{backoff: 0.05}}, command: ["{{PY}}", "{script}"]}}
+          - {{name: sink, type: L, command: ["{{PY}}", "{{TW}}", append, out.txt]}}
+    """)
+    r = pdir.run("--once", "--log-level", "WARNING", timeout=60)
+    assert r.code == 0, r.stderr
+    assert flag.exists()
+    assert "t failed (t exited with requests unanswered)" in r.stderr, r.stderr
+    assert "| enrich: lookup table corrupt at row 7" in r.stderr, r.stderr
+    assert sorted(int(x) for x in set(pdir.lines("out.txt"))) == list(range(10))
