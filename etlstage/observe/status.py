@@ -15,6 +15,7 @@ from typing import Any
 
 import psutil
 
+from etlstage.runtime.progress import resent_line
 from etlstage.state.store import StateStore
 
 STALE_AFTER = 30.0  # seconds without a heartbeat from a live pid: "not responding"
@@ -151,6 +152,9 @@ def render(doc: dict[str, Any], state_path: str) -> list[str]:
                 f"  {name:<16} {st['in']:>12,} {st['out']:>12,} {st.get('rate', 0):>8,.0f}/s {st['in_flight']:>9} "
                 f"{st.get('restarts', 0):>8} {rss / 1e6:>5,.0f} MB cpu {st.get('cpu', 0):>3.0f}%"
             )
+        resent = resent_line({name: st.get("resent", 0) for name, st in stages.items()})
+        if resent:
+            lines.append(f"  {resent}")
     checkpoints = doc["checkpoints"]
     lines.append("checkpoints:" if checkpoints else "checkpoints: none yet")
     for c in checkpoints:

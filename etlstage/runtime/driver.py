@@ -60,9 +60,21 @@ class Restarts:
         if charged is None:
             attempt = f"restart {self.in_a_row} of at most {self.policy.max_restarts} in a row"
         else:
-            attempt = f"restart; its job is sent again (failed {charged.attempts} of {self.policy.max_restarts} tries)"
+            attempt = f"restart; {_charged_text(charged, self.policy.max_restarts)}"
         log.warning("%s failed (%s); %s in %.1fs%s", self.label, error.detail, attempt, delay, _unseen_stderr(error))
         await asyncio.sleep(delay)
+
+
+def _charged_text(job: Job, max_restarts: int) -> str:
+    """What becomes of the job that took the blame, after its ``job.attempts``-th failure.
+
+    >>> _charged_text(Job([], 1, False, attempts=1), 2), _charged_text(Job([], 1, False, attempts=3), 2)
+    ('its job is sent again (try 2 of 3)', 'its job failed its last try: on_failure applies')
+    """
+    tries = max_restarts + 1
+    if job.attempts < tries:
+        return f"its job is sent again (try {job.attempts + 1} of {tries})"
+    return "its job failed its last try: on_failure applies"
 
 
 def _unseen_stderr(error: WorkerError) -> str:
@@ -155,7 +167,7 @@ class TransformDriver(_Driver):
             except WorkerError as exc:
                 await session.abort()
                 worked = worked or session.completed > 0
-                if isinstance(exc, WorkerGone) and not worked:
+                if isinstance(exc, WorkerGone) and not worked and session.exited_on_its_own():
                     raise session.never_answered(exc) from exc
                 failed = list(session.inflight)
                 session.inflight.clear()
@@ -180,6 +192,7 @@ class TransformDriver(_Driver):
                     resend[0].after_confirmation = True  # blame stays exact: the rest is in step first
                 for job in again + resend:
                     job.resent = True
+                    self.stats.resent += sum(p.count for p in job.pieces)
                 retry[:0] = again + resend
                 self.stats.failed(exc)
                 await restarts.wait(exc, failed[0] if failed else None)
@@ -281,8 +294,12 @@ class TransformDriver(_Driver):
                 while unanswered_bytes and unanswered_bytes + self.stage.batch_bytes > self.stage.replay_bytes:
                     answered.clear()
                     await answered.wait()
-                if held and held.due() and not (inbox.closed and not len(inbox)):  # at the end: EOF confirms
-                    await held.empty.wait()  # the reader confirms once the worker is quiet
+                while held and held.due() and not (inbox.closed and not len(inbox)):  # at the end: EOF confirms
+                    try:  # the reader confirms once the worker is quiet; the end of input may come first
+                        async with asyncio.timeout(RECHECK):
+                            await held.empty.wait()
+                    except TimeoutError:
+                        pass
                 job = retry.pop(0) if retry else await self._assemble(inbox)
                 if job is None:
                     await drained.wait()
@@ -547,7 +564,7 @@ class ExtractDriver(_Driver):
             except WorkerError as exc:
                 await session.abort()
                 worked = worked or session.completed > 0
-                if isinstance(exc, WorkerGone) and not worked:
+                if isinstance(exc, WorkerGone) and not worked and session.exited_on_its_own():
                     raise session.never_answered(exc) from exc
                 self.stats.failed(exc)
                 await restarts.wait(exc)

@@ -343,6 +343,7 @@ class Pipeline:
                 "in_flight": s.in_flight,
                 "restarts": s.restarts,
                 "deadletters": s.deadletters,
+                "resent": s.resent,
                 "rss": rss,
                 "cpu": round(cpu, 1),
                 "rate": round(self.history.rate(name), 1),

@@ -105,6 +105,11 @@ class WorkerSession:
             what = f"was {describe_status(code)}{what[len('exited') :]}"  # a signal, not an exit
         return WorkerGone(f"{self.label} {what}", self.context())
 
+    def exited_on_its_own(self) -> bool:
+        """It ended with an exit status (not killed by a signal: an operator, the OOM killer)."""
+        code = self.transport.returncode()
+        return code is not None and code >= 0
+
     def never_answered(self, exc: WorkerError) -> PipelineError:
         """The worker went away before answering its first request: a broken command (a
         missing script, a bad option), not a bad message — what it said is the headline."""
