@@ -109,9 +109,9 @@ def resent_line(resent: dict[str, int]) -> str:
     """Messages sent to a stage again after a worker failure, by stage ("" when none).
 
     >>> resent_line({"t": 12, "sink": 0})
-    "sent again after a worker failure: 12 message(s) to stage 't' (a loader that is not idempotent may have them twice)"
+    "sent again after a worker failure: 12 message(s) to stage 't' (a loader not idempotent may have them twice)"
     """
     parts = [f"{n:,} message(s) to stage {name!r}" for name, n in resent.items() if n]
     if not parts:
         return ""
-    return f"sent again after a worker failure: {', '.join(parts)} (a loader that is not idempotent may have them twice)"
+    return f"sent again after a worker failure: {', '.join(parts)} (a loader not idempotent may have them twice)"
