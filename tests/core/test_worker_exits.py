@@ -86,3 +86,35 @@ def test_what_a_failing_worker_said_is_shown_at_log_level_warning(pdir, tmp_path
     assert "t failed (t exited with requests unanswered)" in r.stderr, r.stderr
     assert "| enrich: lookup table corrupt at row 7" in r.stderr, r.stderr
     assert sorted(int(x) for x in set(pdir.lines("out.txt"))) == list(range(10))
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        ('["{PY}", missing_script.py]', "script 'missing_script.py' (given to python"),
+        ("[perl, -w, enrich_missing.pl]", "script 'enrich_missing.pl' (given to perl) does not exist"),
+        ("[no-such-program-here, x]", "program 'no-such-program-here' is not on the PATH the run uses"),
+    ],
+)
+def test_validate_finds_a_missing_program_or_script(pdir, command, expected):
+    pdir.write(f"""
+        stages:
+          - {{name: src, type: E, command: ["{{PY}}", "{{TW}}", count, "3"]}}
+          - {{name: t, type: T, command: {command}}}
+          - {{name: sink, type: L, command: ["{{PY}}", "{{TW}}", append, out.txt]}}
+    """)
+    r = pdir.etlstage("validate", "stages.yaml")
+    assert r.code == 2, r.stdout + r.stderr
+    assert "stage 't': command [" in r.stderr and expected in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_validate_accepts_inline_programs_and_modules(pdir):
+    pdir.write("""
+        stages:
+          - {name: src, type: E, command: ["{PY}", "-c", "print(1)"]}
+          - {name: t, type: T, command: ["{PY}", -m, etlstage.cli]}
+          - {name: sink, type: L, command: [sh, -c, "cat > /dev/null"]}
+    """)
+    r = pdir.etlstage("validate", "stages.yaml")
+    assert r.code == 0, r.stderr
