@@ -23,7 +23,7 @@ from etlstage.protocol.scenario import Scenario
 from etlstage.protocol.vocabulary import Mode, OnFailure, StageType
 from etlstage.runtime.confirm import RECHECK, Unconfirmed
 from etlstage.runtime.flow import Inbox, Job, Piece, Window
-from etlstage.runtime.session import WorkerSession
+from etlstage.runtime.session import STARTUP_QUIET, WorkerSession
 from etlstage.runtime.stats import StageStats
 from etlstage.runtime.tasks import run_all, run_until
 from etlstage.runtime.transport import Transport
@@ -265,6 +265,7 @@ class TransformDriver(_Driver):
         answered = asyncio.Event()  # set at each completed job
         unanswered_bytes = 0  # input written and not yet answered: at most replay_bytes (or one job)
         recycle = False
+        first = True  # the first job waits for the worker's start-up output, if any
         next_rss_check = 0.0
 
         def too_big() -> bool:
@@ -284,7 +285,7 @@ class TransformDriver(_Driver):
             return True
 
         async def feed() -> None:
-            nonlocal recycle, unanswered_bytes
+            nonlocal recycle, unanswered_bytes, first
             while True:
                 if too_big():
                     recycle = True
@@ -304,6 +305,9 @@ class TransformDriver(_Driver):
                 if job is None:
                     await drained.wait()
                     return
+                if first:
+                    first = False
+                    await session.startup_quiet()
                 if job.alone or job.after_confirmation:
                     await drained.wait()
                     if job.after_confirmation:
@@ -605,15 +609,19 @@ class ExtractDriver(_Driver):
 
     async def _nothing_unasked(self, session: WorkerSession) -> None:
         """Before a request: anything the worker wrote since its last EOP (a stray EOP would
-        otherwise answer this request) is a violation."""
-        session.quiet_until = time.monotonic()
+        otherwise answer this request), or since it started, is a violation."""
+        session.quiet_until = max(time.monotonic(), session.started + STARTUP_QUIET if not session.completed else 0)
         stray = await session.read_tokens()
         session.quiet_until = None
         if stray is None:
             raise await session.gone("exited between cycles (its stdin was still open)")
         if stray:
             snippet = b"".join(t if isinstance(t, bytes) else repr(t).encode() for t in stray)
-            problem = "the worker wrote after its last EOP, before the next request"
+            problem = (
+                "the worker wrote after its last EOP, before the next request"
+                if session.completed
+                else "the worker wrote bytes with no request outstanding (before its first request)"
+            )
             raise session.violation(UnaskedReply(problem, snippet))
 
     async def _forward(self, block: bytes, window: Window) -> None:

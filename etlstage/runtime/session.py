@@ -31,6 +31,12 @@ from etlstage.protocol.vocabulary import StageType
 from etlstage.runtime.flow import Job
 from etlstage.runtime.transport import Transport
 
+# A fresh worker's output is looked for this long before its first request: a banner or
+# log line written at start-up (before it reads anything) is then bytes with no request
+# outstanding — a violation — rather than the start of its first answer.  `check-worker`
+# and a run look for the same time.
+STARTUP_QUIET = 0.3
+
 
 class WorkerSession:
     def __init__(
@@ -149,6 +155,12 @@ class WorkerSession:
             if best[0] is None or idle_at < best[0]:
                 best = (idle_at, f"idle timeout of {t.idle:g}s (no output)")
         return best
+
+    async def startup_quiet(self) -> None:
+        """Before the first request: wait out :data:`STARTUP_QUIET` from the start (the reader,
+        running meanwhile, finds what the worker writes unasked)."""
+        if self.completed == 0 and not self.inflight:
+            await asyncio.sleep(max(0.0, self.started + STARTUP_QUIET - time.monotonic()))
 
     def add_job(self, job: Job) -> None:
         """A request was written: its time limit starts to run (now, if it is the head)."""

@@ -118,3 +118,46 @@ def test_validate_accepts_inline_programs_and_modules(pdir):
     """)
     r = pdir.etlstage("validate", "stages.yaml")
     assert r.code == 0, r.stderr
+
+
+BANNER_E = """\
+import os, sys
+eom = bytes.fromhex(os.environ["ETLSTAGE_EOM"]); eop = bytes.fromhex(os.environ["ETLSTAGE_EOP"])
+out = sys.stdout.buffer
+out.write(b"extractor v1 ready" + eom); out.flush()  # a start-up banner on stdout
+cycles = 0
+for request in sys.stdin.buffer:
+    cycles += 1
+    out.write((b"a" + eom + b"b" + eom if cycles == 1 else b"") + eop); out.flush()
+"""
+
+BANNER_T = """\
+import os, sys
+eom = bytes.fromhex(os.environ["ETLSTAGE_EOM"]); eop = bytes.fromhex(os.environ["ETLSTAGE_EOP"])
+out = sys.stdout.buffer
+out.write(b"transformer v1 ready" + eom); out.flush()  # a start-up banner on stdout
+for line in sys.stdin.buffer:
+    out.write(line.rstrip(eom) + eom + eop); out.flush()
+"""
+
+
+@pytest.mark.parametrize("where", ["E", "T"])
+def test_a_start_up_banner_is_a_violation_in_a_run_as_in_check_worker(pdir, tmp_path, where):
+    script = tmp_path / "banner.py"
+    script.write_text(BANNER_E if where == "E" else BANNER_T)
+    fast = "restart: {max_restarts: 1, backoff: 0.05}"
+    src = (
+        f'mode: cyclic, {fast}, command: ["{{PY}}", "{script}"]'
+        if where == "E"
+        else 'command: [sh, -c, "echo a; echo b"]'
+    )
+    pdir.write(f"""
+        stages:
+          - {{name: src, type: E, {src}}}
+          - {{name: t, type: T, {fast}, command: {'["{PY}", "' + str(script) + '"]' if where == "T" else '["{PY}", "{TW}", upper]'}}}
+          - {{name: sink, type: L, command: ["{{PY}}", "{{TW}}", append, out.txt]}}
+    """)
+    r = pdir.run("--once", timeout=60)
+    assert r.code == 1, r.stderr
+    assert "no request outstanding" in r.stderr and "v1 ready" in r.stderr, r.stderr
+    assert not any("ready" in line.lower() for line in pdir.lines("out.txt"))
