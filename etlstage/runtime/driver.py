@@ -338,13 +338,13 @@ class TransformDriver(_Driver):
                     )
                 if not tokens:  # quiet for the settle time with nothing outstanding: in step
                     session.quiet_until = None
-                    # A quiet check counts only while a held window waits on it (at the end of
-                    # input, only a clean end confirms): quiet alone is weak evidence.
-                    if held.wanted or retry or not (inbox.closed and not len(inbox)):
-                        if (held.wanted or held.due()) and held.confirm():
-                            restarts.succeeded()
-                        if held:  # checked again: suspects need a second check, or a window to close
-                            session.quiet_until = time.monotonic() + max(held.settle(), RECHECK)
+                    # A quiet check counts only while a held window waits on it, or the feed
+                    # does: quiet alone is weak evidence.  (At the end of input the feed ends
+                    # at once, and only the worker's clean end confirms: _close.)
+                    if (held.wanted or held.due()) and held.confirm():
+                        restarts.succeeded()
+                    if held:  # checked again: suspects need a second check, or a window to close
+                        session.quiet_until = time.monotonic() + max(held.settle(), RECHECK)
                     continue
                 reading = session.rules.feed(tokens)
                 for job in reading.completed:

@@ -96,3 +96,22 @@ def test_a_late_answer_after_a_stray_eop_at_the_end_loses_nothing(pdir, sink_bat
     assert loaded(pdir) == set(range(N)), r.stderr[-3000:]
     assert "once its stdin was closed" in r.stderr
     assert "sent again" in r.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("repeat", range(3))
+def test_quiet_does_not_confirm_answers_while_their_window_is_still_open(pdir, repeat):
+    """The source stays open for 1.5 s after its last message; the worker goes quiet after
+    a stray EOP and answers request 60 half a second late.  Quiet counts only once the
+    window has passed the stage, so the answers are still held when the late bytes show,
+    and they are sent again."""
+    write_pipeline(pdir, "single", None, ["stray@59", "slow@60"])
+    yaml = pdir.path / "stages.yaml"
+    source = next(line for line in yaml.read_text().splitlines() if "name: src" in line)
+    yaml.write_text(
+        yaml.read_text().replace(source, f'  - {{name: src, type: E, command: [sh, -c, "seq 0 {N - 1}; sleep 1.5"]}}')
+    )
+    r = pdir.run("--once", timeout=120)
+    assert r.code == 0, r.stderr[-3000:]
+    assert loaded(pdir) == set(range(N)), r.stderr[-3000:]
+    assert "no request outstanding" in r.stderr, r.stderr[-3000:]
