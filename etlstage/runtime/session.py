@@ -107,8 +107,8 @@ class WorkerSession:
         except TimeoutError:
             pass
         code = self.transport.returncode()
-        if code is not None and code < 0 and what.startswith("exited"):
-            what = f"was {describe_status(code)}{what[len('exited') :]}"  # a signal, not an exit
+        if code is not None and code < 0:  # a signal, not an exit: say so, whatever we noticed first
+            what = f"was {describe_status(code)}" + (what[len("exited") :] if what.startswith("exited") else "")
         return WorkerGone(f"{self.label} {what}", self.context())
 
     def exited_on_its_own(self) -> bool:
