@@ -343,8 +343,9 @@ class TransformDriver(_Driver):
                     # at once, and only the worker's clean end confirms: _close.)
                     if (held.wanted or held.due()) and held.confirm():
                         restarts.succeeded()
-                    if held:  # checked again: suspects need a second check, or a window to close
-                        session.quiet_until = time.monotonic() + max(held.settle(), RECHECK)
+                    if held:  # checked again: suspects need a second check; else polled for a window
+                        pressing = held.wanted or held.due()
+                        session.quiet_until = time.monotonic() + (held.settle() if pressing else RECHECK)
                     continue
                 reading = session.rules.feed(tokens)
                 for job in reading.completed:
