@@ -161,3 +161,27 @@ def test_a_start_up_banner_is_a_violation_in_a_run_as_in_check_worker(pdir, tmp_
     assert r.code == 1, r.stderr
     assert "no request outstanding" in r.stderr and "v1 ready" in r.stderr, r.stderr
     assert not any("ready" in line.lower() for line in pdir.lines("out.txt"))
+
+
+def test_a_worker_killed_by_a_signal_before_its_first_answer_is_restarted(pdir, tmp_path):
+    flag = tmp_path / "killed-once"
+    script = tmp_path / "killed_at_start.py"
+    script.write_text(
+        "import os, signal, sys\n"
+        f"FLAG = {str(flag)!r}\n"
+        "if not os.path.exists(FLAG):\n"
+        "    open(FLAG, 'w').close(); os.kill(os.getpid(), signal.SIGKILL)\n"
+        "eom = bytes.fromhex(os.environ['ETLSTAGE_EOM']); eop = bytes.fromhex(os.environ['ETLSTAGE_EOP'])\n"
+        "for line in sys.stdin.buffer:\n"
+        "    sys.stdout.buffer.write(line.rstrip(eom) + eom + eop); sys.stdout.buffer.flush()\n"
+    )
+    pdir.write(f"""
+        stages:
+          - {{name: src, type: E, command: ["{{PY}}", "{{TW}}", count, "10"]}}
+          - {{name: t, type: T, restart: {{backoff: 0.05}}, command: ["{{PY}}", "{script}"]}}
+          - {{name: sink, type: L, command: ["{{PY}}", "{{TW}}", append, out.txt]}}
+    """)
+    r = pdir.run("--once", timeout=60)
+    assert r.code == 0, r.stderr
+    assert flag.exists() and "t failed (t was killed by signal 9 (SIGKILL)" in r.stderr, r.stderr
+    assert sorted(int(x) for x in pdir.lines("out.txt")) == list(range(10))
