@@ -16,9 +16,10 @@ the confirmation (:meth:`Unconfirmed.due`) — and an answered job holds its win
 the worker has passed **two** such checks after it (the first makes it *suspect*, the
 second releases it), or until the worker ended cleanly on end of input (it wrote nothing
 more before its end of file).  At the end of input the driver waits for that end rather
-than for quiet: the last windows of a run are confirmed by positive evidence.  A late answer that shows within that
-time sends every held and suspect job again; a worker late past two quiet checks in a
-row is beyond this rule (docs/protocol.md: misaligned answers).
+than for quiet: the last windows of a run are confirmed by positive evidence.  A late
+answer that shows within that time sends every held and suspect job again.  One that
+shows later, once the windows of the last release have committed, stops the stage
+naming them: answers may be on the wrong requests there and cannot be sent again.
 
 Held input is bounded (``replay_bytes``): beyond it the oldest jobs let their input go
 and keep only the hold on their windows.  A shift shows in the newest answers, which
@@ -51,6 +52,7 @@ class Unconfirmed:
         self.suspect_let_go: collections.Counter[Window] = collections.Counter()  # the same, suspect
         self.bytes = 0
         self.windows: collections.Counter[Window] = collections.Counter()  # holds taken, by window
+        self.released: set[Window] = set()  # the windows the last release on quiet alone let go
         self.service: collections.deque[float] = collections.deque(maxlen=16)
         self.empty = asyncio.Event()
         self.empty.set()
@@ -99,6 +101,10 @@ class Unconfirmed:
         n = len(self.jobs) - self.suspects + sum(self.let_go.values())
         cut = len(self.jobs) if proven else self.suspects
         released, self.jobs = self.jobs[:cut], self.jobs[cut:]
+        if proven:
+            self.released = set()
+        elif released or self.suspect_let_go:
+            self.released = {p.window for job in released for p in job.pieces} | set(self.suspect_let_go)
         self._unhold(self.suspect_let_go)
         self.suspect_let_go, self.let_go = self.let_go, collections.Counter()
         if proven:
@@ -112,6 +118,11 @@ class Unconfirmed:
         if not self:
             self.empty.set()
         return n
+
+    def committed_on_quiet(self) -> list[Window]:
+        """The windows of the last release on quiet alone that are done (committed, or about
+        to be): answers shifted by a stray EOP may have reached them unseen."""
+        return sorted((w for w in self.released if w.done), key=lambda w: (w.source, w.seq))
 
     def _unhold(self, holds: collections.Counter[Window] | dict[Window, int]) -> None:
         for w, n in holds.items():

@@ -172,7 +172,18 @@ class TransformDriver(_Driver):
                 failed = list(session.inflight)
                 session.inflight.clear()
                 self.stats.in_flight -= len(failed)
-                if held.input_let_go() and not isinstance(exc, (WorkerGone, WorkerTimeout)):
+                misaligned = not isinstance(exc, (WorkerGone, WorkerTimeout))
+                committed = held.committed_on_quiet() if misaligned else []
+                if committed:
+                    names = ", ".join(f"{w.source} {w.seq}" for w in committed)
+                    raise PipelineError(
+                        f"stage {self.stage.name!r}: {session.label} broke the protocol after windows ({names}) were "
+                        "committed on its answers, confirmed by quiet alone: a stray EOP with a late answer may have "
+                        "left a message of those windows unloaded or on the wrong request. Check what they loaded; "
+                        "the stage stops (nothing later commits: the next run extracts the rest again).\n"
+                        f"Cause: {exc}"
+                    ) from exc
+                if held.input_let_go() and misaligned:
                     raise PipelineError(
                         f"{session.label} broke the protocol after answering more than replay_bytes "
                         f"({self.stage.replay_bytes} bytes) of input since it was last known to be in step, so "

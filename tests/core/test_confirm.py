@@ -78,3 +78,21 @@ def test_input_let_go_past_replay_bytes_is_known_for_suspect_jobs_too():
         assert not held.input_let_go() and w.done
 
     run(go)
+
+
+def test_the_committed_windows_of_the_last_release_on_quiet_are_named():
+    async def go() -> None:
+        held = Unconfirmed(LEVEL, 1 << 20)
+        w0, w1 = Window("src", 0, 3), Window("src", 1, 3)
+        answered(w0, held)
+        w0.close()
+        held.confirm()
+        held.confirm()  # w0 released on quiet alone: done
+        answered(w1, held)
+        assert held.committed_on_quiet() == [w0]
+        held.confirm()  # a check that releases nothing keeps the record
+        assert held.committed_on_quiet() == [w0]
+        held.confirm(proven=True)  # a clean end: nothing is in doubt
+        assert held.committed_on_quiet() == []
+
+    run(go)

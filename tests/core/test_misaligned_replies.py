@@ -8,6 +8,7 @@ message, and a run that fails leaves what it did not finish to the next run.
 from __future__ import annotations
 
 import random
+import re
 from typing import Any
 
 import pytest
@@ -115,3 +116,30 @@ def test_quiet_does_not_confirm_answers_while_their_window_is_still_open(pdir, r
     assert r.code == 0, r.stderr[-3000:]
     assert loaded(pdir) == set(range(N)), r.stderr[-3000:]
     assert "no request outstanding" in r.stderr, r.stderr[-3000:]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("repeat", range(3))
+def test_a_late_answer_after_its_window_committed_stops_the_run_naming_the_window(pdir, repeat):
+    """Windows of 10 messages (supervisor offsets), three in flight.  A stray EOP after
+    answer 29 answers request 30 (the last of window 2); the worker answers it half a
+    second late, after window 2 passed its quiet checks and committed.  The shift shows
+    in window 3, where the answer to request 30 lands on request 31: the run must not end 0
+    as if all were well — it stops naming the stage and the committed windows of the last
+    release on quiet (window 2, with those released with it)."""
+    flags = pdir.path / "flags"
+    flags.mkdir()
+    argv = ", ".join(f'"{a}"' for a in [PY, MISBEHAVE, str(flags), "stray@29", "slow@30"])
+    pdir.write(f"""
+        max_inflight_windows: 3
+        stages:
+          - {{name: src, type: E, mode: cyclic, offsets: supervisor,
+              offset_policy: {{type: counter, start: 0, step: 10}}, command: ["{{PY}}", "{{TW}}", count, "{N}"]}}
+          - {{name: t, type: T, mode: single, timeouts: {{request: 2}},
+              restart: {{max_restarts: 3, backoff: 0.05}}, command: [{argv}]}}
+          - {{name: sink, type: L, mode: batch, batch_size: 7, command: ["{{PY}}", "{{TW}}", append, out.txt]}}
+    """)
+    r = pdir.run("--once", timeout=120)
+    assert r.code == 1, r.stderr[-3000:]
+    named = re.search(r"stage 't': t broke the protocol after windows \(([^)]*)\) were committed", r.stderr)
+    assert named and set(named.group(1).split(", ")) <= {"src 0", "src 1", "src 2"}, r.stderr[-3000:]
