@@ -173,7 +173,8 @@ class TransformDriver(_Driver):
                 session.inflight.clear()
                 self.stats.in_flight -= len(failed)
                 misaligned = not isinstance(exc, (WorkerGone, WorkerTimeout))
-                committed = held.committed_on_quiet() if misaligned else []
+                shifted = isinstance(exc.__cause__, UnaskedReply)  # answers and requests no longer line up
+                committed = held.committed_on_quiet() if shifted else []
                 if committed:
                     names = ", ".join(f"{w.source} {w.seq}" for w in committed)
                     raise PipelineError(

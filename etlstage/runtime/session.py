@@ -97,7 +97,10 @@ class WorkerSession:
         return lines
 
     def violation(self, exc: ProtocolViolation) -> WorkerError:
-        return WorkerError(f"protocol violation by {self.label}: {exc.problem}", self.context(exc.snippet))
+        """The report of ``exc``; it stays the ``__cause__`` (an :class:`UnaskedReply` shows a shift)."""
+        error = WorkerError(f"protocol violation by {self.label}: {exc.problem}", self.context(exc.snippet))
+        error.__cause__ = exc
+        return error
 
     async def gone(self, what: str) -> WorkerGone:
         """The worker went away: wait briefly for its exit status so the report has it."""
