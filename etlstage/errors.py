@@ -118,6 +118,17 @@ def escape_bytes(data: bytes, limit: int = 80) -> str:
     return text
 
 
+def went_away(what: str, code: int | None) -> str:
+    """How a worker went away: ``what`` was noticed, unless a signal killed it — then that.
+
+    >>> went_away("exited while waiting for work", -9), went_away("stopped reading its stdin", 3)
+    ('was killed by signal 9 (SIGKILL) while waiting for work', 'stopped reading its stdin')
+    """
+    if code is None or code >= 0:
+        return what
+    return f"was {describe_status(code)}" + (what[len("exited") :] if what.startswith("exited") else "")
+
+
 def describe_status(code: int | None) -> str:
     """A process's exit status in words: ``"3"``, ``"killed by signal 9 (SIGKILL)"``, ``"still running"``.
 

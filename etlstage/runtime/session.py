@@ -23,6 +23,7 @@ from etlstage.errors import (
     WorkerTimeout,
     describe_status,
     escape_bytes,
+    went_away,
 )
 from etlstage.protocol.framing import ReplyParser, Token
 from etlstage.protocol.replies import ReplyRules
@@ -109,10 +110,7 @@ class WorkerSession:
                 await self.transport.wait()
         except TimeoutError:
             pass
-        code = self.transport.returncode()
-        if code is not None and code < 0:  # a signal, not an exit: say so, whatever we noticed first
-            what = f"was {describe_status(code)}" + (what[len("exited") :] if what.startswith("exited") else "")
-        return WorkerGone(f"{self.label} {what}", self.context())
+        return WorkerGone(f"{self.label} {went_away(what, self.transport.returncode())}", self.context())
 
     def exited_on_its_own(self) -> bool:
         """It ended with an exit status (not killed by a signal: an operator, the OOM killer)."""
