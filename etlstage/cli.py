@@ -11,6 +11,7 @@ import datetime as dt
 import functools
 import json
 import logging
+import os
 import sys
 import time
 from pathlib import Path
@@ -153,8 +154,24 @@ def _spark_endpoints(address: tuple[str, int]):
 def validate(pipeline_file: str) -> None:
     """Check PIPELINE_FILE against the schema; report every problem with its line."""
     config = _engine(load_config(pipeline_file), None, None)
+    _check_commands(pipeline_file, config)
     chain = " → ".join(f"{s.name} ({s.type}, {s.mode})" for s in config.stages)
     click.echo(f"{pipeline_file}: valid. {chain}")
+
+
+def _check_commands(pipeline_file: str, config: PipelineConfig) -> None:
+    """Every stage's program is found as the run would find it, and its script exists."""
+    from etlstage.runtime.transport import command_problem
+
+    problems = []
+    for s in config.stages:
+        env = {**os.environ, **s.env}
+        cwd = s.cwd or config.base_dir  # as the run starts it
+        problem = command_problem(list(s.command), env, cwd)
+        if problem:
+            problems.append(f"stage {s.name!r}: command {list(s.command)!r}: {problem}")
+    if problems:
+        raise ConfigError(problems, pipeline_file)
 
 
 def _engine(config: PipelineConfig, engine: str | None, master: str | None) -> PipelineConfig:

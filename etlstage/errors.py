@@ -118,11 +118,22 @@ def escape_bytes(data: bytes, limit: int = 80) -> str:
     return text
 
 
+def went_away(what: str, code: int | None) -> str:
+    """How a worker went away: ``what`` was noticed, unless a signal killed it — then that.
+
+    >>> went_away("exited while waiting for work", -9), went_away("stopped reading its stdin", 3)
+    ('was killed by signal 9 (SIGKILL) while waiting for work', 'stopped reading its stdin')
+    """
+    if code is None or code >= 0:
+        return what
+    return f"was {describe_status(code)}" + (what[len("exited") :] if what.startswith("exited") else "")
+
+
 def describe_status(code: int | None) -> str:
-    """A process's exit status in words: ``"3"``, ``"killed by SIGKILL"``, ``"still running"``.
+    """A process's exit status in words: ``"3"``, ``"killed by signal 9 (SIGKILL)"``, ``"still running"``.
 
     >>> describe_status(-9), describe_status(None)
-    ('killed by SIGKILL', 'still running')
+    ('killed by signal 9 (SIGKILL)', 'still running')
     """
     if code is None:
         return "still running"
@@ -130,7 +141,7 @@ def describe_status(code: int | None) -> str:
         import signal
 
         try:
-            return f"killed by {signal.Signals(-code).name}"
+            return f"killed by signal {-code} ({signal.Signals(-code).name})"
         except ValueError:
             return f"killed by signal {-code}"
     return str(code)

@@ -90,8 +90,20 @@ class Restarts:
         if charged is None:
             attempt = f"restart {self.in_a_row} of at most {self.policy.max_restarts} in a row"
         else:
-            attempt = f"restart; its job is sent again (failed {charged} of {self.policy.max_restarts} tries)"
+            attempt = f"restart; {charged_text(charged, self.policy.max_restarts)}"
         return delay, f"{self.label} failed ({error.detail}); {attempt} in {delay:.1f}s"
+
+
+def charged_text(attempts: int, max_restarts: int) -> str:
+    """What becomes of the job that took the blame, after its ``attempts``-th failure.
+
+    >>> charged_text(1, 2), charged_text(3, 2)
+    ('its job is sent again (try 2 of 3)', 'its job failed its last try: on_failure applies')
+    """
+    tries = max_restarts + 1
+    if attempts < tries:
+        return f"its job is sent again (try {attempts + 1} of {tries})"
+    return "its job failed its last try: on_failure applies"
 
 
 # --- on_failure ------------------------------------------------------------------------------

@@ -71,6 +71,9 @@ StageDoc = TypedDict(
         "rss": NotRequired[int],
         "cpu": NotRequired[float],
         "workers": NotRequired[list[WorkerDoc]],
+        # messages sent to the stage again after a worker failure (neighbours of a failed
+        # message included); the Spark engine's task retries do not count them
+        "resent": NotRequired[int],
     },
 )
 
@@ -204,6 +207,7 @@ ABSENT: dict[Engine, frozenset[str]] = {
             "running.progress.stages.rss",
             "running.progress.stages.cpu",
             "running.progress.stages.workers",
+            "running.progress.stages.resent",
         }
     ),
 }
@@ -229,6 +233,7 @@ __all__ = [
     "CheckpointDoc",
     "DeadLettersDoc",
     "DeadRunDoc",
+    "LastRunDoc",
     "LiveDoc",
     "RunDoc",
     "SourceDoc",

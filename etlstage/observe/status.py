@@ -17,6 +17,7 @@ from typing import Any, cast
 import psutil
 
 from etlstage.observe.document import LastRunDoc, LiveDoc, RunDoc, StatusDoc, WindowInFlightDoc, deadletters
+from etlstage.runtime.progress import resent_line
 from etlstage.state.lastrun import last_run
 from etlstage.state.store import StateStore
 
@@ -171,6 +172,9 @@ def render(doc: StatusDoc, state_path: str) -> list[str]:
                 f"  {name:<16} {st['in']:>12,} {st['out']:>12,} {st.get('rate', 0):>8,.0f}/s {in_flight} "
                 f"{st.get('restarts', 0):>8} {used:>16}"
             )
+        resent = resent_line({name: st.get("resent", 0) for name, st in stages.items()})
+        if resent:
+            lines.append(f"  {resent}")
     checkpoints = doc["checkpoints"]
     lines.append("checkpoints:" if checkpoints else "checkpoints: none yet")
     for c in checkpoints:

@@ -153,10 +153,11 @@ class ReplyRules(Generic[R]):
         head.awaiting_bnc = False
 
 
-def unasked_before_request(tokens: Sequence[Token]) -> UnaskedReply | None:
-    """What a worker wrote since its last answer, read just before its next request is
-    written: anything at all is a violation, or a stray EOP would answer that request
-    (an E-stage's cycle would come back empty, and its window commit with nothing).
+def unasked_before_request(tokens: Sequence[Token], answered: bool = True) -> UnaskedReply | None:
+    """What a worker wrote since its last answer (``answered``; else since it started: a
+    banner), read just before its next request is written: anything at all is a violation,
+    or a stray EOP would answer that request (an E-stage's cycle would come back empty, and
+    its window commit with nothing).
 
     >>> unasked_before_request([]) is None, unasked_before_request([b"x\\n", EOP]).snippet
     (True, b'x\\nEOP')
@@ -164,6 +165,8 @@ def unasked_before_request(tokens: Sequence[Token]) -> UnaskedReply | None:
     if not tokens:
         return None
     snippet = b"".join(t if isinstance(t, bytes) else repr(t).encode() for t in tokens)
+    if not answered:
+        return UnaskedReply("the worker wrote bytes with no request outstanding (before its first request)", snippet)
     return UnaskedReply("the worker wrote after its last EOP, before the next request", snippet)
 
 

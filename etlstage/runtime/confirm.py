@@ -9,6 +9,18 @@ for a settle time (twice the slowest recent answer), or it closed its stdout cle
 If anything goes wrong before that, the held jobs are sent again with the unanswered
 ones: at-least-once, never a lost answer.
 
+Quiet is not proof: a worker that wrote a stray EOP and then answers late (after the
+settle time) passes one quiet check, and the shift shows only later.  So quiet counts
+only where it must — when a held window has passed this stage and waits on nothing but
+the confirmation (:meth:`Unconfirmed.due`) — and an answered job holds its windows until
+the worker has passed **two** such checks after it (the first makes it *suspect*, the
+second releases it), or until the worker ended cleanly on end of input (it wrote nothing
+more before its end of file).  At the end of input the driver waits for that end rather
+than for quiet: the last windows of a run are confirmed by positive evidence.  A late
+answer that shows within that time sends every held and suspect job again.  One that
+shows later, once the windows of the last release have committed, stops the stage
+naming them: answers may be on the wrong requests there and cannot be sent again.
+
 Held input is bounded (``replay_bytes``): beyond it the oldest jobs let their input go
 and keep only the hold on their windows.  A shift shows in the newest answers, which
 are kept; but if the worker then proves out of step (an answer with nothing
@@ -24,6 +36,8 @@ import collections
 from etlstage.conversation.policy import settle_time
 from etlstage.runtime.flow import Job, Window
 
+RECHECK = 0.02  # a quiet worker with held jobs is checked again this often
+
 
 class Unconfirmed:
     """The jobs one worker process answered since it was last known to be in step."""
@@ -32,15 +46,23 @@ class Unconfirmed:
         self.level = level
         self.limit_bytes = limit_bytes  # held input beyond this: the oldest let it go
         self.jobs: list[Job] = []  # held with their input, oldest first
+        self.suspects = 0  # the first this many jobs passed one quiet check already
         self.let_go: collections.Counter[Window] = collections.Counter()  # holds of jobs whose input went
+        self.suspect_let_go: collections.Counter[Window] = collections.Counter()  # the same, suspect
         self.bytes = 0
-        self.windows: collections.Counter[Window] = collections.Counter()
+        self.windows: collections.Counter[Window] = collections.Counter()  # holds taken, by window
+        self.released: set[Window] = set()  # the windows the last release on quiet alone let go
         self.service: collections.deque[float] = collections.deque(maxlen=16)
         self.empty = asyncio.Event()
         self.empty.set()
+        self.wanted = False  # the driver waits for a confirmation before it sends more
 
     def __bool__(self) -> bool:
-        return bool(self.jobs or self.let_go)
+        return bool(self.jobs or self.let_go or self.suspect_let_go)
+
+    def input_let_go(self) -> bool:
+        """Some held job let its input go: it cannot be sent again."""
+        return bool(self.let_go or self.suspect_let_go)
 
     def add(self, job: Job, service_time: float) -> None:
         """``job`` was answered (its results are on their way): hold it until confirmed."""
@@ -53,9 +75,13 @@ class Unconfirmed:
         self.empty.clear()
         while self.bytes > self.limit_bytes and len(self.jobs) > 1:
             old = self.jobs.pop(0)  # its windows stay held; its input cannot be sent again
+            into = self.let_go
+            if self.suspects:
+                self.suspects -= 1
+                into = self.suspect_let_go
             for p in old.pieces:
                 self.bytes -= len(p.block)
-                self.let_go[p.window] += 1
+                into[p.window] += 1
 
     def settle(self) -> float:
         """How long a worker with nothing outstanding must stay quiet to be in step."""
@@ -63,32 +89,54 @@ class Unconfirmed:
 
     def due(self) -> bool:
         """Confirm before more is sent: a held window has passed this stage entirely (only
-        the confirmation keeps it from committing)."""
+        the confirmation keeps it from committing).  A quiet check counts only then, or
+        when the driver waits for one (``wanted``)."""
         return any(w.closed and not any(w.live[1 : self.level + 1]) for w in self.windows)
 
-    def confirm(self) -> int:
-        """The worker is in step: release the held windows.  Returns the jobs confirmed."""
-        n = len(self.jobs) + len(self.let_go)
-        self._release_let_go()
-        jobs, self.jobs = self.jobs, []
-        self.bytes = 0
-        self.windows.clear()
-        for job in jobs:
+    def confirm(self, proven: bool = False) -> int:
+        """The worker passed a quiet check (``proven``: it ended cleanly on end of input).
+        The suspect jobs are released, and the others become suspect (all are released
+        when ``proven``).  Returns the jobs that passed the check."""
+        n = len(self.jobs) - self.suspects + sum(self.let_go.values())
+        cut = len(self.jobs) if proven else self.suspects
+        released, self.jobs = self.jobs[:cut], self.jobs[cut:]
+        if proven:
+            self.released = set()
+        elif released or self.suspect_let_go:
+            self.released = {p.window for job in released for p in job.pieces} | set(self.suspect_let_go)
+        self._unhold(self.suspect_let_go)
+        self.suspect_let_go, self.let_go = self.let_go, collections.Counter()
+        if proven:
+            self._unhold(self.suspect_let_go)
+            self.suspect_let_go = collections.Counter()
+        self.suspects = len(self.jobs)
+        for job in released:
             for p in job.pieces:
-                p.window.unhold()
-        self.empty.set()
+                self.bytes -= len(p.block)
+                self._unhold({p.window: 1})
+        if not self:
+            self.empty.set()
         return n
 
-    def _release_let_go(self) -> None:
-        let_go, self.let_go = self.let_go, collections.Counter()
-        for w, n in let_go.items():
+    def committed_on_quiet(self) -> list[Window]:
+        """The windows of the last release on quiet alone that are done (committed, or about
+        to be): answers shifted by a stray EOP may have reached them unseen."""
+        return sorted((w for w in self.released if w.done), key=lambda w: (w.source, w.seq))
+
+    def _unhold(self, holds: collections.Counter[Window] | dict[Window, int]) -> None:
+        for w, n in holds.items():
+            self.windows[w] -= n
+            if self.windows[w] <= 0:
+                del self.windows[w]
             w.unhold(n)
 
     def take_back(self) -> list[Job]:
-        """The worker failed before it was confirmed: its answered jobs that still have
-        their input go out again (the others are released as answered)."""
-        self._release_let_go()
+        """The worker failed before it was confirmed: its answered jobs (suspect or not)
+        that still have their input go out again (the others are released as answered)."""
+        self._unhold(self.let_go + self.suspect_let_go)
+        self.let_go, self.suspect_let_go = collections.Counter(), collections.Counter()
         jobs, self.jobs = self.jobs, []
+        self.suspects = 0
         self.bytes = 0
         self.windows.clear()
         for job in jobs:
@@ -100,4 +148,4 @@ class Unconfirmed:
         return jobs
 
 
-__all__ = ["Unconfirmed"]
+__all__ = ["RECHECK", "Unconfirmed"]

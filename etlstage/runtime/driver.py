@@ -23,9 +23,9 @@ from etlstage.protocol.framing import EOP, count_eom, split_block
 from etlstage.protocol.replies import unasked_before_request
 from etlstage.protocol.scenario import Scenario
 from etlstage.protocol.vocabulary import Mode
-from etlstage.runtime.confirm import Unconfirmed
+from etlstage.runtime.confirm import RECHECK, Unconfirmed
 from etlstage.runtime.flow import Inbox, Job, Piece, Window
-from etlstage.runtime.session import WorkerSession
+from etlstage.runtime.session import STARTUP_QUIET, WorkerSession
 from etlstage.runtime.stats import StageStats
 from etlstage.runtime.tasks import run_all, run_until
 from etlstage.runtime.transport import Transport
@@ -48,8 +48,16 @@ class Restarts(policy.Restarts):
         tries decide what happens (on_failure); otherwise too many failures in a row stop
         the pipeline."""
         delay, note = self.failed(error, None if charged is None else charged.attempts)
-        log.warning("%s", note)
+        log.warning("%s%s", note, _unseen_stderr(error))
         await asyncio.sleep(delay)
+
+
+def _unseen_stderr(error: WorkerError) -> str:
+    """The failed worker's stderr tail, when the level hides its relayed lines (INFO)."""
+    if logging.getLogger("etlstage.worker").isEnabledFor(logging.INFO):
+        return ""
+    at = next((k for k, line in enumerate(error.context) if line.startswith("stderr")), None)
+    return "" if at is None else "\n" + "\n".join(f"  {line}" for line in error.context[at:])
 
 
 class _Driver:
@@ -131,6 +139,7 @@ class TransformDriver(_Driver):
     async def _instance(self, i: int) -> None:
         restarts = Restarts(self.stage, self.label(i))
         retry: list[Job] = []  # sent to a worker that failed: sent again first, as they were
+        worked = False  # a process of this instance answered a request
         while True:
             session = await self.start(i)
             held = Unconfirmed(self.level, self.stage.replay_bytes)
@@ -141,10 +150,25 @@ class TransformDriver(_Driver):
                 await session.abort()
                 if self.stopped_on_purpose(session.label):
                     return
+                worked = worked or session.completed > 0
+                if isinstance(exc, WorkerGone) and not worked and session.gone_before_asked():
+                    raise session.never_answered(exc) from exc
                 failed = list(session.inflight)
                 session.inflight.clear()
                 self.stats.in_flight -= len(failed)
-                if held.let_go and not isinstance(exc, (WorkerGone, WorkerTimeout)):
+                misaligned = not isinstance(exc, (WorkerGone, WorkerTimeout))
+                shifted = isinstance(exc.__cause__, UnaskedReply)  # answers and requests no longer line up
+                committed = held.committed_on_quiet() if shifted else []
+                if committed:
+                    names = ", ".join(f"{w.source} {w.seq}" for w in committed)
+                    raise PipelineError(
+                        f"stage {self.stage.name!r}: {session.label} broke the protocol after windows ({names}) were "
+                        "committed on its answers, confirmed by quiet alone: a stray EOP with a late answer may have "
+                        "left a message of those windows unloaded or on the wrong request. Check what they loaded; "
+                        "the stage stops (nothing later commits: the next run extracts the rest again).\n"
+                        f"Cause: {exc}"
+                    ) from exc
+                if held.input_let_go() and misaligned:
                     raise PipelineError(
                         f"{session.label} broke the protocol after answering more than replay_bytes "
                         f"({self.stage.replay_bytes} bytes) of input since it was last known to be in step, so "
@@ -164,10 +188,12 @@ class TransformDriver(_Driver):
                     resend[0].after_confirmation = True  # blame stays exact: the rest is in step first
                 for job in again + resend:
                     job.resent = True
+                    self.stats.resent += sum(p.count for p in job.pieces)
                 retry[:0] = again + resend
                 self.stats.failed(exc)
                 await restarts.wait(exc, failed[0] if failed else None)
                 continue
+            worked = worked or session.completed > 0
             code = await session.stop(self.stage.stop_timeout)
             if code not in (0, None):
                 log.warning("%s exited with status %s after its stdin closed (expected 0)", session.label, code)
@@ -182,7 +208,7 @@ class TransformDriver(_Driver):
             raise session.violation(
                 UnaskedReply("the worker wrote more after its last answer, once its stdin was closed", snippet)
             )
-        if held.confirm():
+        if held.confirm(proven=True):
             restarts.succeeded()
 
     def _after_failure(self, jobs: list[Job], exc: WorkerError) -> list[Job]:
@@ -230,6 +256,7 @@ class TransformDriver(_Driver):
         answered = asyncio.Event()  # set at each completed job
         unanswered_bytes = 0  # input written and not yet answered: at most replay_bytes (or one job)
         recycle = False
+        first = True  # the first job waits for the worker's start-up output, if any
         next_rss_check = 0.0
 
         def too_big() -> bool:
@@ -249,7 +276,7 @@ class TransformDriver(_Driver):
             return True
 
         async def feed() -> None:
-            nonlocal recycle, unanswered_bytes
+            nonlocal recycle, unanswered_bytes, first
             while True:
                 if too_big():
                     recycle = True
@@ -259,15 +286,24 @@ class TransformDriver(_Driver):
                 while not policy.may_write(unanswered_bytes, self.stage.batch_bytes, self.stage.replay_bytes):
                     answered.clear()
                     await answered.wait()
-                if held and held.due() and not (inbox.closed and not len(inbox)):  # at the end: EOF confirms
-                    await held.empty.wait()  # the reader confirms once the worker is quiet
+                while held and held.due() and not (inbox.closed and not len(inbox)):  # at the end: EOF confirms
+                    try:  # the reader confirms once the worker is quiet; the end of input may come first
+                        async with asyncio.timeout(RECHECK):
+                            await held.empty.wait()
+                    except TimeoutError:
+                        pass
                 job = retry.pop(0) if retry else await self._assemble(inbox)
                 if job is None:
                     await drained.wait()
                     return
+                if first:
+                    first = False
+                    await session.startup_quiet()
                 if job.alone or job.after_confirmation:
                     await drained.wait()
-                    await held.empty.wait()  # blame stays exact: what went before is in step first
+                    held.wanted = True  # blame stays exact: what went before is in step first
+                    await held.empty.wait()
+                    held.wanted = False
                 session.add_job(job)
                 drained.clear()
                 self.stats.in_flight += 1
@@ -292,8 +328,14 @@ class TransformDriver(_Driver):
                     )
                 if not tokens:  # quiet for the settle time with nothing outstanding: in step
                     session.quiet_until = None
-                    if held.confirm():
+                    # A quiet check counts only while a held window waits on it, or the feed
+                    # does: quiet alone is weak evidence.  (At the end of input the feed ends
+                    # at once, and only the worker's clean end confirms: _close.)
+                    if (held.wanted or held.due()) and held.confirm():
                         restarts.succeeded()
+                    if held:  # checked again: suspects need a second check; else polled for a window
+                        pressing = held.wanted or held.due()
+                        session.quiet_until = time.monotonic() + (held.settle() if pressing else RECHECK)
                     continue
                 reading = session.rules.feed(tokens)
                 for job in reading.completed:
@@ -485,6 +527,7 @@ class ExtractDriver(_Driver):
         restarts = Restarts(self.stage, label)
         window: Window | None = None  # reopened and asked again after a failure
         request: object = None
+        worked = False  # a process of this instance answered a request
         while True:
             session = await self.start(i)
             try:
@@ -519,6 +562,9 @@ class ExtractDriver(_Driver):
                 await session.abort()
                 if self.stopped_on_purpose(label):
                     return
+                worked = worked or session.completed > 0
+                if isinstance(exc, WorkerGone) and not worked and session.gone_before_asked():
+                    raise session.never_answered(exc) from exc
                 self.stats.failed(exc)
                 await restarts.wait(exc)
 
@@ -558,13 +604,13 @@ class ExtractDriver(_Driver):
 
     async def _nothing_unasked(self, session: WorkerSession) -> None:
         """Before a request: anything the worker wrote since its last EOP (a stray EOP would
-        otherwise answer this request) is a violation."""
-        session.quiet_until = time.monotonic()
+        otherwise answer this request), or since it started, is a violation."""
+        session.quiet_until = max(time.monotonic(), session.started + STARTUP_QUIET if not session.completed else 0)
         stray = await session.read_tokens()
         session.quiet_until = None
         if stray is None:
             raise await session.gone("exited between cycles (its stdin was still open)")
-        unasked = unasked_before_request(stray)
+        unasked = unasked_before_request(stray, answered=session.completed > 0)
         if unasked is not None:
             raise session.violation(unasked)
 

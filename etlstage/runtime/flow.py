@@ -215,7 +215,7 @@ class Inbox:
         return out
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, kw_only=True)  # by name only: Exchange's fields come first
 class Job(Exchange):
     """Work written to one worker in one go: a batch, or ``requests`` single messages.
 

@@ -355,6 +355,7 @@ class Pipeline:
                 "in_flight": s.in_flight,
                 "restarts": s.restarts,
                 "deadletters": s.deadletters,
+                "resent": s.resent,
                 "failures": dict(s.failures),
                 "last_errors": [{"at": at, "error": text} for at, text in s.last_errors],
                 "latency": {"buckets": s.latency.cumulative(), "sum": round(s.latency.sum, 6)},

@@ -99,4 +99,19 @@ def summary(pipeline: Pipeline) -> str:
         f"extracted {extract:,} messages in {elapsed:,.2f}s ({_rate(extract, elapsed)})"
         + (f"; {dead:,} message(s) in the dead-letter store" if dead else "")
     )
+    resent = resent_line({name: s.resent for name, s in pipeline.stats.items()})
+    if resent:
+        rows.append(resent)
     return "\n".join(rows)
+
+
+def resent_line(resent: dict[str, int]) -> str:
+    """Messages sent to a stage again after a worker failure, by stage ("" when none).
+
+    >>> resent_line({"t": 12, "sink": 0})
+    "sent again after a worker failure: 12 message(s) to stage 't' (a loader not idempotent may have them twice)"
+    """
+    parts = [f"{n:,} message(s) to stage {name!r}" for name, n in resent.items() if n]
+    if not parts:
+        return ""
+    return f"sent again after a worker failure: {', '.join(parts)} (a loader not idempotent may have them twice)"

@@ -16,13 +16,28 @@ from typing import Any
 
 from etlstage.config.model import Timeouts
 from etlstage.conversation import policy
-from etlstage.errors import ProtocolViolation, WorkerError, WorkerGone, WorkerTimeout, describe_status, escape_bytes
+from etlstage.errors import (
+    PipelineError,
+    ProtocolViolation,
+    WorkerError,
+    WorkerGone,
+    WorkerTimeout,
+    describe_status,
+    escape_bytes,
+    went_away,
+)
 from etlstage.protocol.framing import ReplyParser, Token
 from etlstage.protocol.replies import ReplyRules
 from etlstage.protocol.scenario import Scenario
 from etlstage.protocol.vocabulary import StageType
 from etlstage.runtime.flow import Job
 from etlstage.runtime.transport import Transport
+
+# A fresh worker's output is looked for this long before its first request: a banner or
+# log line written at start-up (before it reads anything) is then bytes with no request
+# outstanding — a violation — rather than the start of its first answer.  `check-worker`
+# and a run look for the same time.
+STARTUP_QUIET = 0.3
 
 
 class WorkerSession:
@@ -52,6 +67,7 @@ class WorkerSession:
         self.inflight: collections.deque[Job] = self.rules.outstanding
         self.quiet_until: float | None = None  # with nothing outstanding: read_tokens returns [] then
         self.completed = 0  # requests answered by this process
+        self.asked = False  # a request was written to this process
         self.started = time.monotonic()
         self.last_output = self.started
         self._read: asyncio.Future[bytes] | None = None
@@ -84,7 +100,10 @@ class WorkerSession:
         return lines
 
     def violation(self, exc: ProtocolViolation) -> WorkerError:
-        return WorkerError(f"protocol violation by {self.label}: {exc.problem}", self.context(exc.snippet))
+        """The report of ``exc``; it stays the ``__cause__`` (an :class:`UnaskedReply` shows a shift)."""
+        error = WorkerError(f"protocol violation by {self.label}: {exc.problem}", self.context(exc.snippet))
+        error.__cause__ = exc
+        return error
 
     async def gone(self, what: str) -> WorkerGone:
         """The worker went away: wait briefly for its exit status so the report has it."""
@@ -93,7 +112,28 @@ class WorkerSession:
                 await self.transport.wait()
         except TimeoutError:
             pass
-        return WorkerGone(f"{self.label} {what}", self.context())
+        return WorkerGone(f"{self.label} {went_away(what, self.transport.returncode())}", self.context())
+
+    def exited_on_its_own(self) -> bool:
+        """It ended with an exit status (not killed by a signal: an operator, the OOM killer)."""
+        code = self.transport.returncode()
+        return code is not None and code >= 0
+
+    def gone_before_asked(self) -> bool:
+        """It exited on its own before its first request was written (it had
+        :data:`STARTUP_QUIET` for that): a broken command, not a bad message, which a
+        worker can only meet once asked."""
+        return not self.asked and self.exited_on_its_own()
+
+    def never_answered(self, exc: WorkerError) -> PipelineError:
+        """The worker went away before answering its first request: a broken command (a
+        missing script, a bad option), not a bad message — what it said is the headline."""
+        said = [t.strip() for t in self.transport.stderr_tail() if t.strip()]
+        headline = said[-1] if said else "(it wrote nothing to stderr)"
+        return PipelineError(
+            f"{self.label} exited before its first request: {headline}\n"
+            f"The stage stops at once (restarting it would fail the same way).\nCause: {exc}"
+        )
 
     # --- I/O ------------------------------------------------------------------------
 
@@ -116,8 +156,15 @@ class WorkerSession:
             last_output=self.last_output,
         )
 
+    async def startup_quiet(self) -> None:
+        """Before the first request: wait out :data:`STARTUP_QUIET` from the start (the reader,
+        running meanwhile, finds what the worker writes unasked)."""
+        if self.completed == 0 and not self.inflight:
+            await asyncio.sleep(max(0.0, self.started + STARTUP_QUIET - time.monotonic()))
+
     def add_job(self, job: Job) -> None:
         """A request was written: its time limit starts to run (now, if it is the head)."""
+        self.asked = True
         self.rules.sent(job)
         self._rearm.set()
 

@@ -114,6 +114,7 @@ class StageStats:
     in_flight: int = 0
     restarts: int = 0
     deadletters: int = 0
+    resent: int = 0  # messages written to a worker again after a failure (at-least-once)
     started: float = field(default_factory=time.monotonic)
     workers: dict[int, Any] = field(default_factory=dict)  # instance -> Transport
     pids: list[int] = field(default_factory=list)  # every worker process of this run

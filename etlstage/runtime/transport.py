@@ -73,6 +73,48 @@ def resolve_program(argv: list[str], env: Mapping[str, str]) -> list[str]:
     return argv
 
 
+# Interpreters whose first argument that is not an option is a script file, and the
+# options after which the program is given inline (no script file to check).
+INTERPRETERS = {"python", "python3", "perl", "node", "nodejs", "ruby", "bash", "sh", "dash", "zsh", "php", "Rscript"}
+INLINE = {"-c", "-e", "-m", "-E", "--eval", "-r", "--require", "-p", "--print", "-"}
+
+
+def command_problem(argv: list[str], env: Mapping[str, str], cwd: str) -> str | None:
+    """Why ``argv`` cannot start as a run would start it (its program not on the PATH the
+    run uses, nor beside etlstage; a script given to a known interpreter missing), or None.
+
+    >>> command_problem(["sh", "no-such-script.sh"], {"PATH": "/bin:/usr/bin"}, "/")
+    "script 'no-such-script.sh' (given to sh) does not exist (looked in /)"
+    """
+    if not argv:
+        return None
+    program = resolve_program(argv, env)[0]
+    path = os.pathsep.join(os.get_exec_path(dict(env)))
+    if "/" in program:
+        full = program if os.path.isabs(program) else os.path.join(cwd, program)
+        if not os.path.isfile(full):
+            return f"program {program!r} does not exist (looked in {cwd})"
+        if not os.access(full, os.X_OK):
+            return f"program {program!r} is not executable"
+    elif shutil.which(program, path=path) is None:
+        return f"program {program!r} is not on the PATH the run uses ({path})"
+    name = os.path.basename(program)
+    if name.rstrip("0123456789.") not in INTERPRETERS and name not in INTERPRETERS:
+        return None
+    for arg in argv[1:]:
+        if arg in INLINE or (arg.startswith("-") and arg[:2] in INLINE):
+            return None  # the program is given inline, or as a module
+        if arg.startswith("-"):
+            continue
+        if "{" in arg:
+            return None  # a placeholder filled in at start
+        script = arg if os.path.isabs(arg) else os.path.join(cwd, arg)
+        if not os.path.exists(script):
+            return f"script {arg!r} (given to {name}) does not exist (looked in {cwd})"
+        return None
+    return None
+
+
 def _cwd_problem(cwd: str | None) -> str | None:
     if cwd is None:
         return None

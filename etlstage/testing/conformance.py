@@ -16,6 +16,7 @@ from etlstage.config.model import PipelineConfig
 from etlstage.errors import ConfigError
 from etlstage.protocol.markers import DEFAULT_MARKERS, Markers
 from etlstage.protocol.vocabulary import Mode, StageType
+from etlstage.runtime.session import STARTUP_QUIET
 from etlstage.testing.harness import HarnessResult, StageHarness, WorkerFailed
 
 PRINTABLE = Markers(eom=ord("|"), eop=ord("#"), eob=ord("~"), bnc=ord("^"))
@@ -66,13 +67,21 @@ def _batch_sizes(n: int, size: int) -> list[int]:
 
 
 def check_single(h: StageHarness, w: Any, o: Options) -> str | None:
-    r = _run(h, w, o, mode="single", inputs=SAMPLE, prefetch=1, settle=0.3)
+    r = _run(h, w, o, mode="single", inputs=SAMPLE, prefetch=1, settle=STARTUP_QUIET)
     return _expect_groups(r, [1] * len(SAMPLE), "one EOP per request, requests")
 
 
 def check_supervisor_batches(h: StageHarness, w: Any, o: Options) -> str | None:
     r = _run(
-        h, w, o, mode="batch", batch_driver="supervisor", batch_size=o.batch_size, inputs=SAMPLE, prefetch=1, settle=0.3
+        h,
+        w,
+        o,
+        mode="batch",
+        batch_driver="supervisor",
+        batch_size=o.batch_size,
+        inputs=SAMPLE,
+        prefetch=1,
+        settle=STARTUP_QUIET,
     )
     return _expect_groups(r, _batch_sizes(len(SAMPLE), o.batch_size), "EOB-closed batches")
 
@@ -80,7 +89,7 @@ def check_supervisor_batches(h: StageHarness, w: Any, o: Options) -> str | None:
 def check_worker_batches(h: StageHarness, w: Any, o: Options) -> str | None:
     # BNC after each message short of the batch, never after the filling one; the last
     # batch is partial and closed by EOB in answer to a BNC.
-    r = _run(h, w, o, mode="batch", batch_driver="worker", batch_size=o.batch_size, inputs=SAMPLE, settle=0.3)
+    r = _run(h, w, o, mode="batch", batch_driver="worker", batch_size=o.batch_size, inputs=SAMPLE, settle=STARTUP_QUIET)
     return _expect_groups(r, _batch_sizes(len(SAMPLE), o.batch_size), "BNC-driven batches")
 
 
@@ -181,7 +190,7 @@ def check_no_input(h: StageHarness, w: Any, o: Options) -> str | None:
         batch_driver=o.batch_driver or "supervisor",
         batch_size=o.batch_size,
         inputs=[],
-        settle=0.3,
+        settle=STARTUP_QUIET,
     )
     if r.batches:
         return f"wrote {r.batches!r} with no request"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import time
@@ -121,7 +122,7 @@ def test_crash_mid_batch_is_restarted_and_the_batch_sent_again(pdir, tmp_path, d
     assert r.code == 0, r.stderr
     assert flag.exists()
     assert_at_least_once(pdir.lines("out.txt"), list(range(40)), may_repeat=range(20))
-    assert "restart; its job is sent again (failed 1 of 2 tries)" in r.stderr
+    assert "restart; its job is sent again (try 2 of 3)" in r.stderr
 
 
 def test_a_message_holding_the_next_stages_marker_is_refused_before_it_is_written(pdir):
@@ -147,6 +148,11 @@ def test_poison_message_goes_to_the_dead_letter_store_and_the_rest_is_loaded(pdi
     assert "  13" in shown.stdout and "poison message" in shown.stdout
     status = pdir.etlstage("status")
     assert "dead letters: 1 (1 new)" in status.stdout
+    # the poison's neighbours were sent again: the summary says how many, and to which stage
+    resent = re.search(r"sent again after a worker failure: (\d+) message\(s\) to stage 't'", r.stderr)
+    assert resent, r.stderr
+    loaded = pdir.lines("out.txt")
+    assert int(resent.group(1)) >= len(loaded) - len(set(loaded)) > 0
 
 
 def test_poison_message_under_fail_policy_stops_with_nothing_committed_past_it(pdir):

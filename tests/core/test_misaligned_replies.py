@@ -8,6 +8,7 @@ message, and a run that fails leaves what it did not finish to the next run.
 from __future__ import annotations
 
 import random
+import re
 from typing import Any
 
 import pytest
@@ -27,7 +28,7 @@ MODES = {
 }
 
 
-def write_pipeline(pdir: PipelineDir, mode: str, prefetch: int | None, faults: list[str]) -> None:
+def write_pipeline(pdir: PipelineDir, mode: str, prefetch: int | None, faults: list[str], sink_batch: int = 7) -> None:
     flags = pdir.path / "flags"
     flags.mkdir(exist_ok=True)
     argv = ", ".join(f'"{a}"' for a in [PY, MISBEHAVE, str(flags), *faults])
@@ -37,7 +38,7 @@ def write_pipeline(pdir: PipelineDir, mode: str, prefetch: int | None, faults: l
           - {{name: src, type: E, command: ["{{PY}}", "{{TW}}", count, "{N}"]}}
           - {{name: t, type: T, {MODES[mode]} {prefetch_key} timeouts: {{request: 2}},
               restart: {{max_restarts: 3, backoff: 0.05}}, command: [{argv}]}}
-          - {{name: sink, type: L, mode: batch, batch_size: 7, command: ["{{PY}}", "{{TW}}", append, out.txt]}}
+          - {{name: sink, type: L, mode: batch, batch_size: {sink_batch}, command: ["{{PY}}", "{{TW}}", append, out.txt]}}
     """)
 
 
@@ -80,3 +81,65 @@ def test_random_stray_missing_and_repeated_answers_lose_nothing(pdir, seed):
     faults = sorted({f"{rng.choice(kinds)}@{rng.randint(1, answers)}" for _ in range(rng.randint(1, 3))})
     print(f"seed {seed}: mode {mode}, prefetch {prefetch}, faults {faults}")
     run_and_check(pdir, mode, prefetch, faults)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sink_batch", [1, 3, 4, 8])
+@pytest.mark.parametrize("repeat", range(3))
+def test_a_late_answer_after_a_stray_eop_at_the_end_loses_nothing(pdir, sink_batch, repeat):
+    """A stray EOP after answer 59 answers request 60, whose real answer comes half a
+    second later, long after the worker went quiet: the last windows are confirmed only
+    when the worker has ended cleanly on end of input, so the late answer is caught and
+    request 60 is sent again."""
+    write_pipeline(pdir, "single", None, ["stray@59", "slow@60"], sink_batch)
+    r = pdir.run("--once", timeout=120)
+    assert r.code == 0, r.stderr[-3000:]
+    assert loaded(pdir) == set(range(N)), r.stderr[-3000:]
+    assert "once its stdin was closed" in r.stderr
+    assert "sent again" in r.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("repeat", range(3))
+def test_quiet_does_not_confirm_answers_while_their_window_is_still_open(pdir, repeat):
+    """The source stays open for 1.5 s after its last message; the worker goes quiet after
+    a stray EOP and answers request 60 half a second late.  Quiet counts only once the
+    window has passed the stage, so the answers are still held when the late bytes show,
+    and they are sent again."""
+    write_pipeline(pdir, "single", None, ["stray@59", "slow@60"])
+    yaml = pdir.path / "stages.yaml"
+    source = next(line for line in yaml.read_text().splitlines() if "name: src" in line)
+    yaml.write_text(
+        yaml.read_text().replace(source, f'  - {{name: src, type: E, command: [sh, -c, "seq 0 {N - 1}; sleep 1.5"]}}')
+    )
+    r = pdir.run("--once", timeout=120)
+    assert r.code == 0, r.stderr[-3000:]
+    assert loaded(pdir) == set(range(N)), r.stderr[-3000:]
+    assert "no request outstanding" in r.stderr, r.stderr[-3000:]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("repeat", range(3))
+def test_a_late_answer_after_its_window_committed_stops_the_run_naming_the_window(pdir, repeat):
+    """Windows of 10 messages (supervisor offsets), three in flight.  A stray EOP after
+    answer 29 answers request 30 (the last of window 2); the worker answers it half a
+    second late, after window 2 passed its quiet checks and committed.  The shift shows
+    in window 3, where the answer to request 30 lands on request 31: the run must not end 0
+    as if all were well — it stops naming the stage and the committed windows of the last
+    release on quiet (window 2, with those released with it)."""
+    flags = pdir.path / "flags"
+    flags.mkdir()
+    argv = ", ".join(f'"{a}"' for a in [PY, MISBEHAVE, str(flags), "stray@29", "slow@30"])
+    pdir.write(f"""
+        max_inflight_windows: 3
+        stages:
+          - {{name: src, type: E, mode: cyclic, offsets: supervisor,
+              offset_policy: {{type: counter, start: 0, step: 10}}, command: ["{{PY}}", "{{TW}}", count, "{N}"]}}
+          - {{name: t, type: T, mode: single, timeouts: {{request: 2}},
+              restart: {{max_restarts: 3, backoff: 0.05}}, command: [{argv}]}}
+          - {{name: sink, type: L, mode: batch, batch_size: 7, command: ["{{PY}}", "{{TW}}", append, out.txt]}}
+    """)
+    r = pdir.run("--once", timeout=120)
+    assert r.code == 1, r.stderr[-3000:]
+    named = re.search(r"stage 't': t broke the protocol after windows \(([^)]*)\) were committed", r.stderr)
+    assert named and set(named.group(1).split(", ")) <= {"src 0", "src 1", "src 2"}, r.stderr[-3000:]

@@ -227,3 +227,25 @@ def test_reported_counters_become_labelled_gauges_in_base_units():
     # the other shape of the same name is left out rather than mixing label sets in one family
     assert not [k for k in samples if k[0] == "etlstage_reported_records" and dict(k[1]).get("stage") == "rdss"]
     assert samples[("etlstage_pipeline_start_time_seconds", (("pipeline", "p"),))] == 990.0
+
+
+def test_status_says_how_many_messages_were_sent_again_and_to_which_stage():
+    from etlstage.observe.status import render
+
+    doc = {
+        "time": 0.0,
+        "running": [
+            {
+                "pid": 1,
+                "started_at": 0.0,
+                "heartbeat": 0.0,
+                "state": "running",
+                "progress": {"stages": {"t": {"in": 9, "out": 9, "in_flight": 0, "resent": 4}}},
+            }
+        ],
+        "dead": [],
+        "checkpoints": [],
+        "windows_in_flight": [],
+        "deadletters": {"total": 0, "new": 0},
+    }
+    assert "  sent again after a worker failure: 4 message(s) to stage 't'" in "\n".join(render(doc, "x"))

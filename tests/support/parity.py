@@ -50,7 +50,8 @@ def _restart_notes(into: list[str]) -> Iterator[None]:
 
     class Notes(logging.Handler):
         def emit(self, record: logging.LogRecord) -> None:
-            found = RESTART.search(record.getMessage())
+            # the policy's line; the supervisor may add the worker's stderr below it
+            found = RESTART.search(record.getMessage().splitlines()[0])
             if found:
                 into.append(found.group(1))
 
