@@ -1,0 +1,66 @@
+"""Behaviour the mutation run (bench/mutation.py) found no fast test for."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+import pytest
+
+from etlstage.config.loader import parse_config
+from etlstage.errors import PipelineError, WorkerError
+from etlstage.runtime.driver import Restarts
+from etlstage.runtime.flow import Inbox
+
+# a cyclic E-worker that answers its first request and exits while its stdin is still open
+ONE_CYCLE = "import os, sys; sys.stdin.buffer.readline(); os.write(1, b'a' + bytes([10, 0]))"
+
+
+def test_an_inbox_waits_for_a_change_after_the_call_not_one_already_seen() -> None:
+    """A change seen before is no reason to wake: an assembler waiting for more input
+    would otherwise spin until its linger time."""
+
+    async def scenario() -> None:
+        box = Inbox(1, b"\n", 1 << 20)
+        box.notify()  # a change the caller has already acted on
+        waiting = asyncio.create_task(box.wait_changed(None))
+        for _ in range(5):
+            await asyncio.sleep(0)  # let the task run as far as it can
+        assert not waiting.done()
+        box.notify()
+        await asyncio.wait_for(waiting, 5)
+
+    asyncio.run(scenario())
+
+
+def test_a_success_resets_the_failures_in_a_row(tmp_path: Path) -> None:
+    """max_restarts counts failures in a row: one that follows a success is the first again."""
+    text = f"""
+stages:
+  - {{name: e, type: E, restart: {{max_restarts: 1, backoff: 0}}, command: ["{sys.executable}", "-c", "pass"]}}
+  - {{name: sink, type: L, command: ["{sys.executable}", "-c", "pass"]}}
+"""
+    stage = parse_config(text, base_dir=str(tmp_path)).stages[0]
+
+    async def scenario() -> None:
+        restarts = Restarts(stage, "e")
+        await restarts.wait(WorkerError("crashed"))
+        restarts.succeeded()
+        await restarts.wait(WorkerError("crashed again"))  # the first in a row: restarted
+        with pytest.raises(PipelineError, match="failed 2 times in a row"):
+            await restarts.wait(WorkerError("and again"))
+
+    asyncio.run(scenario())
+
+
+def test_an_extractor_that_exits_between_cycles_is_named_as_such(pdir) -> None:
+    pdir.write(f"""
+        stages:
+          - {{name: src, type: E, mode: cyclic, restart: {{max_restarts: 0}}, command: ["{{PY}}", "-c", "{ONE_CYCLE}"]}}
+          - {{name: sink, type: L, command: ["{{PY}}", "{{TW}}", append, out.txt]}}
+    """)
+    r = pdir.run("--once", timeout=60)
+    assert r.code != 0
+    assert "exited between cycles (its stdin was still open)" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
