@@ -63,6 +63,7 @@ TESTS: list[tuple[str, list[str]]] = [
             "test_crash.py",
             "test_doctests.py",
             "test_claims_metrics.py",
+            "test_claims_survivors.py",
         ],
     ),
     (
