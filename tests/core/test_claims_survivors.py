@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 import sys
 from pathlib import Path
 
@@ -12,6 +13,9 @@ from etlstage.config.loader import parse_config
 from etlstage.errors import PipelineError, WorkerError
 from etlstage.runtime.driver import Restarts
 from etlstage.runtime.flow import Inbox
+from tests.core.test_observe_page import stage_figures
+from tests.support.live_run import LiveRun
+from tests.support.waiting import wait_for
 
 # a cyclic E-worker that answers its first request and exits while its stdin is still open
 ONE_CYCLE = "import os, sys; sys.stdin.buffer.readline(); os.write(1, b'a' + bytes([10, 0]))"
@@ -64,3 +68,24 @@ def test_an_extractor_that_exits_between_cycles_is_named_as_such(pdir) -> None:
     assert r.code != 0
     assert "exited between cycles (its stdin was still open)" in r.stderr, r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_a_second_signal_stops_at_once_with_exit_1(pdir) -> None:
+    """The first SIGTERM drains (here: never, a worker hangs, drain_timeout is long); the
+    second stops at once, exit 1, saying the in-flight windows will be extracted again."""
+    pdir.write("""
+        drain_timeout: 120
+        stages:
+          - {name: src, type: E, mode: cyclic, poll_interval: 0.1, command: ["{PY}", "{TW}", count, "1000", "5"]}
+          - {name: t, type: T, stop_timeout: 1, command: ["{PY}", "{TW}", hang]}
+          - {name: sink, type: L, command: ["{PY}", "{TW}", append, out.txt]}
+    """)
+    with LiveRun(pdir.path) as run:
+        wait_for(lambda: stage_figures(run)["t"]["in_flight"] > 0, 30, "the hanging worker's first request")
+        run.proc.send_signal(signal.SIGTERM)
+        wait_for(lambda: "stopping gracefully" in run.stderr, 30, "the first signal's log line")
+        run.proc.send_signal(signal.SIGTERM)
+        code = run.proc.wait(timeout=30)
+        wait_for(lambda: "stopped at once" in run.stderr, 10, "the hard stop's log line")
+    assert code == 1, run.stderr
+    assert "stopped at once: in-flight windows will be extracted again next run" in run.stderr
