@@ -64,6 +64,8 @@ TESTS: list[tuple[str, list[str]]] = [
             "test_doctests.py",
             "test_claims_metrics.py",
             "test_claims_survivors.py",
+            "test_hardening_spawn.py",
+            "test_memory_bound.py",
         ],
     ),
     (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import sys
 from pathlib import Path
@@ -89,3 +90,26 @@ def test_a_second_signal_stops_at_once_with_exit_1(pdir) -> None:
         wait_for(lambda: "stopped at once" in run.stderr, 10, "the hard stop's log line")
     assert code == 1, run.stderr
     assert "stopped at once: in-flight windows will be extracted again next run" in run.stderr
+
+
+def test_a_write_to_a_worker_that_does_not_read_waits_for_room(tmp_path: Path) -> None:
+    """Writing waits while the worker's stdin is full (the input stays bounded in the
+    supervisor); it completes once the worker reads."""
+    from etlstage.runtime.transport import ProcessTransport
+
+    async def scenario() -> None:
+        gate = tmp_path / "read-now"
+        reader = (
+            f"import os, sys, time\nwhile not os.path.exists({str(gate)!r}): time.sleep(0.01)\nsys.stdin.buffer.read()"
+        )
+        t = await ProcessTransport.spawn([sys.executable, "-c", reader], dict(os.environ), str(tmp_path), "deaf")
+        try:
+            writing = asyncio.ensure_future(t.write(b"x" * (32 << 20)))
+            done, _ = await asyncio.wait({writing}, timeout=1.0)
+            assert not done, "the write returned while the worker read nothing"
+            gate.touch()
+            await asyncio.wait_for(writing, 30)
+        finally:
+            t.kill()
+
+    asyncio.run(scenario())
