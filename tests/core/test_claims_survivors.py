@@ -111,5 +111,6 @@ def test_a_write_to_a_worker_that_does_not_read_waits_for_room(tmp_path: Path) -
             await asyncio.wait_for(writing, 30)
         finally:
             t.kill()
+            await t.stop(1, 1)  # closes the transport while the loop runs (no pipes left to the GC)
 
     asyncio.run(scenario())
