@@ -63,6 +63,9 @@ TESTS: list[tuple[str, list[str]]] = [
             "test_crash.py",
             "test_doctests.py",
             "test_claims_metrics.py",
+            "test_claims_survivors.py",
+            "test_hardening_spawn.py",
+            "test_memory_bound.py",
         ],
     ),
     (
