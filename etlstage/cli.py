@@ -116,6 +116,7 @@ def run(
     if http is not None:
         config = dataclasses.replace(config, http=parse_listen(http, "--http"))
     env = log_env(log_format, log_level, syslog_address, syslog_facility)
+    lock = _claim(config, pipeline_file, config.engine.kind)  # before any worker, service or JVM starts
     if config.engine.kind == "spark":
         from etlstage.spark.query import run_query
 
@@ -129,7 +130,21 @@ def run(
 
         attach = functools.partial(serve, address=config.http)
     code = asyncio.run(run_pipeline(config, once=once, progress=progress, extra_env=env, attach=attach))
+    lock.release()
     sys.exit(code)
+
+
+def _claim(config: PipelineConfig, pipeline_file: str, engine: str, what: str = "run"):
+    """The pipeline's state, held for this process (:mod:`etlstage.state.claim`)."""
+    from etlstage.state.claim import claim
+
+    def shares_state(other: str) -> bool:
+        try:
+            return load_config(other).state_dir == config.state_dir
+        except EtlstageError:
+            return False
+
+    return claim(config.state_dir, engine, pipeline_file, shares_state, what)
 
 
 def _spark_endpoints(address: tuple[str, int]):
@@ -168,9 +183,11 @@ def schema_cmd() -> None:
 
 
 def _store(pipeline_file: str):
+    from etlstage.state.layout import migrate_flat
     from etlstage.state.store import StateStore
 
     config = load_config(pipeline_file)
+    migrate_flat(config.state_dir)
     if not (Path(config.state_dir) / StateStore.FILE).exists():
         raise ConfigError([f"no state yet: {config.state_dir} has no {StateStore.FILE} (the pipeline never ran)"])
     return config, StateStore(config.state_dir)
@@ -191,7 +208,14 @@ def _when(ts: float | None) -> str:
 )
 def status(pipeline_file: str, as_json: bool, watch: bool, interval: float) -> None:
     """Committed offsets, windows in flight with their age, dead letters, and the running supervisor with rates."""
-    if load_config(pipeline_file).engine.kind == "spark":
+    from etlstage.state.layout import migrate_flat
+    from etlstage.state.runlock import holder, last_run
+
+    config = load_config(pipeline_file)
+    migrate_flat(config.state_dir)
+    last = last_run(config.state_dir)
+    # the engine that ran the pipeline last, whatever the file says now
+    if (last.last_engine if last and last.last_engine in ("supervisor", "spark") else config.engine.kind) == "spark":
 
         def show() -> str:
             return _spark_status(pipeline_file, as_json)
@@ -204,13 +228,20 @@ def status(pipeline_file: str, as_json: bool, watch: bool, interval: float) -> N
             doc = status_document(store)
             return json.dumps(doc, indent=2) if as_json else "\n".join(render(doc, str(store.path)))
 
+    def with_holder() -> str:
+        text = show()
+        held = holder(config.state_dir)
+        if as_json:
+            return json.dumps({**json.loads(text), "run_lock": dataclasses.asdict(held) if held else None}, indent=2)
+        return text + "\nrun lock: " + (f"held by {held.describe()}" if held else "free (no run holds this state)")
+
     if not watch:
-        click.echo(show())
+        click.echo(with_holder())
         return
     tty = sys.stdout.isatty()
     try:
         while True:
-            text = show()
+            text = with_holder()
             # on a terminal: home, draw, clear what the previous frame left below
             click.echo("\x1b[H" + text.replace("\n", "\x1b[K\n") + "\x1b[K\x1b[J" if tty else text + "\n")
             time.sleep(interval)
@@ -282,7 +313,8 @@ def deadletter_replay(args: tuple[str, ...], everything: bool, pipeline_option: 
         raise ConfigError([f"one pipeline file at most, got {', '.join(files + [pipeline_option or ''])}"])
     pipeline_file = (files or [pipeline_option or "stages.yaml"])[0]
     idents = [int(a) for a in args if a.isdigit()]
-    _, store = _store(pipeline_file)
+    config, store = _store(pipeline_file)
+    lock = _claim(config, pipeline_file, "deadletter", "mark dead letters for replay")  # not while a run is on
     ids = [d.id for d in store.deadletters(status="new")] if everything else list(idents)
     if not ids:
         raise ConfigError(["name dead letters to replay (ids from `etlstage deadletter list`) or use --all"])
@@ -291,6 +323,7 @@ def deadletter_replay(args: tuple[str, ...], everything: bool, pipeline_option: 
     if missing:
         raise ConfigError([f"no dead letter(s) {', '.join(f'#{i}' for i in missing)}"])
     n = store.set_deadletter_status(ids, "replay")
+    lock.release()
     click.echo(f"{n} dead letter(s) will be sent again to their stage by the next run")
 
 
