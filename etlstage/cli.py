@@ -119,6 +119,9 @@ def run(
     lock = _claim(config, pipeline_file, config.engine.kind)  # before any worker, service or JVM starts
     if config.engine.kind == "spark":
         from etlstage.spark.query import run_query
+        from etlstage.spark.takeover import take_over
+
+        take_over(config.engine.checkpoint, lock.previous.last_engine if lock.previous else "")
 
         serving = _spark_endpoints(config.http) if config.http is not None else None
         sys.exit(run_query(config, once=once, progress=progress, extra_env=env, attach=serving))

@@ -20,6 +20,7 @@ import json
 import logging
 import time
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
@@ -176,7 +177,18 @@ class PolicyReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.counts = plan.counts_dir(stage)
 
     def initialOffset(self) -> dict:
-        return {"next": self.policy.first()}
+        """Where the pipeline's committed state says (the last run may have been the supervisor's).
+
+        Instances whose committed ends differ each start from their own (``"from"``); the
+        first window ends where the furthest one stopped.
+        """
+        ends = committed_ends(self.plan, self.stage)
+        known = [e for e in ends if e is not None]
+        if not known:
+            return {"next": self.policy.first()}
+        furthest = max(known, key=self.policy.order)
+        behind = {str(i): (self.policy.first() if e is None else e) for i, e in enumerate(ends) if e != furthest}
+        return {"next": furthest, "from": behind} if behind else {"next": furthest}
 
     def prepareForTriggerAvailableNow(self) -> None:
         """--once: windows until one comes back empty from every instance."""
@@ -199,8 +211,11 @@ class PolicyReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         if start == end:
             return []
-        request = {"start": start["next"], "end": end["next"]}
-        return [WindowPartition(i, request) for i in range(self.stage.instances)]
+        behind = start.get("from") or {}
+        return [
+            WindowPartition(i, {"start": behind.get(str(i), start["next"]), "end": end["next"]})
+            for i in range(self.stage.instances)
+        ]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, WindowPartition)
@@ -217,9 +232,44 @@ class PolicyReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         yield from to_batches(block, self.stage.markers.eom)
 
     def commit(self, end: dict) -> None:
+        """The batch before ``end`` is committed: so is the pipeline's state, for either engine's next run."""
+        record_committed(self.plan, self.stage, end["next"], self.counts, _safe(end["next"]))
         for path in self.counts.glob("*") if self.counts.exists() else ():
             if not path.name.startswith(_safe(end["next"]) + "-"):
                 path.unlink(missing_ok=True)
+
+
+def _labels(stage: StageConfig) -> list[str]:
+    """The pipeline state's names of the stage's instances (the supervisor's window sources)."""
+    return [stage.name] if stage.instances == 1 else [f"{stage.name}#{i}" for i in range(stage.instances)]
+
+
+def committed_ends(plan: Plan, stage: StageConfig) -> list[object]:
+    """Each instance's last committed end in the pipeline's state (None: nothing committed yet)."""
+    from etlstage.state.store import StateStore
+
+    store = StateStore(plan.config.state_dir)
+    try:
+        return [store.committed(label)[0] for label in _labels(stage)]
+    finally:
+        store.close()
+
+
+def record_committed(plan: Plan, stage: StageConfig, end: object, counts: Path, prefix: str) -> None:
+    """Window ``[..., end)`` of every instance is committed: written to the pipeline's state as the supervisor does."""
+    from etlstage.state.store import StateStore
+
+    store = StateStore(plan.config.state_dir)
+    try:
+        for i, label in enumerate(_labels(stage)):
+            counted = counts / f"{prefix}-{i}"
+            messages = int(counted.read_text() or 0) if counted.exists() else 0
+            committed, done = store.committed(label)
+            if committed == end:  # told again about a batch already recorded (a restart)
+                continue
+            store.commit(label, done, end, messages)
+    finally:
+        store.close()
 
 
 def _safe(value: object) -> str:
