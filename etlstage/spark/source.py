@@ -177,18 +177,12 @@ class PolicyReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.counts = plan.counts_dir(stage)
 
     def initialOffset(self) -> dict:
-        """Where the pipeline's committed state says (the last run may have been the supervisor's).
-
-        Instances whose committed ends differ each start from their own (``"from"``); the
-        first window ends where the furthest one stopped.
-        """
+        """Where the pipeline's committed state says (the last run may have been the supervisor's)."""
         ends = committed_ends(self.plan, self.stage)
-        known = [e for e in ends if e is not None]
-        if not known:
+        if any(e is None for e in ends):
             return {"next": self.policy.first()}
-        furthest = max(known, key=self.policy.order)
-        behind = {str(i): (self.policy.first() if e is None else e) for i, e in enumerate(ends) if e != furthest}
-        return {"next": furthest, "from": behind} if behind else {"next": furthest}
+        # the instances commit together, so their ends agree; were they not to, none skips a window
+        return {"next": min(ends, key=self.policy.order)}
 
     def prepareForTriggerAvailableNow(self) -> None:
         """--once: windows until one comes back empty from every instance."""
@@ -211,11 +205,8 @@ class PolicyReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         if start == end:
             return []
-        behind = start.get("from") or {}
-        return [
-            WindowPartition(i, {"start": behind.get(str(i), start["next"]), "end": end["next"]})
-            for i in range(self.stage.instances)
-        ]
+        request = {"start": start["next"], "end": end["next"]}
+        return [WindowPartition(i, request) for i in range(self.stage.instances)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, WindowPartition)
