@@ -175,6 +175,7 @@ class PolicyReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         assert op is not None
         self.policy = make_policy(op.kind, op.start, op.step, op.lag, f"stage {stage.name!r}: offset_policy")
         self.counts = plan.counts_dir(stage)
+        self.recorded: object = None  # the last end brought into the pipeline's state by this reader
 
     def initialOffset(self) -> dict:
         """Where the pipeline's committed state says (the last run may have been the supervisor's)."""
@@ -188,6 +189,11 @@ class PolicyReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """--once: windows until one comes back empty from every instance."""
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        # asked only once the batch that ended at ``start`` committed; Spark delivers commit()
+        # lazily (never for a run's last batch), so the pipeline's state is brought up to it here
+        if start["next"] != self.recorded:
+            record_committed(self.plan, self.stage, start["next"], self.counts, _safe(start["next"]))
+            self.recorded = start["next"]
         if self.plan.once and self._last_was_empty(start["next"]):
             return start
         span = self.policy.window(start["next"])
@@ -250,6 +256,8 @@ def record_committed(plan: Plan, stage: StageConfig, end: object, counts: Path, 
     """Window ``[..., end)`` of every instance is committed: written to the pipeline's state as the supervisor does."""
     from etlstage.state.store import StateStore
 
+    if not any((counts / f"{prefix}-{i}").exists() for i in range(stage.instances)):
+        return  # no batch of this checkpoint ended there (the first offset): nothing to record
     store = StateStore(plan.config.state_dir)
     try:
         for i, label in enumerate(_labels(stage)):

@@ -176,6 +176,9 @@ class KinesisReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         batch = int(start["batch"])
         reached = self._reached(start)
         rows = after(start, reached)
+        # planned from ``start`` only once the batch that ended there committed (Spark delivers
+        # commit() lazily, never for a run's last batch): its positions are the stage's now
+        self._write_positions(rows)
         more = {sid for sid, r in reached.items() if r.more and not r.ended}
         for sid, r in reached.items():
             self.lag.read(batch, sid, r)
@@ -262,14 +265,17 @@ class KinesisReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def commit(self, end: dict[str, Any]) -> None:
         """Batch ``end["batch"]`` committed: where it stopped becomes the stage's committed positions (the
         worker's store, read by either engine's next run); positions of earlier batches are no longer needed."""
-        rows = after(end, self._reached(end))
+        self._write_positions(after(end, self._reached(end)))
+        self.reached.forget_before(int(end["batch"]))
+
+    def _write_positions(self, rows: dict[str, ShardRow]) -> None:
+        """Committed positions into the worker's store (never backwards: a second time changes nothing)."""
         store = self._store()
         try:
             store.register(list(rows.values()))
             store.commit(Commit(sid, r.seq, r.subseq, r.complete, r.ended) for sid, r in rows.items())
         finally:
             store.close()
-        self.reached.forget_before(int(end["batch"]))
 
     # --- tasks --------------------------------------------------------------------------
 
