@@ -23,7 +23,14 @@ log = logging.getLogger("etlstage.spark")
 
 def take_over(checkpoint: str, last_engine: str) -> bool:
     """Move Spark's ``checkpoint`` aside when ``last_engine`` ran the pipeline last; True when it did."""
-    if last_engine != "supervisor" or "://" in checkpoint:
+    if last_engine != "supervisor":
+        return False
+    if "://" in checkpoint:  # not a local folder: this process cannot remove it
+        log.warning(
+            "the supervisor engine ran this pipeline last: remove the Spark checkpoint %s before a run on Spark, "
+            "or that run goes on from where Spark last stopped and reads again what the supervisor read since",
+            checkpoint,
+        )
         return False
     path = Path(checkpoint)
     if not path.is_dir():
