@@ -117,11 +117,16 @@ def run(
     if http is not None:
         config = dataclasses.replace(config, http=parse_listen(http, "--http"))
     env = log_env(log_format, log_level, syslog_address, syslog_facility)
+    lock = _claim(config, pipeline_file, config.engine.kind)  # before any worker, service or JVM starts
+
     from etlstage.state.lastrun import RunRecorder
 
     ended = RunRecorder(config.state_dir, config.engine.kind)  # status shows how the run ended
     if config.engine.kind == "spark":
         from etlstage.spark.query import run_query
+        from etlstage.spark.takeover import take_over
+
+        take_over(config.engine.checkpoint, lock.previous.last_engine if lock.previous else "")
 
         serving = _spark_endpoints(config.http) if config.http is not None else None
         sys.exit(ended.end(run_query(config, once=once, progress=progress, extra_env=env, attach=serving)))
@@ -133,7 +138,21 @@ def run(
 
         attach = functools.partial(serve, address=config.http)
     code = asyncio.run(run_pipeline(config, once=once, progress=progress, extra_env=env, attach=attach))
+    lock.release()
     sys.exit(ended.end(code))
+
+
+def _claim(config: PipelineConfig, pipeline_file: str, engine: str, what: str = "run"):
+    """The pipeline's state, held for this process (:mod:`etlstage.state.claim`)."""
+    from etlstage.state.claim import claim
+
+    def shares_state(other: str) -> bool:
+        try:
+            return load_config(other).state_dir == config.state_dir
+        except EtlstageError:
+            return False
+
+    return claim(config.state_dir, engine, pipeline_file, shares_state, what)
 
 
 def _spark_endpoints(address: tuple[str, int]):
@@ -188,9 +207,11 @@ def schema_cmd() -> None:
 
 
 def _store(pipeline_file: str):
+    from etlstage.state.layout import migrate_flat
     from etlstage.state.store import StateStore
 
     config = load_config(pipeline_file)
+    migrate_flat(config.state_dir)
     if not (Path(config.state_dir) / StateStore.FILE).exists():
         raise ConfigError([f"no state yet: {config.state_dir} has no {StateStore.FILE} (the pipeline never ran)"])
     return config, StateStore(config.state_dir)
@@ -211,7 +232,14 @@ def _when(ts: float | None) -> str:
 )
 def status(pipeline_file: str, as_json: bool, watch: bool, interval: float) -> None:
     """Committed offsets, windows in flight with their age, dead letters, and the running supervisor with rates."""
-    if load_config(pipeline_file).engine.kind == "spark":
+    from etlstage.state.layout import migrate_flat
+    from etlstage.state.runlock import last_holder
+
+    config = load_config(pipeline_file)
+    migrate_flat(config.state_dir)
+    last = last_holder(config.state_dir)
+    # the engine that ran the pipeline last, whatever the file says now
+    if (last.last_engine if last and last.last_engine in ("supervisor", "spark") else config.engine.kind) == "spark":
 
         def show() -> str:
             return _spark_status(pipeline_file, as_json)
@@ -242,7 +270,7 @@ def status(pipeline_file: str, as_json: bool, watch: bool, interval: float) -> N
 def _spark_status(pipeline_file: str, as_json: bool) -> str:
     """The Spark engine's checkpoint (micro-batches committed, in flight), then its dead letters and
     last run; as JSON the status document ``/api/status`` serves, without the run (the driver's own)."""
-    from etlstage.observe.status import render_last_run
+    from etlstage.observe.status import render_last_run, render_run_lock, run_lock
     from etlstage.spark.status import describe
     from etlstage.state.lastrun import last_run
     from etlstage.state.store import StateStore
@@ -259,7 +287,7 @@ def _spark_status(pipeline_file: str, as_json: bool) -> str:
         dead = store.deadletters()
         text += f"\ndead letters: {len(dead)} ({sum(d.status == 'new' for d in dead)} new)"
         text += "".join(f"\n{line}" for line in render_last_run(last_run(store)))
-    return text
+    return text + "\n" + render_run_lock(run_lock(config.state_dir))
 
 
 @main.group()
@@ -313,7 +341,8 @@ def deadletter_replay(args: tuple[str, ...], everything: bool, pipeline_option: 
         raise ConfigError([f"one pipeline file at most, got {', '.join(files + [pipeline_option or ''])}"])
     pipeline_file = (files or [pipeline_option or "stages.yaml"])[0]
     idents = [int(a) for a in args if a.isdigit()]
-    _, store = _store(pipeline_file)
+    config, store = _store(pipeline_file)
+    lock = _claim(config, pipeline_file, "deadletter", "mark dead letters for replay")  # not while a run is on
     ids = [d.id for d in store.deadletters(status="new")] if everything else list(idents)
     if not ids:
         raise ConfigError(["name dead letters to replay (ids from `etlstage deadletter list`) or use --all"])
@@ -322,6 +351,7 @@ def deadletter_replay(args: tuple[str, ...], everything: bool, pipeline_option: 
     if missing:
         raise ConfigError([f"no dead letter(s) {', '.join(f'#{i}' for i in missing)}"])
     n = store.set_deadletter_status(ids, "replay")
+    lock.release()
     click.echo(f"{n} dead letter(s) will be sent again to their stage by the next run")
 
 

@@ -42,6 +42,7 @@ from etlstage.logs import escape_controls
 from etlstage.protocol.markers import Markers
 from etlstage.protocol.scenario import Scenario
 from etlstage.protocol.vocabulary import MODES, BatchDriver, Mode, Offsets, OnFailure, StageType, default_mode
+from etlstage.state.layout import pipeline_dir
 from etlstage.state.store import state_dir_problems
 
 Path_ = tuple[str | int, ...]
@@ -385,10 +386,12 @@ def _resolve(data: dict[str, Any], at: Any, source: str, base_dir: str) -> Pipel
             )
         )
     http = guard(("http",), parse_listen, data["http"], "") if data.get("http") is not None else None
-    state_dir = Path(data.get("state_dir", ".etlstage"))
-    if not state_dir.is_absolute():
-        state_dir = Path(base_dir) / state_dir
-    for problem in state_dir_problems(state_dir):
+    name = guard(("name",), _name, data["name"]) if "name" in data else escape_controls(Path(source).stem)
+    root = Path(data.get("state_dir", ".etlstage"))
+    if not root.is_absolute():
+        root = Path(base_dir) / root
+    state_dir = pipeline_dir(root, name or "pipeline")  # each pipeline's state in a folder of its own
+    for problem in state_dir_problems(root) or (state_dir_problems(state_dir) if root.is_dir() else []):
         problems.append(at(("state_dir",), problem) if "state_dir" in data else f"{source}: state_dir: {problem}")
     buffer_bytes = guard(("buffer_bytes",), parse_size, data.get("buffer_bytes", 16 << 20))
     services = []
@@ -410,7 +413,6 @@ def _resolve(data: dict[str, Any], at: Any, source: str, base_dir: str) -> Pipel
                 env=env or {},
             )
         )
-    name = guard(("name",), _name, data["name"]) if "name" in data else escape_controls(Path(source).stem)
     if problems:
         raise ConfigError(problems)
     return PipelineConfig(

@@ -178,6 +178,18 @@ class LastRunDoc(TypedDict):
     error: str | None
 
 
+class RunLockDoc(TypedDict):
+    """Who holds the pipeline's state (``etlstage.state.runlock``): one run at a time."""
+
+    pid: int
+    host: str
+    engine: str
+    started_at: float
+    file: str
+    last_engine: str
+    last_file: str
+
+
 class StatusDoc(TypedDict):
     engine: Engine
     time: float
@@ -187,6 +199,7 @@ class StatusDoc(TypedDict):
     windows_in_flight: list[WindowInFlightDoc]
     deadletters: DeadLettersDoc
     last_run: LastRunDoc | None  # None until a run has ended
+    run_lock: RunLockDoc | None  # None: no run holds the state
     spark_checkpoint: NotRequired[SparkCheckpointDoc]
 
 
@@ -236,6 +249,7 @@ __all__ = [
     "LastRunDoc",
     "LiveDoc",
     "RunDoc",
+    "RunLockDoc",
     "SourceDoc",
     "StageDoc",
     "StatusDoc",

@@ -8,17 +8,20 @@ gone is marked dead at once, not after its heartbeat goes stale.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, cast
 
 import psutil
 
-from etlstage.observe.document import LastRunDoc, LiveDoc, RunDoc, StatusDoc, WindowInFlightDoc, deadletters
+from etlstage.observe.document import LastRunDoc, LiveDoc, RunDoc, RunLockDoc, StatusDoc, WindowInFlightDoc, deadletters
 from etlstage.runtime.progress import resent_line
 from etlstage.state.lastrun import last_run
+from etlstage.state.runlock import Holder, holder
 from etlstage.state.store import StateStore
 
 STALE_AFTER = 30.0  # seconds without a heartbeat from a live pid: "not responding"
@@ -75,6 +78,7 @@ def status_document(store: StateStore, live: LiveDoc | None = None) -> StatusDoc
         "windows_in_flight": _windows(store, running, now),
         "deadletters": deadletters(store.deadletter_counts()),
         "last_run": cast(LastRunDoc | None, last_run(store)),
+        "run_lock": run_lock(store.dir),
     }
 
 
@@ -157,6 +161,7 @@ def render(doc: StatusDoc, state_path: str) -> list[str]:
             f"{_age(now - d['heartbeat'])} ago. What it had in flight will be extracted again by the next run."
         )
     lines += render_last_run(doc.get("last_run"))
+    lines.append(render_run_lock(doc.get("run_lock")))
     for r in running:
         stages = r["progress"]["stages"] if r["progress"] else {}
         if stages:
@@ -193,6 +198,18 @@ def render(doc: StatusDoc, state_path: str) -> list[str]:
     dl = doc["deadletters"]
     lines.append(f"dead letters: {dl['total']} ({dl['new']} new)")
     return lines
+
+
+def run_lock(state_dir: str | Path) -> RunLockDoc | None:
+    """Who holds the pipeline's state now, as the status document says it."""
+    held = holder(state_dir)
+    return None if held is None else cast(RunLockDoc, dataclasses.asdict(held))
+
+
+def render_run_lock(held: RunLockDoc | None) -> str:
+    if held is None:
+        return "run lock: free (no run holds this state)"
+    return "run lock: held by " + Holder(**held).describe()
 
 
 def render_last_run(last: Mapping[str, Any] | None) -> list[str]:

@@ -71,6 +71,10 @@ class CounterPolicy:
     def first(self) -> object:
         return self.start
 
+    def order(self, offset: object) -> int:
+        """A sort key: later offsets sort after earlier ones."""
+        return int(offset)  # type: ignore[call-overload]
+
     def window(self, start: object) -> tuple[object, object] | None:
         s = int(start)  # type: ignore[call-overload]
         return s, s + self.step
@@ -87,6 +91,9 @@ class TimePolicy:
 
     def first(self) -> object:
         return format_instant(self.start)
+
+    def order(self, offset: object) -> float:
+        return parse_instant(offset).timestamp()
 
     def _end(self, start: object) -> tuple[dt.datetime, dt.datetime]:
         s = parse_instant(start)

@@ -13,6 +13,7 @@ document from the checkpoint and the state store, with no run in it.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Callable
@@ -25,6 +26,7 @@ from etlstage.observe.document import (
     DeadLettersDoc,
     LastRunDoc,
     LiveDoc,
+    RunLockDoc,
     StageDoc,
     StatusDoc,
     WindowDoc,
@@ -33,6 +35,7 @@ from etlstage.observe.document import (
 from etlstage.spark.report import Counts
 from etlstage.spark.status import CheckpointStatus, read_checkpoint
 from etlstage.state.lastrun import last_run
+from etlstage.state.runlock import holder
 from etlstage.state.store import StateStore
 
 
@@ -90,6 +93,11 @@ def live_state(counts: Counts, checkpoint: CheckpointStatus, started_at: float) 
     }
 
 
+def run_lock(state_dir: str) -> RunLockDoc | None:
+    held = holder(state_dir)
+    return None if held is None else cast(RunLockDoc, dataclasses.asdict(held))
+
+
 def status_document(
     config: PipelineConfig, live: LiveDoc | None = None, checkpoint: CheckpointStatus | None = None
 ) -> StatusDoc:
@@ -135,6 +143,7 @@ def status_document(
         ],
         "dead": [],
         "last_run": ended,
+        "run_lock": run_lock(config.state_dir),
         "checkpoints": checkpoints,
         "windows_in_flight": [
             {

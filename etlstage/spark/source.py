@@ -20,6 +20,7 @@ import json
 import logging
 import time
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
@@ -175,14 +176,25 @@ class PolicyReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         assert op is not None
         self.policy = make_policy(op.kind, op.start, op.step, op.lag, f"stage {stage.name!r}: offset_policy")
         self.counts = plan.counts_dir(stage)
+        self.recorded: object = None  # the last end brought into the pipeline's state by this reader
 
     def initialOffset(self) -> dict:
-        return {"next": self.policy.first()}
+        """Where the pipeline's committed state says (the last run may have been the supervisor's)."""
+        ends = committed_ends(self.plan, self.stage)
+        if any(e is None for e in ends):
+            return {"next": self.policy.first()}
+        # the instances commit together, so their ends agree; were they not to, none skips a window
+        return {"next": min(ends, key=self.policy.order)}
 
     def prepareForTriggerAvailableNow(self) -> None:
         """--once: windows until one comes back empty from every instance."""
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        # asked only once the batch that ended at ``start`` committed; Spark delivers commit()
+        # lazily (never for a run's last batch), so the pipeline's state is brought up to it here
+        if start["next"] != self.recorded:
+            record_committed(self.plan, self.stage, start["next"], self.counts, _safe(start["next"]))
+            self.recorded = start["next"]
         if self.plan.once and self._last_was_empty(start["next"]):
             return start
         span = self.policy.window(start["next"])
@@ -219,9 +231,46 @@ class PolicyReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         yield from to_batches(block, self.stage.markers.eom)
 
     def commit(self, end: dict) -> None:
+        """The batch before ``end`` is committed: so is the pipeline's state, for either engine's next run."""
+        record_committed(self.plan, self.stage, end["next"], self.counts, _safe(end["next"]))
         for path in self.counts.glob("*") if self.counts.exists() else ():
             if not path.name.startswith(_safe(end["next"]) + "-"):
                 path.unlink(missing_ok=True)
+
+
+def _labels(stage: StageConfig) -> list[str]:
+    """The pipeline state's names of the stage's instances (the supervisor's window sources)."""
+    return [stage.name] if stage.instances == 1 else [f"{stage.name}#{i}" for i in range(stage.instances)]
+
+
+def committed_ends(plan: Plan, stage: StageConfig) -> list[object]:
+    """Each instance's last committed end in the pipeline's state (None: nothing committed yet)."""
+    from etlstage.state.store import StateStore
+
+    store = StateStore(plan.config.state_dir)
+    try:
+        return [store.committed(label)[0] for label in _labels(stage)]
+    finally:
+        store.close()
+
+
+def record_committed(plan: Plan, stage: StageConfig, end: object, counts: Path, prefix: str) -> None:
+    """Window ``[..., end)`` of every instance is committed: written to the pipeline's state as the supervisor does."""
+    from etlstage.state.store import StateStore
+
+    if not any((counts / f"{prefix}-{i}").exists() for i in range(stage.instances)):
+        return  # no batch of this checkpoint ended there (the first offset): nothing to record
+    store = StateStore(plan.config.state_dir)
+    try:
+        for i, label in enumerate(_labels(stage)):
+            counted = counts / f"{prefix}-{i}"
+            messages = int(counted.read_text() or 0) if counted.exists() else 0
+            committed, done = store.committed(label)
+            if committed == end:  # told again about a batch already recorded (a restart)
+                continue
+            store.commit(label, done, end, messages)
+    finally:
+        store.close()
 
 
 def _safe(value: object) -> str:

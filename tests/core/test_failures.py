@@ -236,7 +236,7 @@ def test_sigterm_stops_an_endless_pipeline_gracefully(pdir):
     assert "stopping gracefully" in err
     loaded = [int(x) for x in pdir.lines("out.txt")]
     assert loaded == list(range(len(loaded)))  # in order, nothing skipped
-    committed = int((pdir.path / ".etlstage/stages/src/offset-0").read_text())
+    committed = int((pdir.path / ".etlstage/stages/stages/src/offset-0").read_text())
     assert committed <= len(loaded)  # never committed past what was loaded
 
 

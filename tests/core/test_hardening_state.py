@@ -32,7 +32,8 @@ def ran(pdir):
 
 
 def test_a_first_run_creates_every_state_folder_owner_only(ran):
-    state = ran.path / ".etlstage"
+    assert mode(ran.path / ".etlstage") == 0o700
+    state = ran.path / ".etlstage" / "stages"  # the pipeline's own folder (it is named after the file)
     assert mode(state) == 0o700
     assert mode(state / "stages") == 0o700
     assert mode(state / "stages" / "src") == 0o700
@@ -40,7 +41,7 @@ def test_a_first_run_creates_every_state_folder_owner_only(ran):
 
 
 def test_a_damaged_state_db_is_refused_by_status_and_run(ran):
-    db = ran.path / ".etlstage" / "state.db"
+    db = ran.path / ".etlstage" / "stages" / "state.db"
     data = bytearray(db.read_bytes())
     rng = random.Random(14)
     data[4096:] = bytes(rng.randrange(256) for _ in range(len(data) - 4096))  # header page intact, the rest garbage
@@ -54,7 +55,7 @@ def test_a_damaged_state_db_is_refused_by_status_and_run(ran):
 
 
 def test_an_emptied_state_db_beside_stage_folders_is_refused(ran):
-    db = ran.path / ".etlstage" / "state.db"
+    db = ran.path / ".etlstage" / "stages" / "state.db"
     db.write_bytes(b"")
     r = ran.run("--once")
     assert r.code == 2, r.stderr
@@ -94,7 +95,7 @@ def test_a_state_db_linked_elsewhere_is_refused_and_its_target_untouched(pdir, t
 def test_a_file_sqlite_keeps_beside_the_db_linked_elsewhere_is_refused(ran, tmp_path_factory, suffix):
     target = tmp_path_factory.mktemp("elsewhere") / "victim"
     target.write_bytes(b"keep")
-    side = ran.path / ".etlstage" / f"state.db{suffix}"
+    side = ran.path / ".etlstage" / "stages" / f"state.db{suffix}"
     side.unlink(missing_ok=True)
     side.symlink_to(target)
     r = ran.run("--once")
@@ -106,7 +107,7 @@ def test_a_file_sqlite_keeps_beside_the_db_linked_elsewhere_is_refused(ran, tmp_
 def test_a_stage_folder_linked_elsewhere_is_refused_and_its_target_not_chmoded(ran, tmp_path_factory):
     target = tmp_path_factory.mktemp("elsewhere")
     target.chmod(0o755)
-    sink = ran.path / ".etlstage" / "stages" / "sink"
+    sink = ran.path / ".etlstage" / "stages" / "stages" / "sink"
     sink.rmdir()
     sink.symlink_to(target, target_is_directory=True)
     r = ran.run("--once")

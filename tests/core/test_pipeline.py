@@ -58,8 +58,8 @@ def test_cyclic_worker_offsets_supervisor_batches_and_markers(pdir, markers):
     assert r.code == 0, r.stderr
     assert sorted(pdir.lines("out.txt")) == sorted(expected_fanout(95))
     # the worker committed its offsets as each next request arrived; 10 windows of data + 1 empty
-    assert (pdir.path / ".etlstage/stages/numbers/offset-0").read_text() == "95"
-    db = sqlite3.connect(pdir.path / ".etlstage/state.db")
+    assert (pdir.path / ".etlstage/stages/stages/numbers/offset-0").read_text() == "95"
+    db = sqlite3.connect(pdir.path / ".etlstage/stages/state.db")
     (done,) = db.execute("SELECT window_seq FROM checkpoints WHERE source='numbers'").fetchone()
     assert done == 11
     # a second run resumes after the committed offsets: nothing new
@@ -103,7 +103,7 @@ def test_supervisor_offsets_counter_policy_commits_and_resumes(pdir):
     assert sorted(sorted(int(m) for m in b) for b in batches) == [
         list(range(s, min(s + 7, 60))) for s in range(0, 60, 7)
     ]
-    db = sqlite3.connect(pdir.path / ".etlstage/state.db")
+    db = sqlite3.connect(pdir.path / ".etlstage/stages/state.db")
     (end,) = db.execute("SELECT committed_end FROM checkpoints WHERE source='numbers'").fetchone()
     assert json.loads(end) == 70  # [56, 63) held 56..59; the empty [63, 70) ended the run and is committed too
     r = pdir.run("--once")
@@ -310,7 +310,7 @@ def test_worker_reports_are_summed_over_this_runs_processes_in_the_summary(pdir)
           - {name: t, type: T, mode: batch, batch_size: 7, instances: 3, command: ["{PY}", "{TW}", counting]}
           - {name: sink, type: L, command: ["{PY}", "{TW}", append, out.txt]}
     """)
-    stage_dir = pdir.path / ".etlstage" / "stages" / "t"
+    stage_dir = pdir.path / ".etlstage" / "stages" / "stages" / "t"
     stage_dir.mkdir(parents=True)
     (stage_dir / "report-0-999999.json").write_text('{"seen": 1000}')  # an earlier run's process: ignored
     r = pdir.run("--once")

@@ -27,7 +27,7 @@ def config(extra: str = "", base_dir: str = "/p"):
 def test_defaults_are_the_supervisor_and_a_checkpoint_under_state_dir() -> None:
     e = config().engine
     assert (e.kind, e.master, e.conf, e.trigger) == ("supervisor", "local[*]", {}, 0.0)
-    assert e.checkpoint == "/p/.etlstage/spark-checkpoint"
+    assert e.checkpoint == "/p/.etlstage/stages/spark-checkpoint"  # the pipeline's folder, named after the file
 
 
 def test_the_block_is_read_and_paths_resolved() -> None:

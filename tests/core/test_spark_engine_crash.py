@@ -122,7 +122,7 @@ def test_python_worker_killed_mid_batch_is_retried_by_spark(tmp_path: Path) -> N
 
 
 def wait_for_commit(tmp: Path, proc: subprocess.Popen, timeout: float = 120) -> None:
-    commits = tmp / ".etlstage" / "spark-checkpoint" / "commits"
+    commits = tmp / ".etlstage" / "stages" / "spark-checkpoint" / "commits"
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and proc.poll() is None:
         if commits.is_dir() and any(p.name.isdigit() for p in commits.iterdir()):

@@ -92,9 +92,9 @@ stages:
     batches = [json.loads(x) for x in lines(tmp_path / "batches.jsonl")]
     assert sorted(m for b in batches for m in b) == sorted(x for i in range(95) for x in fanout(i))
     assert all(1 <= len(b) <= 5 for b in batches)
-    offsets = (tmp_path / ".etlstage" / "stages" / "ext" / "offset-0").read_text()
+    offsets = (tmp_path / ".etlstage" / "stages" / "stages" / "ext" / "offset-0").read_text()
     assert offsets == "95"  # every cycle was committed: its next request came after Spark's commit
-    commits = list((tmp_path / ".etlstage" / "spark-checkpoint" / "commits").glob("[0-9]*"))
+    commits = list((tmp_path / ".etlstage" / "stages" / "spark-checkpoint" / "commits").glob("[0-9]*"))
     assert len(commits) == 12  # 95 messages, 8 per cycle
     for name, partitions in (("up", 2), ("wd", 1), ("load", 1)):
         starts = [line.split() for line in lines(tmp_path / f"{name}.pids")]
@@ -125,7 +125,7 @@ stages:
     assert code == 0
     got = {}
     for p in range(3):
-        for line in lines(tmp_path / ".etlstage" / "stages" / "load" / f"partition-{p}" / "got.txt"):
+        for line in lines(tmp_path / ".etlstage" / "stages" / "stages" / "load" / f"partition-{p}" / "got.txt"):
             got[json.loads(line)["id"]] = p
     assert sorted(got) == list(range(60))
     for i, k in enumerate(keys):  # the supervisor's hash: CRC-32 of the key's JSON, modulo instances
@@ -159,7 +159,7 @@ stages:
     err = capsys.readouterr().err
     assert code == 0, err
     assert sorted(lines(tmp_path / "out.txt"), key=int) == [str(i) for i in range(95)]
-    assert len(list((tmp_path / ".etlstage" / "spark-checkpoint" / "commits").glob("[0-9]*"))) == 12
+    assert len(list((tmp_path / ".etlstage" / "stages" / "spark-checkpoint" / "commits").glob("[0-9]*"))) == 12
     starts = [line.split() for line in lines(tmp_path / "keyed.pids")]
     assert sorted(partition for _, _, partition in starts) == ["0", "1"], starts
     assert re.search(r"^keyed: seen 95\b", err, re.M), err  # every report of the run's workers counted
@@ -195,7 +195,7 @@ stages:
     )
     assert code == 0
     assert sorted(lines(tmp_path / "out.txt"), key=int) == [str(i) for i in range(20) if i != 7]
-    store = StateStore(tmp_path / ".etlstage")
+    store = StateStore(tmp_path / ".etlstage" / "stages")
     dead = store.deadletters()
     assert [(d.stage, d.split()) for d in dead] == [("bad", [b"7"])]
     assert "poison message b'7'" in dead[0].error
@@ -213,7 +213,7 @@ stages:
 """,
     )
     assert code == 1
-    assert not list((tmp_path / ".etlstage" / "spark-checkpoint" / "commits").glob("[0-9]*"))
+    assert not list((tmp_path / ".etlstage" / "stages" / "spark-checkpoint" / "commits").glob("[0-9]*"))
     assert not lines(tmp_path / "out.txt")
 
 
@@ -295,7 +295,7 @@ stages:
 """,
     )
     assert code == 0
-    dead = StateStore(tmp_path / ".etlstage").deadletters()
+    dead = StateStore(tmp_path / ".etlstage" / "stages").deadletters()
     assert sorted(m for d in dead for m in d.split()) == [b"0", b"1", b"2"]
     assert all("did not answer within its start-up timeout of 1s" in d.error for d in dead)
     assert not lines(tmp_path / "out.txt")
@@ -315,7 +315,7 @@ stages:
     assert code == 2
     assert "stage 't': program 'no-such-worker-program' not found" in caplog.text
     assert "stage 'load': program './missing-loader.sh' not found" in caplog.text
-    assert not (tmp_path / ".etlstage" / "spark-checkpoint" / "commits").exists()
+    assert not (tmp_path / ".etlstage" / "stages" / "spark-checkpoint" / "commits").exists()
 
 
 def test_cli_summary_status_and_dead_letters(tmp_path: Path) -> None:
@@ -403,7 +403,7 @@ stages:
     )
     assert code == 0
     assert sorted(lines(tmp_path / "out.txt")) == ["FOUR", "ONE"]
-    store = StateStore(tmp_path / ".etlstage")
+    store = StateStore(tmp_path / ".etlstage" / "stages")
     dead = {d.stage: [] for d in store.deadletters()}
     for d in store.deadletters():
         dead[d.stage].append((d.split(), d.error))
@@ -432,8 +432,11 @@ stages:
     assert "stage 'sink' contains its EOP marker 0x23" in text, text
     assert "(partition 0 on " in text and "bytes: b'two#three'" in text, text
     assert "on_failure=fail" in text and "Traceback" not in text and "SQLSTATE" not in text
-    assert not list((tmp_path / ".etlstage" / "spark-checkpoint" / "commits").glob("[0-9]*"))
-    assert not (tmp_path / ".etlstage" / "state.db").exists() or not StateStore(tmp_path / ".etlstage").deadletters()
+    assert not list((tmp_path / ".etlstage" / "stages" / "spark-checkpoint" / "commits").glob("[0-9]*"))
+    assert (
+        not (tmp_path / ".etlstage" / "stages" / "state.db").exists()
+        or not StateStore(tmp_path / ".etlstage" / "stages").deadletters()
+    )
 
 
 def test_a_shipped_file_gone_before_the_run_is_a_clear_error(spark, tmp_path: Path, caplog) -> None:

@@ -76,7 +76,7 @@ stages:
     assert sorted((tmp_path / "out.txt").read_text().splitlines()) == sorted(f"M{i}" for i in range(1, 20))
     from etlstage.state.store import StateStore
 
-    store = StateStore(str(tmp_path / ".etlstage"))
+    store = StateStore(str(tmp_path / ".etlstage" / "stages"))
     try:
         [letter] = store.deadletters()
     finally:

@@ -151,7 +151,7 @@ def test_stock_pipeline_survives_kills_of_every_worker_and_the_supervisor(tmp_pa
                 # the loader's first kill while it holds a batch (later ones: whenever drawn, as the
                 # data may all be loaded by then)
                 first_loader_kill = target == "etlstage-spark-load" and target not in kills
-                busy = tmp_path / ".etlstage" if first_loader_kill else None
+                busy = tmp_path / ".etlstage" / "rdss" if first_loader_kill else None  # the pipeline's state
                 victim = _victim(proc, target, rng, deadline, busy)
                 if victim is None:
                     break

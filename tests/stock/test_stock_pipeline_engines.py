@@ -57,6 +57,17 @@ def test_the_stock_pipeline_gives_the_same_tables_on_both_engines(tmp_path: Path
     assert all(spark.values())  # every table has rows: the demo data exercises all three
 
 
+def test_the_stock_pipeline_then_spark_then_the_supervisor_loads_each_message_once(tmp_path: Path) -> None:
+    """One state for both engines: after the stock demo on the supervisor, the same pipeline on Spark
+    (as docs/getting-started.md shows) and then on the supervisor again go on from the Kinesis
+    extractor's committed positions: every messageId once in its table, none missing."""
+    shutil.copy(ROOT / "stages.yaml", tmp_path / "stages.yaml")
+    for flags in ([], ["--engine", "spark", "--master", "local[2]"], []):
+        r = etlstage(tmp_path, "run", *flags, "--once", "--no-progress", "stages.yaml", timeout=RUN_S)
+        assert r.code == 0, r.stderr[-4000:]
+        assert tables(tmp_path / "output/rdss") == expected(tmp_path), f"after {flags or 'the supervisor'}"
+
+
 def test_the_stock_pipeline_on_spark_survives_kills_of_the_driver(tmp_path: Path) -> None:
     """SIGKILL the whole driver (etlstage, its JVM, its services) at seeded random moments,
     five times, restarting with --once each time: the tables are exactly the demo's."""

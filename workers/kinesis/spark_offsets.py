@@ -67,6 +67,17 @@ def decode(offset: dict[str, Any]) -> dict[str, ShardRow]:
     return rows
 
 
+def after(offset: dict[str, Any], reached: dict[str, Reached]) -> dict[str, ShardRow]:
+    """The shards as the batch that reads from ``offset`` left them, given where its reads stopped."""
+    rows = decode(offset)
+    for sid, r in reached.items():
+        row = rows[sid]
+        if r.seq is not None:
+            row.seq, row.subseq, row.complete = r.seq, r.sub, r.complete
+        row.ended = row.ended or r.ended
+    return rows
+
+
 def position_of(row: ShardRow) -> Position | None:
     return Position(row.seq, row.subseq or 0, row.complete) if row.seq is not None else None
 

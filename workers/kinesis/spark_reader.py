@@ -13,20 +13,21 @@ from dataclasses import replace
 from typing import Any
 
 import pyarrow as pa
-from etlstage_workers.kinesis.client import KinesisApi, make_client
+from etlstage_workers.kinesis.client import KinesisApi, make_client, stream_key
 from etlstage_workers.kinesis.output import Framer, Position
 from etlstage_workers.kinesis.retry import Backoff, RateLimit, error_code
 from etlstage_workers.kinesis.shards import iterator_from, plan_new, unfinished_parents
 from etlstage_workers.kinesis.spark_offsets import (
     Reached,
     ReachedLog,
+    after,
     decode,
     encode,
     initial_offset,
     position_of,
 )
 from etlstage_workers.kinesis.spark_source import SOURCE_NAME, Settings
-from etlstage_workers.kinesis.store import ShardRow, position_key
+from etlstage_workers.kinesis.store import CheckpointStore, Commit, ShardRow, position_key
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 
@@ -99,7 +100,17 @@ class KinesisReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # --- driver: offsets ----------------------------------------------------------------
 
     def initialOffset(self) -> dict[str, Any]:
-        return initial_offset()
+        """Where the stage's committed positions are (the worker's, if it ran last on the supervisor)."""
+        store = self._store()
+        try:
+            rows = store.rows()
+        finally:
+            store.close()
+        return encode(0, rows, {}) if rows else initial_offset()
+
+    def _store(self) -> CheckpointStore:
+        """The positions the ``etlstage-kinesis`` worker keeps: one state for both engines."""
+        return CheckpointStore(self.o.state_dir or self.s.report_dir or None, stream_key(self.o.stream))
 
     def getDefaultReadLimit(self) -> ReadLimit:
         return ReadMaxRows(self.o.max_records_per_cycle)
@@ -146,25 +157,31 @@ class KinesisReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.lag.planned.add(batch + 1)
         return end
 
-    def _advance(self, start: dict[str, Any]) -> None:
-        """The shards as batch ``start["batch"]`` left them: its offset plus the positions its tasks reached."""
-        batch = int(start["batch"])
-        rows = decode(start)
-        more: set[str] = set()
-        for sid in start.get("read", {}):
+    def _reached(self, offset: dict[str, Any]) -> dict[str, Reached]:
+        """Where the tasks of the batch that reads from ``offset`` stopped, shard by shard."""
+        batch = int(offset["batch"])
+        found = {}
+        for sid in offset.get("read", {}):
             reached = self.reached.load(batch, sid)
             if reached is None:
                 raise PipelineError(
                     f"stage {self.s.stage!r}: batch {batch} read {sid} but {self.reached.root} holds no "
                     "position for it: the checkpoint directory must be one the executors and the driver share"
                 )
-            row = rows[sid]
-            if reached.seq is not None:
-                row.seq, row.subseq, row.complete = reached.seq, reached.sub, reached.complete
-            row.ended = row.ended or reached.ended
-            if reached.more and not reached.ended:
-                more.add(sid)
-            self.lag.read(batch, sid, reached)
+            found[sid] = reached
+        return found
+
+    def _advance(self, start: dict[str, Any]) -> None:
+        """The shards as batch ``start["batch"]`` left them: its offset plus the positions its tasks reached."""
+        batch = int(start["batch"])
+        reached = self._reached(start)
+        rows = after(start, reached)
+        # planned from ``start`` only once the batch that ended there committed (Spark delivers
+        # commit() lazily, never for a run's last batch): its positions are the stage's now
+        self._write_positions(rows)
+        more = {sid for sid, r in reached.items() if r.more and not r.ended}
+        for sid, r in reached.items():
+            self.lag.read(batch, sid, r)
         self._rows, self._more, self._view_batch = rows, more, batch
         self._registry_at_start = _registry(encode(batch, rows, {}))
         self._sync_needed = True
@@ -246,8 +263,19 @@ class KinesisReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return [ShardPartition(batch, rows[sid], limit) for sid, limit in end["read"].items()]
 
     def commit(self, end: dict[str, Any]) -> None:
-        """Batch ``end["batch"]`` committed: positions of earlier batches are no longer needed."""
+        """Batch ``end["batch"]`` committed: where it stopped becomes the stage's committed positions (the
+        worker's store, read by either engine's next run); positions of earlier batches are no longer needed."""
+        self._write_positions(after(end, self._reached(end)))
         self.reached.forget_before(int(end["batch"]))
+
+    def _write_positions(self, rows: dict[str, ShardRow]) -> None:
+        """Committed positions into the worker's store (never backwards: a second time changes nothing)."""
+        store = self._store()
+        try:
+            store.register(list(rows.values()))
+            store.commit(Commit(sid, r.seq, r.subseq, r.complete, r.ended) for sid, r in rows.items())
+        finally:
+            store.close()
 
     # --- tasks --------------------------------------------------------------------------
 

@@ -66,7 +66,6 @@ log = logging.getLogger("etlstage.kinesis")
 # Options of the worker that Spark itself takes over (ignored, with a log line): the checkpoint (Spark's), threads
 # (one task per shard), cycle pacing (the trigger), read-ahead, logging (the engine's).
 NOT_UNDER_SPARK = {
-    "state_dir": "--state-dir (positions live in the query's checkpoint)",
     "parallel": "--parallel (Spark reads each shard in a task of its own)",
     "max_cycle_seconds": "--max-cycle-seconds (the query's trigger paces micro-batches)",
     "read_ahead": "--no-read-ahead (Spark plans the next batch when the previous one committed)",

@@ -133,7 +133,6 @@ def test_bad_options_name_the_stage_and_the_option(tmp_path, given, named) -> No
 @pytest.mark.parametrize(
     "given",
     [
-        ["--state-dir", "/tmp/x"],
         ["--parallel", "2"],
         ["--paral", "2"],  # an abbreviation is the same option
         ["--no-read-ahead"],
@@ -244,6 +243,33 @@ def test_a_restart_with_the_same_checkpoint_reads_only_the_new_records(
     assert sorted(json.loads(v)["id"] for v in second[1]) == sorted(f"b{i}" for i in range(6))
 
     assert run(spark, ctx, tmp_path) == {}  # nothing new: no batch at all
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_a_new_checkpoint_goes_on_from_the_positions_the_worker_keeps(
+    spark, emulator, stream, put_records, tmp_path
+) -> None:
+    """One state with the worker: committed batches write their positions to the stage's
+    kinesis.sqlite, and a query without a checkpoint (the supervisor engine ran last) starts there."""
+    from etlstage_workers.kinesis.client import stream_key
+    from etlstage_workers.kinesis.store import CheckpointStore
+
+    s = stream(2)
+    put_records(s, data(10, "a"))
+    state = tmp_path / "state"
+    first = run(spark, replace(ctx_for(tmp_path / "one", args(s, emulator.endpoint_url)), state_dir=str(state)),
+                tmp_path / "one")  # fmt: skip
+    assert len(concat(list(first.values()))) == 10
+    store = CheckpointStore(str(state), stream_key(s))
+    ends = {sid: r.seq for sid, r in store.rows().items() if r.seq is not None}
+    store.close()
+    assert ends == {sid: rs[-1]["SequenceNumber"] for sid, rs in shard_contents(emulator, s).items() if rs}
+
+    put_records(s, data(6, "b"))
+    second = run(spark, replace(ctx_for(tmp_path / "two", args(s, emulator.endpoint_url)), state_dir=str(state)),
+                 tmp_path / "two")  # fmt: skip
+    assert sorted(json.loads(v)["id"] for v in concat(list(second.values()))) == sorted(f"b{i}" for i in range(6))
 
 
 @pytest.mark.slow

@@ -56,8 +56,10 @@ def test_exact_rows_with_repeats_across_micro_batches_dropped_by_key(tmp_path: P
     assert list((tmp_path / "out" / "_keys").glob("*.parquet"))
     assert not list((tmp_path / ".etlstage").rglob("spark-load-*.sqlite"))
     assert not list((tmp_path / "out" / "_staging").glob("*"))
-    log = tmp_path / ".etlstage/spark-checkpoint/etlstage/native/load/sink-log"
-    assert len(list(log.iterdir())) == len(list((tmp_path / ".etlstage/spark-checkpoint/commits").glob("[0-9]*")))
+    log = tmp_path / ".etlstage/stages/spark-checkpoint/etlstage/native/load/sink-log"
+    assert len(list(log.iterdir())) == len(
+        list((tmp_path / ".etlstage/stages/spark-checkpoint/commits").glob("[0-9]*"))
+    )
 
 
 def forget(commits: Path, batch: int) -> None:
@@ -69,10 +71,10 @@ def forget(commits: Path, batch: int) -> None:
 def test_a_replayed_micro_batch_is_not_written_twice(tmp_path: Path) -> None:
     pipeline(tmp_path, write_input(tmp_path, list(range(30))))
     assert run(tmp_path).code == 0  # type: ignore[attr-defined]
-    commits = tmp_path / ".etlstage/spark-checkpoint/commits"
+    commits = tmp_path / ".etlstage/stages/spark-checkpoint/commits"
     last = max(int(p.name) for p in commits.glob("[0-9]*"))
     forget(commits, last)  # Spark forgets it committed the last batch: it replays it
-    sink_log = tmp_path / ".etlstage/spark-checkpoint/etlstage/native/load/sink-log"
+    sink_log = tmp_path / ".etlstage/stages/spark-checkpoint/etlstage/native/load/sink-log"
     assert (sink_log / str(last)).exists()
     r = run(tmp_path)
     assert r.code == 0, r.stderr[-3000:]  # type: ignore[attr-defined]
