@@ -13,7 +13,9 @@ import json
 import logging
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -97,6 +99,19 @@ def main() -> None:
     help="supervisor (processes of this machine) or spark (one Spark streaming query); default: engine.kind.",
 )
 @click.option("--master", default=None, help="With --engine spark: the Spark master URL (default: engine.master).")
+@click.option(
+    "--metrics-file",
+    default=None,
+    metavar="PATH",
+    help="Write the run's Prometheus metrics here every few seconds and at the end, atomically "
+    "(node-exporter's textfile format: name it *.prom in the collector's folder).",
+)
+@click.option(
+    "--pushgateway",
+    default=None,
+    metavar="URL",
+    help="Push the run's Prometheus metrics to this Pushgateway at its end (job: the pipeline's name).",
+)
 @_log_options
 def run(
     pipeline_file: str,
@@ -105,6 +120,8 @@ def run(
     http: str | None,
     engine: str | None,
     master: str | None,
+    metrics_file: str | None,
+    pushgateway: str | None,
     log_format: str | None,
     log_level: str | None,
     syslog_address: str | None,
@@ -115,6 +132,9 @@ def run(
     config = _engine(load_config(pipeline_file), engine, master)
     if http is not None:
         config = dataclasses.replace(config, http=parse_listen(http, "--http"))
+    from etlstage.observe.export import Targets, check_file
+
+    targets = Targets(check_file(metrics_file) if metrics_file else None, pushgateway)
     env = log_env(log_format, log_level, syslog_address, syslog_facility)
     from etlstage.state.lastrun import RunRecorder
 
@@ -122,28 +142,64 @@ def run(
     if config.engine.kind == "spark":
         from etlstage.spark.query import run_query
 
-        serving = _spark_endpoints(config.http) if config.http is not None else None
+        serving = _spark_endpoints(config.http, targets, config.name)
         sys.exit(ended.end(run_query(config, once=once, progress=progress, extra_env=env, attach=serving)))
     from etlstage.runtime.runner import run_pipeline
 
-    attach = None
+    attaching: list[Callable[[Any], Callable[[], None]]] = []
     if config.http is not None:
         from etlstage.observe.server import serve
 
-        attach = functools.partial(serve, address=config.http)
+        attaching.append(functools.partial(serve, address=config.http))
+    if targets:
+        from etlstage.observe.export import attach_supervisor
+
+        attaching.append(attach_supervisor(targets, config.name))
+    attach = _together(attaching) if attaching else None
     code = asyncio.run(run_pipeline(config, once=once, progress=progress, extra_env=env, attach=attach))
     sys.exit(ended.end(code))
 
 
-def _spark_endpoints(address: tuple[str, int]):
-    """The status page and metrics served from the Spark engine's counters (the driver)."""
+def _together(attaching):
+    """One attach of several (the endpoints, the metrics export); its stop stops them all, last first."""
+
+    def attach(on):
+        stops = []
+        try:
+            for start in attaching:
+                stops.append(start(on))
+        except BaseException:
+            for stop in reversed(stops):
+                stop()
+            raise
+
+        def stop_all() -> None:
+            for stop in reversed(stops):
+                stop()
+
+        return stop_all
+
+    return attach
+
+
+def _spark_endpoints(address: tuple[str, int] | None, targets, job: str):
+    """The status page, metrics and their export, from the Spark engine's counters (the driver)."""
+    if address is None and not targets:
+        return None
+    from etlstage.observe.export import export_snapshots
     from etlstage.observe.live import Snapshot
     from etlstage.observe.server import Snapshots, serve_snapshots
     from etlstage.spark.live import documents
 
     def attach(counts):
         take = documents(counts)
-        return serve_snapshots(Snapshots(lambda: Snapshot(*take())), address)
+        snapshots = Snapshots(lambda: Snapshot(*take()))
+        attaching = []
+        if address is not None:
+            attaching.append(lambda _: serve_snapshots(snapshots, address))
+        if targets:
+            attaching.append(lambda _: export_snapshots(targets, job, snapshots.take))
+        return _together(attaching)(counts)
 
     return attach
 

@@ -1,0 +1,117 @@
+"""`etlstage run --metrics-file` and `--pushgateway`: a short run's metrics outlive it."""
+
+from __future__ import annotations
+
+import http.server
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+N = 2_500
+STAGES = """
+    name: shortrun
+    stages:
+      - {name: src, type: E, mode: plain, command: ["{PY}", "{TW}", count, "%d"]}
+      - {name: shout, type: T, mode: batch, batch_size: 50, command: ["{PY}", "{TW}", upper]}
+      - {name: sink, type: L, mode: batch, batch_size: 100, command: ["{PY}", "{TW}", append, out.txt]}
+"""
+
+
+def samples(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    return {
+        (s.name, frozenset(s.labels.items())): s.value
+        for fam in text_string_to_metric_families(text)
+        for s in fam.samples
+    }
+
+
+def stage_value(found: dict[tuple[str, frozenset[tuple[str, str]]], float], name: str, stage: str) -> float:
+    (v,) = [v for (n, ls), v in found.items() if n == name and ("stage", stage) in ls]
+    return v
+
+
+def test_a_once_run_leaves_its_final_counts_in_the_metrics_file(pdir):
+    pdir.write(STAGES % N)
+    out = pdir.path / "metrics" / "shortrun.prom"
+    out.parent.mkdir()
+    r = pdir.run("--once", "--metrics-file", str(out))
+    assert r.code == 0, r.stderr
+    loaded = len(pdir.lines("out.txt"))
+    assert loaded == N
+    found = samples(out.read_text())
+    # the sink's own lines, not the counters compared with themselves
+    assert stage_value(found, "etlstage_stage_input_messages_total", "sink") == loaded
+    assert stage_value(found, "etlstage_stage_output_messages_total", "src") == loaded
+    assert stage_value(found, "etlstage_stage_output_messages_total", "shout") == loaded
+    assert not [n for n, _ in found if n.startswith("process_")]  # a gone process's figures are left out
+    assert not list(out.parent.glob("*.tmp*")), "the temporary file of the atomic write stays behind"
+
+
+def test_a_metrics_file_in_a_missing_folder_is_refused_before_the_run(pdir):
+    pdir.write(STAGES % 10)
+    r = pdir.run("--once", "--metrics-file", str(pdir.path / "nowhere" / "m.prom"))
+    assert r.code == 2, r.stderr
+    assert "--metrics-file" in r.stderr and "nowhere" in r.stderr and "Traceback" not in r.stderr
+    assert not pdir.lines("out.txt")
+
+
+@dataclass
+class Gateway:
+    url: str
+    pushes: list[tuple[str, str, bytes]] = field(default_factory=list)
+    pushed: threading.Event = field(default_factory=threading.Event)
+
+
+@pytest.fixture
+def gateway() -> Iterator[Gateway]:
+    """A tiny HTTP server standing in for a Pushgateway: records each push."""
+    gw = Gateway("")
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def _push(self) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            gw.pushes.append((self.command, self.path, body))
+            self.send_response(200)
+            self.end_headers()
+            gw.pushed.set()
+
+        do_PUT = do_POST = _push
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    gw.url = f"http://127.0.0.1:{server.server_address[1]}"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield gw
+    server.shutdown()
+    server.server_close()
+
+
+def test_the_end_of_a_run_pushes_its_metrics_to_the_pushgateway(pdir, gateway):
+    pdir.write(STAGES % N)
+    r = pdir.run("--once", "--pushgateway", gateway.url)
+    assert r.code == 0, r.stderr
+    assert gateway.pushed.wait(10)
+    ((method, path, body),) = gateway.pushes
+    assert method == "PUT"  # replaces the group's previous run
+    assert path.startswith("/metrics/job/shortrun/host/"), path
+    found = samples(body.decode())
+    assert stage_value(found, "etlstage_stage_input_messages_total", "sink") == len(pdir.lines("out.txt")) == N
+
+
+def test_a_failed_push_is_a_warning_not_a_failed_run(pdir):
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    pdir.write(STAGES % 100)
+    r = pdir.run("--once", "--pushgateway", f"http://127.0.0.1:{port}")
+    assert r.code == 0, r.stderr
+    assert "metrics not pushed" in r.stderr and "WARNING" in r.stderr, r.stderr
+    assert len(pdir.lines("out.txt")) == 100
