@@ -115,3 +115,59 @@ def test_a_failed_push_is_a_warning_not_a_failed_run(pdir):
     assert r.code == 0, r.stderr
     assert "metrics not pushed" in r.stderr and "WARNING" in r.stderr, r.stderr
     assert len(pdir.lines("out.txt")) == 100
+
+
+CYCLIC = """
+    name: shortrun
+    stages:
+      - {name: src, type: E, mode: cyclic, poll_interval: 0.2, command: ["{PY}", "{TW}", count, "1000000", "100"]}
+      - {name: sink, type: L, mode: batch, batch_size: 100, command: ["{PY}", "{TW}", append, out.txt]}
+"""
+
+
+@pytest.mark.slow
+def test_the_metrics_file_is_written_during_a_run_with_the_names_metrics_serves(pdir):
+    from tests.support.live_run import LiveRun
+    from tests.support.waiting import wait_for
+
+    pdir.write(CYCLIC)
+    out = pdir.path / "shortrun.prom"
+    with LiveRun(pdir.path, "--metrics-file", str(out)) as run:
+        during = wait_for(lambda: out.exists() and out.read_text(), 20, "the metrics file during the run")
+        assert run.proc.poll() is None  # written while running, not only at the end
+        _, _, served = run.get("/metrics")
+        assert run.stop() == 0, run.stderr
+    # one collector, two renderings: the file has every name /metrics has, but the process's own
+    names = {n for n, _ in samples(during)}
+    assert names == {n for n, _ in samples(served) if not n.startswith(("process_", "python_"))}
+    # the last write is the final figures (not a periodic write's)
+    assert stage_value(samples(out.read_text()), "etlstage_stage_input_messages_total", "sink") == len(
+        pdir.lines("out.txt")
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_spark_once_run_writes_the_metrics_file_and_pushes(pdir, gateway):
+    pdir.write(STAGES % N)
+    out = pdir.path / "shortrun.prom"
+    r = pdir.run(
+        "--once",
+        "--engine",
+        "spark",
+        "--master",
+        "local[2]",
+        "--metrics-file",
+        str(out),
+        "--pushgateway",
+        gateway.url,
+        timeout=240,
+    )
+    assert r.code == 0, r.stderr
+    loaded = len(pdir.lines("out.txt"))
+    assert loaded == N
+    assert stage_value(samples(out.read_text()), "etlstage_stage_input_messages_total", "sink") == loaded
+    assert gateway.pushed.wait(10)
+    ((method, path, body),) = gateway.pushes
+    assert method == "PUT" and path.startswith("/metrics/job/shortrun/host/"), path
+    assert stage_value(samples(body.decode()), "etlstage_stage_input_messages_total", "sink") == loaded
