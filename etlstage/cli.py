@@ -132,9 +132,10 @@ def run(
     config = _engine(load_config(pipeline_file), engine, master)
     if http is not None:
         config = dataclasses.replace(config, http=parse_listen(http, "--http"))
-    from etlstage.observe.export import Targets, check_file
+    from etlstage.observe.export import RunExport, Targets, check_file
 
     targets = Targets(check_file(metrics_file) if metrics_file else None, pushgateway)
+    export = RunExport(targets, config.name) if targets else None
     env = log_env(log_format, log_level, syslog_address, syslog_facility)
     from etlstage.state.lastrun import RunRecorder
 
@@ -142,21 +143,22 @@ def run(
     if config.engine.kind == "spark":
         from etlstage.spark.query import run_query
 
-        serving = _spark_endpoints(config.http, targets, config.name)
-        sys.exit(ended.end(run_query(config, once=once, progress=progress, extra_env=env, attach=serving)))
-    from etlstage.runtime.runner import run_pipeline
+        serving = _spark_endpoints(config.http, export)
+        code = run_query(config, once=once, progress=progress, extra_env=env, attach=serving)
+    else:
+        from etlstage.runtime.runner import run_pipeline
 
-    attaching: list[Callable[[Any], Callable[[], None]]] = []
-    if config.http is not None:
-        from etlstage.observe.server import serve
+        attaching: list[Callable[[Any], Callable[[], None]]] = []
+        if config.http is not None:
+            from etlstage.observe.server import serve
 
-        attaching.append(functools.partial(serve, address=config.http))
-    if targets:
-        from etlstage.observe.export import attach_supervisor
-
-        attaching.append(attach_supervisor(targets, config.name))
-    attach = _together(attaching) if attaching else None
-    code = asyncio.run(run_pipeline(config, once=once, progress=progress, extra_env=env, attach=attach))
+            attaching.append(functools.partial(serve, address=config.http))
+        if export is not None:
+            attaching.append(export.attach_supervisor)
+        attach = _together(attaching) if attaching else None
+        code = asyncio.run(run_pipeline(config, once=once, progress=progress, extra_env=env, attach=attach))
+    if export is not None:
+        export.end(code)
     sys.exit(ended.end(code))
 
 
@@ -182,11 +184,10 @@ def _together(attaching):
     return attach
 
 
-def _spark_endpoints(address: tuple[str, int] | None, targets, job: str):
+def _spark_endpoints(address: tuple[str, int] | None, export):
     """The status page, metrics and their export, from the Spark engine's counters (the driver)."""
-    if address is None and not targets:
+    if address is None and export is None:
         return None
-    from etlstage.observe.export import export_snapshots
     from etlstage.observe.live import Snapshot
     from etlstage.observe.server import Snapshots, serve_snapshots
     from etlstage.spark.live import documents
@@ -197,8 +198,8 @@ def _spark_endpoints(address: tuple[str, int] | None, targets, job: str):
         attaching = []
         if address is not None:
             attaching.append(lambda _: serve_snapshots(snapshots, address))
-        if targets:
-            attaching.append(lambda _: export_snapshots(targets, job, snapshots.take))
+        if export is not None:
+            attaching.append(lambda _: export.attach(snapshots.take, snapshots.take))
         return _together(attaching)(counts)
 
     return attach

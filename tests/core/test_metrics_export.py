@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http.server
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -47,7 +48,30 @@ def test_a_once_run_leaves_its_final_counts_in_the_metrics_file(pdir):
     assert stage_value(found, "etlstage_stage_output_messages_total", "src") == loaded
     assert stage_value(found, "etlstage_stage_output_messages_total", "shout") == loaded
     assert not [n for n, _ in found if n.startswith("process_")]  # a gone process's figures are left out
+    assert found[("etlstage_run_exit_code", frozenset({("pipeline", "shortrun")}))] == 0
     assert not list(out.parent.glob("*.tmp*")), "the temporary file of the atomic write stays behind"
+
+
+def test_a_failed_run_exports_its_exit_status_to_the_file_and_the_gateway(pdir, gateway):
+    pdir.write(
+        """
+        name: shortrun
+        stages:
+          - {name: src, type: E, mode: plain, command: ["{PY}", "{TW}", count, "10"]}
+          - {name: sink, type: L, mode: batch, restart: {max_restarts: 0},
+             command: ["{PY}", "-c", "import sys; sys.exit(3)"]}
+        """
+    )
+    out = pdir.path / "shortrun.prom"
+    r = pdir.run("--once", "--metrics-file", str(out), "--pushgateway", gateway.url)
+    assert r.code == 1, r.stderr
+    assert gateway.pushed.wait(10)
+    for text in (out.read_text(), gateway.pushes[0][2].decode()):
+        found = samples(text)
+        assert found[("etlstage_run_exit_code", frozenset({("pipeline", "shortrun")}))] == 1
+        ((when,),) = [[v] for (n, _), v in found.items() if n == "etlstage_run_end_time_seconds"]
+        assert abs(when - time.time()) < 60
+        assert stage_value(found, "etlstage_stage_restarts_total", "sink") == 0
 
 
 def test_a_metrics_file_in_a_missing_folder_is_refused_before_the_run(pdir):
