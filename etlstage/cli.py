@@ -132,10 +132,14 @@ def run(
     config = _engine(load_config(pipeline_file), engine, master)
     if http is not None:
         config = dataclasses.replace(config, http=parse_listen(http, "--http"))
-    from etlstage.observe.export import RunExport, Targets, check_file
+    export = None
+    if metrics_file or pushgateway:  # prometheus_client is imported only when asked for
+        from etlstage.observe.export import RunExport, Targets, check_file, check_gateway
 
-    targets = Targets(check_file(metrics_file) if metrics_file else None, pushgateway)
-    export = RunExport(targets, config.name) if targets else None
+        targets = Targets(
+            check_file(metrics_file) if metrics_file else None, pushgateway and check_gateway(pushgateway)
+        )
+        export = RunExport(targets, config.name)
     env = log_env(log_format, log_level, syslog_address, syslog_facility)
     from etlstage.state.lastrun import RunRecorder
 

@@ -17,6 +17,7 @@ import os
 import socket
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -72,6 +73,21 @@ def check_file(path: str) -> str:
 
 def _same(snap: Snapshot) -> Snapshot:
     return snap
+
+
+def check_gateway(url: str) -> str:
+    """``--pushgateway``: an http(s) URL with a host (``host:port`` alone means http)."""
+    full = url if "://" in url else f"http://{url}"
+    parts = urllib.parse.urlsplit(full)
+    try:
+        parts.port  # noqa: B018 -- raises on a port that is not a number
+    except ValueError:
+        parts = parts._replace(netloc="")
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(
+            [f"--pushgateway {url!r}: not an http(s) URL of a Pushgateway (e.g. http://pushgateway:9091)"]
+        )
+    return full
 
 
 class _Ended:

@@ -88,6 +88,15 @@ def test_a_metrics_file_in_a_missing_folder_is_refused_before_the_run(pdir):
     assert not pdir.lines("out.txt")
 
 
+@pytest.mark.parametrize("url", ["ftp://gw:9091", "http://", "gw:port", ":9091"])
+def test_a_pushgateway_that_is_no_url_is_refused_before_the_run(pdir, url):
+    pdir.write(STAGES % 10)
+    r = pdir.run("--once", "--pushgateway", url)
+    assert r.code == 2, r.stderr
+    assert f"--pushgateway {url!r}" in r.stderr and "Traceback" not in r.stderr
+    assert not pdir.lines("out.txt")
+
+
 @dataclass
 class Gateway:
     url: str
