@@ -205,3 +205,37 @@ def test_a_spark_once_run_writes_the_metrics_file_and_pushes(pdir, gateway):
     ((method, path, body),) = gateway.pushes
     assert method == "PUT" and path.startswith("/metrics/job/shortrun/host/"), path
     assert stage_value(samples(body.decode()), "etlstage_stage_input_messages_total", "sink") == loaded
+
+
+def test_a_periodic_write_late_for_the_end_does_not_replace_the_final_file(tmp_path):
+    """The thread's write waits on a busy event loop while the run ends: once the final file
+    (with the exit status) is written, that late write is dropped."""
+    from etlstage.observe.export import RunExport, Targets
+    from etlstage.observe.live import Snapshot
+
+    def snap(n: int) -> Snapshot:
+        stage = {
+            "in": n, "out": n, "bytes_in": 0, "bytes_out": 0, "jobs": 0, "restarts": 0, "deadletters": 0,
+            "failures": {}, "latency": None, "reports": {},
+        }  # fmt: skip
+        live = {"pipeline": "p", "time": 2.0, "elapsed": 1.0, "windows_in_flight": 0, "stages": {"sink": stage}}
+        return Snapshot(live, {})  # type: ignore[arg-type]
+
+    out = tmp_path / "p.prom"
+    asked, release = threading.Event(), threading.Event()
+
+    def during() -> Snapshot:  # the event loop, busy until the run has ended
+        asked.set()
+        release.wait(10)
+        return snap(5)
+
+    export = RunExport(Targets(str(out)), "p", interval=0.01)
+    stop = export.attach(during, lambda: snap(7))
+    assert asked.wait(10)
+    stop()
+    export.end(0)
+    release.set()
+    export._thread.join(10)
+    found = samples(out.read_text())
+    assert stage_value(found, "etlstage_stage_input_messages_total", "sink") == 7
+    assert ("etlstage_run_exit_code", frozenset({("pipeline", "p")})) in found
