@@ -14,7 +14,9 @@ import logging
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -98,6 +100,19 @@ def main() -> None:
     help="supervisor (processes of this machine) or spark (one Spark streaming query); default: engine.kind.",
 )
 @click.option("--master", default=None, help="With --engine spark: the Spark master URL (default: engine.master).")
+@click.option(
+    "--metrics-file",
+    default=None,
+    metavar="PATH",
+    help="Write the run's Prometheus metrics here every few seconds and at the end, atomically "
+    "(node-exporter's textfile format: name it *.prom in the collector's folder).",
+)
+@click.option(
+    "--pushgateway",
+    default=None,
+    metavar="URL",
+    help="Push the run's Prometheus metrics to this Pushgateway at its end (job: the pipeline's name).",
+)
 @_log_options
 def run(
     pipeline_file: str,
@@ -106,6 +121,8 @@ def run(
     http: str | None,
     engine: str | None,
     master: str | None,
+    metrics_file: str | None,
+    pushgateway: str | None,
     log_format: str | None,
     log_level: str | None,
     syslog_address: str | None,
@@ -116,6 +133,14 @@ def run(
     config = _engine(load_config(pipeline_file), engine, master)
     if http is not None:
         config = dataclasses.replace(config, http=parse_listen(http, "--http"))
+    export = None
+    if metrics_file or pushgateway:  # prometheus_client is imported only when asked for
+        from etlstage.observe.export import RunExport, Targets, check_file, check_gateway
+
+        targets = Targets(
+            check_file(metrics_file) if metrics_file else None, pushgateway and check_gateway(pushgateway)
+        )
+        export = RunExport(targets, config.name)
     env = log_env(log_format, log_level, syslog_address, syslog_facility)
     lock = _claim(config, pipeline_file, config.engine.kind)  # before any worker, service or JVM starts
 
@@ -128,18 +153,25 @@ def run(
 
         take_over(config.engine.checkpoint, lock.previous.last_engine if lock.previous else "")
 
-        serving = _spark_endpoints(config.http) if config.http is not None else None
-        sys.exit(ended.end(run_query(config, once=once, progress=progress, extra_env=env, attach=serving)))
-    from etlstage.runtime.runner import run_pipeline
+        serving = _spark_endpoints(config.http, export)
+        code = run_query(config, once=once, progress=progress, extra_env=env, attach=serving)
+    else:
+        from etlstage.runtime.runner import run_pipeline
 
-    attach = None
-    if config.http is not None:
-        from etlstage.observe.server import serve
+        attaching: list[Callable[[Any], Callable[[], None]]] = []
+        if config.http is not None:
+            from etlstage.observe.server import serve
 
-        attach = functools.partial(serve, address=config.http)
-    code = asyncio.run(run_pipeline(config, once=once, progress=progress, extra_env=env, attach=attach))
-    lock.release()
-    sys.exit(ended.end(code))
+            attaching.append(functools.partial(serve, address=config.http))
+        if export is not None:
+            attaching.append(export.attach_supervisor)
+        attach = _together(attaching) if attaching else None
+        code = asyncio.run(run_pipeline(config, once=once, progress=progress, extra_env=env, attach=attach))
+    if export is not None:
+        export.end(code)
+    code = ended.end(code)
+    lock.release()  # after the run's end is recorded in the state it held
+    sys.exit(code)
 
 
 def _claim(config: PipelineConfig, pipeline_file: str, engine: str, what: str = "run"):
@@ -155,15 +187,45 @@ def _claim(config: PipelineConfig, pipeline_file: str, engine: str, what: str = 
     return claim(config.state_dir, engine, pipeline_file, shares_state, what)
 
 
-def _spark_endpoints(address: tuple[str, int]):
-    """The status page and metrics served from the Spark engine's counters (the driver)."""
+def _together(attaching):
+    """One attach of several (the endpoints, the metrics export); its stop stops them all, last first."""
+
+    def attach(on):
+        stops = []
+        try:
+            for start in attaching:
+                stops.append(start(on))
+        except BaseException:
+            for stop in reversed(stops):
+                stop()
+            raise
+
+        def stop_all() -> None:
+            for stop in reversed(stops):
+                stop()
+
+        return stop_all
+
+    return attach
+
+
+def _spark_endpoints(address: tuple[str, int] | None, export):
+    """The status page, metrics and their export, from the Spark engine's counters (the driver)."""
+    if address is None and export is None:
+        return None
     from etlstage.observe.live import Snapshot
     from etlstage.observe.server import Snapshots, serve_snapshots
     from etlstage.spark.live import documents
 
     def attach(counts):
         take = documents(counts)
-        return serve_snapshots(Snapshots(lambda: Snapshot(*take())), address)
+        snapshots = Snapshots(lambda: Snapshot(*take()))
+        attaching = []
+        if address is not None:
+            attaching.append(lambda _: serve_snapshots(snapshots, address))
+        if export is not None:
+            attaching.append(lambda _: export.attach(snapshots.take, snapshots.take))
+        return _together(attaching)(counts)
 
     return attach
 

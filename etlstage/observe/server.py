@@ -201,12 +201,11 @@ class App:
         scrapes does not import the library (tens of milliseconds of start-up)."""
         with self._metrics_lock:
             if self._metrics is None:
-                from prometheus_client import CollectorRegistry, ProcessCollector, make_wsgi_app
+                from prometheus_client import ProcessCollector, make_wsgi_app
 
-                from etlstage.observe.metrics import PipelineCollector
+                from etlstage.observe.export import registry as pipeline_registry
 
-                registry = CollectorRegistry(auto_describe=False)
-                registry.register(PipelineCollector(self.snapshots.get))
+                registry = pipeline_registry(self.snapshots.get)
                 ProcessCollector(registry=registry)  # the serving process's own CPU, memory and open files
                 self._metrics = make_wsgi_app(registry)
             return self._metrics
