@@ -101,5 +101,5 @@ def test_answers_let_go_beyond_replay_bytes_still_release_their_windows(pdir):
     r = pdir.run("--once", timeout=60)
     assert r.code == 0, r.stderr
     assert sorted(pdir.lines("out.txt"), key=int) == [str(i) for i in range(30)]
-    db = sqlite3.connect(pdir.path / ".etlstage/state.db")
+    db = sqlite3.connect(pdir.path / ".etlstage/stages/state.db")
     assert db.execute("SELECT window_seq, messages FROM checkpoints").fetchall() == [(4, 30)]  # 3 windows + 1 empty

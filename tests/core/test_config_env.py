@@ -62,7 +62,7 @@ def test_a_reference_that_cannot_be_filled_names_its_place(field: dict[str, str]
 
 
 def test_the_cli_reads_the_environment(pdir):
-    pdir.write("stages:\n  - {name: a, type: E, command: [x]}\n  - {name: l, type: L, command: ['${SINK}']}\n")
+    pdir.write("stages:\n  - {name: a, type: E, command: [cat]}\n  - {name: l, type: L, command: ['${SINK}']}\n")
     r = pdir.etlstage("validate", "stages.yaml", env={"SINK": "cat"})
     assert r.code == 0, r
     r = pdir.etlstage("validate", "stages.yaml")

@@ -55,7 +55,7 @@ def test_a_replayed_dead_letter_goes_again_to_the_instance_that_owns_its_key(eng
     data.write_text("".join(message(i) + "\n" for i in range(N)))
     code, log = engine.run(pipeline(data, message(bad)))
     assert code == 0, log[-3000:]
-    store = StateStore(engine.tmp / ".etlstage")
+    store = StateStore(engine.tmp / ".etlstage" / "stages")  # the pipeline's folder: named after the file
     dead = store.deadletters()
     assert [(d.stage, d.split(), d.status) for d in dead] == [("keyed", [message(bad).encode()], "new")]
     assert len(engine.lines("out.txt")) == N - 1
@@ -84,7 +84,7 @@ stages:
 """
     code, log = engine.run(stages.replace("FAULT", "crash@*"))  # dies on every batch
     assert code == 0, log[-3000:]
-    store = StateStore(engine.tmp / ".etlstage")
+    store = StateStore(engine.tmp / ".etlstage" / "stages")  # the pipeline's folder: named after the file
     assert sorted(m for d in store.deadletters() for m in d.split()) == [b"a", b"b", b"c"]
     assert not engine.lines("out.txt")
 

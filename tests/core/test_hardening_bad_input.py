@@ -26,7 +26,8 @@ def _odd_stages() -> str:
         '  - {name: src, type: E, mode: cyclic, poll_interval: 0.2, command: ["{PY}", "{TW}", count, "1000000", "50"]}'
     ]
     for name, body in ODD_REPORTS.items():
-        script = f'printf \'%s\' \'{body}\' > "$ETLSTAGE_STATE_DIR/report-$ETLSTAGE_INSTANCE-$$.json"; exec "$0" "$@"'
+        # the shell's $$ (its pid) is written $$$$: stages.yaml reads $$ as one $
+        script = f'printf \'%s\' \'{body}\' > "$ETLSTAGE_STATE_DIR/report-$ETLSTAGE_INSTANCE-$$$$.json"; exec "$0" "$@"'
         stages.append(
             f"  - {{name: {name}, type: T, mode: batch, command: [sh, -c, {json.dumps(script)}, '{{PY}}', '{{TW}}', pass]}}"
         )
@@ -66,7 +67,8 @@ CYCLIC = """
 def test_a_sqlite_file_that_is_not_etlstages_is_refused_by_status_and_run(pdir):
     pdir.write(CYCLIC)
     (pdir.path / ".etlstage").mkdir(mode=0o700)
-    db = sqlite3.connect(pdir.path / ".etlstage" / "state.db")
+    (pdir.path / ".etlstage" / "stages").mkdir(mode=0o700)  # the pipeline's folder (named after the file)
+    db = sqlite3.connect(pdir.path / ".etlstage" / "stages" / "state.db")
     db.execute("CREATE TABLE checkpoints (name TEXT, value BLOB)")
     db.commit()
     db.close()
@@ -93,7 +95,7 @@ def _live(pdir) -> subprocess.Popen[str]:
 @pytest.mark.slow
 def test_a_table_dropped_during_a_run_ends_it_with_exit_2(pdir):
     proc = _live(pdir)
-    db = sqlite3.connect(pdir.path / ".etlstage" / "state.db", timeout=30)
+    db = sqlite3.connect(pdir.path / ".etlstage" / "stages" / "state.db", timeout=30)
     db.execute("DROP TABLE checkpoints")
     db.close()
     _, err = proc.communicate(timeout=60)
@@ -107,10 +109,10 @@ def test_a_table_dropped_during_a_run_ends_it_with_exit_2(pdir):
 @pytest.mark.slow
 def test_state_db_truncated_during_a_run_is_noticed(pdir):
     proc = _live(pdir)
-    db = sqlite3.connect(pdir.path / ".etlstage" / "state.db", timeout=30)
+    db = sqlite3.connect(pdir.path / ".etlstage" / "stages" / "state.db", timeout=30)
     db.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # all of it in state.db, none left in the WAL alone
     db.close()
-    os.truncate(pdir.path / ".etlstage" / "state.db", 0)
+    os.truncate(pdir.path / ".etlstage" / "stages" / "state.db", 0)
     try:
         _, err = proc.communicate(timeout=60)  # the next heartbeat (2 s) finds it and stops the run
     finally:
