@@ -105,7 +105,7 @@ engine: {{kind: spark, master: "local[1]"}}
 def _damaged(done: Path, tmp_path: Path, damage) -> tuple[Path, Path]:
     folder = tmp_path / "p"
     shutil.copytree(done, folder, symlinks=True)
-    checkpoint = folder / ".etlstage" / "spark-checkpoint"
+    checkpoint = folder / ".etlstage" / "stages" / "spark-checkpoint"  # the pipeline's folder, named after the file
     return folder, damage(checkpoint)
 
 

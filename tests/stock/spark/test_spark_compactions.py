@@ -70,16 +70,6 @@ def test_the_second_log_compaction_lists_every_file(tmp_path: Path) -> None:
     assert _visible(logs) == published
 
 
-@pytest.fixture(scope="module")
-def spark() -> Any:
-    from etlstage.spark.session import quiet_spark, start_session
-
-    quiet_spark()
-    session = start_session("local[1]", "etlstage-compaction-tests", {}, connect_timeout=10, log_level="ERROR")
-    yield session
-    session.stop()
-
-
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_spark_reads_every_batch_past_two_compactions(spark: Any, tmp_path: Path) -> None:

@@ -113,16 +113,6 @@ def test_every_tenth_log_is_a_compaction_of_all_before(tmp_path: Path) -> None:
     assert logs["11"] == [published[11]]
 
 
-@pytest.fixture(scope="module")
-def spark() -> Any:
-    from etlstage.spark.session import quiet_spark, start_session
-
-    quiet_spark()
-    session = start_session("local[1]", "etlstage-table-log-tests", {}, connect_timeout=10, log_level="ERROR")
-    yield session
-    session.stop()
-
-
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_spark_reads_whole_logged_batches_only(spark: Any, tmp_path: Path) -> None:
