@@ -46,6 +46,7 @@ def test_every_kinesis_record_arrives_despite_supervisor_kills(pdir):
                 time.sleep(0.01)
             time.sleep(rng.uniform(0.0, 0.2))  # somewhere in the T's 0.3 s
             if proc.poll() is not None or _loaded(out) >= len(records):
+                proc.wait(timeout=300)  # one run at a time: it ends before the final one starts
                 break  # the run is ending: a kill now would cut nothing
             in_flight = busy.exists()
             proc.send_signal(signal.SIGKILL)
