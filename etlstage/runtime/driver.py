@@ -292,18 +292,20 @@ class TransformDriver(_Driver):
                             await held.empty.wait()
                     except TimeoutError:
                         pass
-                job = retry.pop(0) if retry else await self._assemble(inbox)
-                if job is None:
-                    await drained.wait()
-                    return
+                # Every wait comes before the job is taken: a worker that dies meanwhile must
+                # find it still in ``retry`` or the inbox, not in a local variable of this task.
                 if first:
                     first = False
                     await session.startup_quiet()
-                if job.alone or job.after_confirmation:
+                if retry and (retry[0].alone or retry[0].after_confirmation):
                     await drained.wait()
                     held.wanted = True  # blame stays exact: what went before is in step first
                     await held.empty.wait()
                     held.wanted = False
+                job = retry.pop(0) if retry else await self._assemble(inbox)
+                if job is None:
+                    await drained.wait()
+                    return
                 session.add_job(job)
                 drained.clear()
                 self.stats.in_flight += 1
