@@ -163,14 +163,16 @@ def test_a_start_up_banner_is_a_violation_in_a_run_as_in_check_worker(pdir, tmp_
     assert not any("ready" in line.lower() for line in pdir.lines("out.txt"))
 
 
-def test_a_worker_killed_by_a_signal_before_its_first_answer_is_restarted(pdir, tmp_path):
+# 0: at once; 0.15: within the start-up quiet, once the first batch waits for the worker
+@pytest.mark.parametrize("after", [0.0, 0.15])
+def test_a_worker_killed_by_a_signal_before_its_first_answer_is_restarted(pdir, tmp_path, after):
     flag = tmp_path / "killed-once"
     script = tmp_path / "killed_at_start.py"
     script.write_text(
-        "import os, signal, sys\n"
+        "import os, signal, sys, time\n"
         f"FLAG = {str(flag)!r}\n"
         "if not os.path.exists(FLAG):\n"
-        "    open(FLAG, 'w').close(); os.kill(os.getpid(), signal.SIGKILL)\n"
+        f"    time.sleep({after}); open(FLAG, 'w').close(); os.kill(os.getpid(), signal.SIGKILL)\n"
         "eom = bytes.fromhex(os.environ['ETLSTAGE_EOM']); eop = bytes.fromhex(os.environ['ETLSTAGE_EOP'])\n"
         "for line in sys.stdin.buffer:\n"
         "    sys.stdout.buffer.write(line.rstrip(eom) + eom + eop); sys.stdout.buffer.flush()\n"
