@@ -1,5 +1,6 @@
 """What some tests download, fetched once into a cache: kinesis-local (npm) for the
-resharding tests, the amazon-kclpy sdist for the KCL adapter tests.
+resharding tests, the amazon-kclpy sdist for the KCL adapter tests, Apache Kafka's
+broker jars (Maven) for the Kafka tests and Spark's Kafka connector when pyspark is there.
 
 Standard library only, so that ``.ci/run`` fills the caches before the tests start:
 ``python tests/support/downloads.py`` (with the project's venv python: it has pip).
@@ -82,8 +83,27 @@ def fetch_kinesis_local() -> Path:
     return pkg
 
 
+def fetch_kafka_jars() -> str:
+    """Apache Kafka's broker jars; Spark's Kafka connector too once pyspark is installed
+    (its version follows pyspark's). The cache is :mod:`etlstage.spark.jars`' own."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from etlstage.spark import jars  # standard library only, like this file
+
+    try:
+        sets = ["kafka-broker", "kafka-spark"] if _has("pyspark") else ["kafka-broker"]
+        return ", ".join(f"{name}: {len(jars.fetch_named(name))} jars" for name in sets)
+    except jars.JarFetchError as exc:
+        raise RuntimeError(str(exc)) from exc
+
+
+def _has(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
+
+
 def main() -> int:
-    for fetch in (fetch_kclpy, fetch_kinesis_local):
+    for fetch in (fetch_kclpy, fetch_kinesis_local, fetch_kafka_jars):
         try:
             print(f"{fetch.__name__}: {fetch()}")
         except (RuntimeError, OSError, subprocess.SubprocessError) as exc:

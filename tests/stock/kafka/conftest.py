@@ -1,0 +1,1 @@
+from tests.support.kafka import broker, topic  # noqa: F401  (fixtures)
