@@ -75,7 +75,9 @@ class KafkaExtractor(Extractor):
             "client.id": f"etlstage-kafka-{sc.stage}-{sc.instance}",
         }
         conf.setdefault("partition.assignment.strategy", "cooperative-sticky")
-        # a killed worker's partitions wait this long for its restarted self (librdkafka: 45 s)
+        # a killed worker's partitions wait this long before the group gives them to its
+        # restarted self or another instance (librdkafka: 45 s). No static membership: a
+        # coordinator restart fences a static member's in-flight commit, a fatal error.
         conf.setdefault("session.timeout.ms", "10000")
         conf.setdefault("heartbeat.interval.ms", "3000")
         self.consumer = Consumer(conf, logger=log)
