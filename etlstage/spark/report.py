@@ -54,6 +54,7 @@ class Counts:
         self.started = time.monotonic()
         self.sources = {"micro-batches": _Batches()}
         self.batches = 0
+        self._counted: set[int] = set()  # batch ids added: the listener and finish() may both bring one
         self.lock = threading.RLock()  # progress events arrive on another thread than the readers
         self._observed: dict[str, int] = {}
         self._bytes: dict[str, int] = {}
@@ -103,6 +104,9 @@ class Counts:
     def progress(self, p: Any) -> None:
         """One micro-batch's progress: add its observed counts."""
         with self.lock:
+            if p.batchId in self._counted:
+                return
+            self._counted.add(p.batchId)
             extracted = self._extracted()
             self.batches += 1
             for name, row in (p.observedMetrics or {}).items():
@@ -204,9 +208,10 @@ class Counts:
                 self.history.sample(self.stats, now)
 
     def finish(self, query: StreamingQuery | None) -> None:
-        """Progress events arrive asynchronously: take the query's last ones before the summary."""
-        time.sleep(0.2)
-        if query is not None and self.batches == 0:
+        """Progress events reach the listener asynchronously, possibly after the query ended:
+        the query's own record of its last batches is taken before the summary (each batch
+        is added once, whichever brings it first)."""
+        if query is not None:
             for p in query.recentProgress:
                 self.progress(p)
         self._update()
