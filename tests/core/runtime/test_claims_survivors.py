@@ -14,7 +14,7 @@ from etlstage.config.loader import parse_config
 from etlstage.errors import PipelineError, WorkerError
 from etlstage.runtime.driver import Restarts
 from etlstage.runtime.flow import Inbox
-from tests.core.test_observe_page import stage_figures
+from tests.core.observe.test_observe_page import stage_figures
 from tests.support.live_run import LiveRun
 from tests.support.waiting import wait_for
 

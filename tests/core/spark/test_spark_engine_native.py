@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import PY, TW
-from tests.core.test_spark_engine_local import run, spark  # noqa: F401  (the module's SparkSession)
+from tests.core.spark.test_spark_engine_local import run, spark  # noqa: F401  (the module's SparkSession)
 from tests.support.paths import ROOT
 from tests.support.run_cli import Run, etlstage
 
