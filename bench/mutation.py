@@ -63,9 +63,9 @@ TESTS: list[tuple[str, list[str]]] = [
             "runtime/test_misaligned_replies.py",
         ],
     ),
-    ("etlstage/runtime/services.py", ["runtime/test_services.py"]),
+    ("etlstage/kit/services.py", ["runtime/test_services.py"]),
     (
-        "etlstage/runtime/stats.py",
+        "etlstage/kit/stats.py",
         ["observe/test_observe_status.py", "observe/test_claims_metrics.py", "pipeline/test_pipeline.py"],
     ),
     (

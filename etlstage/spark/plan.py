@@ -131,7 +131,7 @@ class Plan:
     def refuse(self, stage: StageConfig, refused: list[tuple[bytes, str]], where: str) -> None:
         """Messages ``stage`` cannot take (a marker of its own inside, over its size limit):
         dead letters, or the error that fails the task and stops the query."""
-        from etlstage.runtime.admit import refuse
+        from etlstage.kit.admit import refuse
         from etlstage.state.store import StateStore
 
         store = StateStore(self.config.state_dir)

@@ -31,7 +31,7 @@ from collections.abc import Callable
 import psutil
 
 from etlstage.errors import WorkerGone, WorkerTimeout, describe_status
-from etlstage.runtime.transport import READ_CHUNK, STDERR_TAIL, grow_pipe, resolve_program, start_error
+from etlstage.kit.transport import READ_CHUNK, STDERR_TAIL, grow_pipe, resolve_program, start_error
 from etlstage.spark.ownership import Handed, Rendezvous, peer_is, retired_marker
 
 log = logging.getLogger("etlstage.spark.worker")

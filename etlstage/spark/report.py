@@ -3,7 +3,7 @@
 Each source and each T-stage's output carries an observed row count
 (``DataFrame.observe``); a T-stage's input is its upstream's output and every L-stage
 receives the last level's output, so the counts add up as under the supervisor.  The
-table and summary are the supervisor engine's own (:mod:`etlstage.runtime.progress`).
+table and summary are the supervisor engine's own (:mod:`etlstage.kit.progress`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from etlstage.config.model import PipelineConfig, StageConfig
-from etlstage.runtime.stats import LAST_ERRORS, LatencyHistogram, RateHistory, StageStats
+from etlstage.kit.stats import LAST_ERRORS, LatencyHistogram, RateHistory, StageStats
 from etlstage.spark.status import read_checkpoint
 from etlstage.spark.tally import Tally, forget_other_runs, read_all, tally_dir
 
@@ -214,7 +214,7 @@ class Counts:
     # --- to the user ---------------------------------------------------------------------------
 
     def reporter(self, enabled: bool, interval: float = 10.0) -> Callable[[], None]:
-        from etlstage.runtime.progress import table
+        from etlstage.kit.progress import table
 
         tty = sys.stderr.isatty()
         state = {"next": time.monotonic() + (1.0 if tty else interval), "drawn": 0}
@@ -242,7 +242,7 @@ class Counts:
         return cast("Pipeline", self)
 
     def summary(self) -> str:
-        from etlstage.runtime.progress import summary
+        from etlstage.kit.progress import summary
 
         ran = time.monotonic() - self.started
         return summary(self.view()) + f"\nmicro-batches committed in this run: {self.batches}; query ran {ran:.2f}s"

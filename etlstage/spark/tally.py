@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from etlstage.runtime.stats import StageStats
+from etlstage.kit.stats import StageStats
 from etlstage.spark.checkpoint import owner_only, private_folder
 
 

@@ -95,7 +95,7 @@ def test_a_second_signal_stops_at_once_with_exit_1(pdir) -> None:
 def test_a_write_to_a_worker_that_does_not_read_waits_for_room(tmp_path: Path) -> None:
     """Writing waits while the worker's stdin is full (the input stays bounded in the
     supervisor); it completes once the worker reads."""
-    from etlstage.runtime.transport import ProcessTransport
+    from etlstage.kit.transport import ProcessTransport
 
     async def scenario() -> None:
         gate = tmp_path / "read-now"
