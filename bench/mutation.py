@@ -35,10 +35,30 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_TARGETS = ["etlstage/protocol", "etlstage/runtime", "etlstage/state", "etlstage/spark/conversation.py"]
+DEFAULT_TARGETS = [
+    "etlstage/protocol",
+    "etlstage/kit",
+    "etlstage/runtime",
+    "etlstage/state",
+    "etlstage/spark/conversation.py",
+]
 
 # The fast tests that exercise each module: the first entry whose key starts the path wins.
 CORE = "tests/core/"
+SUPERVISOR = [
+    "runtime/test_flow.py",
+    "runtime/test_claims_limits.py",
+    "pipeline/test_pipeline.py",
+    "runtime/test_misaligned_replies.py",
+    "pipeline/test_failures.py",
+    "testing/test_harness.py",
+    "pipeline/test_crash.py",
+    "docs/test_doctests.py",
+    "observe/test_claims_metrics.py",
+    "runtime/test_claims_survivors.py",
+    "runtime/test_hardening_spawn.py",
+    "runtime/test_memory_bound.py",
+]
 TESTS: list[tuple[str, list[str]]] = [
     (
         "etlstage/protocol/offsets.py",
@@ -68,23 +88,8 @@ TESTS: list[tuple[str, list[str]]] = [
         "etlstage/kit/stats.py",
         ["observe/test_observe_status.py", "observe/test_claims_metrics.py", "pipeline/test_pipeline.py"],
     ),
-    (
-        "etlstage/runtime/",
-        [
-            "runtime/test_flow.py",
-            "runtime/test_claims_limits.py",
-            "pipeline/test_pipeline.py",
-            "runtime/test_misaligned_replies.py",
-            "pipeline/test_failures.py",
-            "testing/test_harness.py",
-            "pipeline/test_crash.py",
-            "docs/test_doctests.py",
-            "observe/test_claims_metrics.py",
-            "runtime/test_claims_survivors.py",
-            "runtime/test_hardening_spawn.py",
-            "runtime/test_memory_bound.py",
-        ],
-    ),
+    ("etlstage/kit/", SUPERVISOR),  # what both engines use: the supervisor's tests reach it
+    ("etlstage/runtime/", SUPERVISOR),
     (
         "etlstage/state/",
         [

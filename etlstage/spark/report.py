@@ -3,7 +3,7 @@
 Each source and each T-stage's output carries an observed row count
 (``DataFrame.observe``); a T-stage's input is its upstream's output and every L-stage
 receives the last level's output, so the counts add up as under the supervisor.  The
-table and summary are the supervisor engine's own (:mod:`etlstage.kit.progress`).
+table and summary are the supervisor engine's too (:mod:`etlstage.kit.progress`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from etlstage.config.model import PipelineConfig, StageConfig
 from etlstage.kit.stats import LAST_ERRORS, LatencyHistogram, RateHistory, StageStats
@@ -26,8 +26,6 @@ from etlstage.spark.tally import Tally, forget_other_runs, read_all, tally_dir
 
 if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQuery
-
-    from etlstage.runtime.pipeline import Pipeline
 
 log = logging.getLogger("etlstage.progress")
 
@@ -224,7 +222,7 @@ class Counts:
             if not enabled or time.monotonic() < state["next"]:
                 return
             state["next"] = time.monotonic() + (1.0 if tty else interval)
-            rows = table(self.view(), live=False)
+            rows = table(self, live=False)
             if tty:
                 if state["drawn"]:
                     sys.stderr.write(f"\x1b[{state['drawn']}F\x1b[J")
@@ -237,15 +235,11 @@ class Counts:
 
         return tick
 
-    def view(self) -> Pipeline:
-        """This object where the supervisor's progress table expects a pipeline (same fields)."""
-        return cast("Pipeline", self)
-
     def summary(self) -> str:
         from etlstage.kit.progress import summary
 
         ran = time.monotonic() - self.started
-        return summary(self.view()) + f"\nmicro-batches committed in this run: {self.batches}; query ran {ran:.2f}s"
+        return summary(self) + f"\nmicro-batches committed in this run: {self.batches}; query ran {ran:.2f}s"
 
 
 __all__ = ["Counts"]
