@@ -196,15 +196,6 @@ class WorkerProcess:
         self.last_output = time.monotonic()
         return chunk
 
-    def read_until_eof(self, deadline: float | None) -> bytes:
-        """Everything the worker still writes before it closes its stdout (or the deadline)."""
-        out = []
-        while not self.eof:
-            if deadline is not None and time.monotonic() >= deadline:
-                break
-            out.extend(self.pump(collections.deque(), deadline, None))
-        return b"".join(out)
-
     # --- ending --------------------------------------------------------------------------------
 
     def close_input(self) -> None:
