@@ -20,7 +20,8 @@ from etlstage.config.model import PipelineConfig, StageConfig
 from etlstage.spark.conversation import Job, StageWorker, worker_env
 from etlstage.spark.extract import ExtractWorker
 from etlstage.spark.ownership import Ownership
-from etlstage.spark.process import REGISTRY, WATCHDOG_GRACE
+from etlstage.spark.pool import REGISTRY
+from etlstage.spark.process import WATCHDOG_GRACE
 from etlstage.spark.shipping import Shipped, localize
 from etlstage.spark.tally import Tally, tally_dir, write
 
