@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from etlstage.config.model import PipelineConfig, StageConfig
+from etlstage.spark.checkpoint import own_path
 from etlstage.spark.conversation import Job, StageWorker, worker_env
 from etlstage.spark.extract import ExtractWorker
 from etlstage.spark.ownership import Ownership
@@ -55,10 +56,10 @@ class Plan:
 
     def spool_dir(self, stage: StageConfig) -> Path:
         """Driver-side extractors' output by batch, read by the tasks (a shared path on a cluster)."""
-        return self.checkpoint / "etlstage" / "spool" / stage.name
+        return own_path(self.checkpoint, "spool", stage.name)
 
     def counts_dir(self, stage: StageConfig) -> Path:
-        return self.checkpoint / "etlstage" / "counts" / stage.name
+        return own_path(self.checkpoint, "counts", stage.name)
 
     def stage_dir(self, stage: StageConfig, partition: int) -> str:
         """The worker's ETLSTAGE_STATE_DIR: the supervisor's for one instance, one per partition for more."""

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from etlstage.config.model import PipelineConfig, StageConfig
 from etlstage.errors import EtlstageError
 from etlstage.protocol.markers import Markers
-from etlstage.spark.checkpoint import check_checkpoint, remove_abandoned
+from etlstage.spark.checkpoint import check_checkpoint, own_path, remove_abandoned
 from etlstage.spark.report import Counts
 from etlstage.state.store import ensure_private_dir
 
@@ -295,7 +295,7 @@ def run_in(spark: SparkSession, plan: Plan, *, progress: bool = True, counts: Co
     config = plan.config
     try:
         check_checkpoint(plan.checkpoint)
-        packs = plan.checkpoint / "etlstage" / "ship"
+        packs = own_path(plan.checkpoint, "ship")
         plan = dataclasses.replace(plan, shipped=ship(spark, config.engine.ship, packs, plan.run_id[:12]))
     except EtlstageError as exc:
         log.error("%s", exc)

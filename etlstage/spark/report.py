@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from etlstage.config.model import PipelineConfig, StageConfig
 from etlstage.kit.stats import LAST_ERRORS, LatencyHistogram, RateHistory, StageStats
+from etlstage.spark.checkpoint import own_path
 from etlstage.spark.status import read_checkpoint
 from etlstage.spark.tally import Tally, forget_other_runs, read_all, tally_dir
 
@@ -107,7 +108,7 @@ class Counts:
                 self._observed[name] = self._observed.get(name, 0) + int(row["rows"] or 0)
                 with contextlib.suppress(KeyError, IndexError, ValueError):
                     self._bytes[name] = self._bytes.get(name, 0) + int(row["bytes"] or 0)
-            fused = Path(self.config.engine.checkpoint) / "etlstage" / "batch-counts" / f"{p.batchId}.json"
+            fused = own_path(self.config.engine.checkpoint, "batch-counts", f"{p.batchId}.json")
             with contextlib.suppress(OSError, ValueError):
                 doc = json.loads(fused.read_text())
                 # T-stages run in the sink's tasks; {"messages": .., "bytes": ..} (older runs: messages alone)
