@@ -100,7 +100,10 @@ TESTS: list[tuple[str, list[str]]] = [
             "pipeline/test_pipeline.py",
         ],
     ),
-    ("etlstage/spark/conversation.py", ["spark/test_claims_spark_task.py", "spark/test_spark_engine_spool.py"]),
+    (
+        "etlstage/spark/conversation.py",
+        ["spark/test_claims_spark_task.py", "spark/test_spark_conversation.py", "spark/test_spark_engine_spool.py"],
+    ),
 ]
 
 FLIP = {
