@@ -33,6 +33,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_TARGETS = [
@@ -318,10 +319,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds for one mutant's tests")
     ap.add_argument("--list", action="store_true", help="list the mutants and stop")
     ap.add_argument("--json", type=Path, help="also write every outcome to this file")
+    ap.add_argument(
+        "--survivors-of",
+        type=Path,
+        metavar="JSON",
+        help="run again only the survivors an earlier --json report lists (its sample, after new tests)",
+    )
     args = ap.parse_args(argv)
 
     mutants = [m for f in target_files(args.targets) for m in mutants_of(f)]
-    if args.sample and args.sample < len(mutants):
+    earlier: list[dict[str, Any]] = []
+    if args.survivors_of:
+        earlier = json.loads(args.survivors_of.read_text())
+        wanted = {_key(o["mutant"]) for o in earlier if o["status"] == "survived"}
+        mutants = [m for m in mutants if _key(asdict(m)) in wanted]
+        if len(mutants) != len(wanted):
+            raise SystemExit(f"{len(wanted) - len(mutants)} survivor(s) of {args.survivors_of} no longer apply")
+    elif args.sample and args.sample < len(mutants):
         mutants = sorted(random.Random(args.seed).sample(mutants, args.sample), key=lambda m: (m.path, m.start))
     if args.list:
         for m in mutants:
@@ -357,9 +371,18 @@ def main(argv: list[str] | None = None) -> int:
         print("survivors (changes no fast test notices):")
         for o in survivors:
             print(f"  {describe(o.mutant)}")
+    if earlier:  # a test added since cannot bring a killed mutant back: the earlier kills stand
+        total = len(earlier)
+        now = total - len(survivors)
+        print(f"with the earlier report's kills: {now} of {total} mutants killed ({100 * now / max(1, total):.0f} %)")
     if args.json:
         args.json.write_text(json.dumps([asdict(o) for o in outcomes], indent=1))
     return 0
+
+
+def _key(m: dict[str, Any]) -> tuple[str, int, str, str, str]:
+    """A mutant as a report names it: the same file, line and change."""
+    return (m["path"], m["line"], m["kind"], m["before"], m["after"])
 
 
 if __name__ == "__main__":
