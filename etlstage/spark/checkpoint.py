@@ -28,6 +28,17 @@ from etlstage.errors import StateError
 
 log = logging.getLogger("etlstage.spark")
 
+
+def own_path(checkpoint: str | Path, kind: str, *names: str) -> Path:
+    """Where the engine keeps its own files of ``kind`` (spool, counts, workers, native,
+    ship, batch-counts) beside Spark's, under the checkpoint: the one place that says so.
+
+    >>> own_path("/ck", "spool", "t").as_posix()
+    '/ck/etlstage/spool/t'
+    """
+    return Path(checkpoint, "etlstage", kind, *names)
+
+
 ABANDONED = re.compile(r"^\.\.?\d+\.[0-9a-f-]{36}\.tmp(\.crc)?$")
 LOGS = ("offsets", "commits")
 

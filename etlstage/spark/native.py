@@ -40,7 +40,7 @@ from etlstage.config.model import StageConfig
 from etlstage.errors import ConfigError
 from etlstage.native import NativeContext
 from etlstage.protocol.vocabulary import StageType
-from etlstage.spark.checkpoint import private_folder
+from etlstage.spark.checkpoint import own_path, private_folder
 from etlstage.spark.conversation import worker_env
 from etlstage.spark.plan import Plan
 from etlstage.spark.transform import partition_id
@@ -95,7 +95,7 @@ def natives(plan: Plan) -> dict[str, Factory]:
 
 def context_for(stage: StageConfig, plan: Plan, spark: SparkSession) -> NativeContext:
     """The public context (:mod:`etlstage.native`) the engine gives ``stage``'s native factory."""
-    checkpoint = plan.checkpoint / "etlstage" / "native" / stage.name
+    checkpoint = own_path(plan.checkpoint, "native", stage.name)
     private_folder(checkpoint)
     state_dir = plan.stage_dir(stage, 0)
     scenario = stage.scenario(0, state_dir)

@@ -17,10 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from etlstage.config.model import PipelineConfig, StageConfig
+from etlstage.spark.checkpoint import own_path
 from etlstage.spark.conversation import Job, StageWorker, worker_env
 from etlstage.spark.extract import ExtractWorker
 from etlstage.spark.ownership import Ownership
-from etlstage.spark.process import REGISTRY, WATCHDOG_GRACE
+from etlstage.spark.pool import REGISTRY
+from etlstage.spark.process import WATCHDOG_GRACE
 from etlstage.spark.shipping import Shipped, localize
 from etlstage.spark.tally import Tally, tally_dir, write
 
@@ -54,10 +56,10 @@ class Plan:
 
     def spool_dir(self, stage: StageConfig) -> Path:
         """Driver-side extractors' output by batch, read by the tasks (a shared path on a cluster)."""
-        return self.checkpoint / "etlstage" / "spool" / stage.name
+        return own_path(self.checkpoint, "spool", stage.name)
 
     def counts_dir(self, stage: StageConfig) -> Path:
-        return self.checkpoint / "etlstage" / "counts" / stage.name
+        return own_path(self.checkpoint, "counts", stage.name)
 
     def stage_dir(self, stage: StageConfig, partition: int) -> str:
         """The worker's ETLSTAGE_STATE_DIR: the supervisor's for one instance, one per partition for more."""
@@ -131,7 +133,7 @@ class Plan:
     def refuse(self, stage: StageConfig, refused: list[tuple[bytes, str]], where: str) -> None:
         """Messages ``stage`` cannot take (a marker of its own inside, over its size limit):
         dead letters, or the error that fails the task and stops the query."""
-        from etlstage.runtime.admit import refuse
+        from etlstage.kit.admit import refuse
         from etlstage.state.store import StateStore
 
         store = StateStore(self.config.state_dir)

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from etlstage.runtime.stats import StageStats
-from etlstage.spark.checkpoint import owner_only, private_folder
+from etlstage.kit.stats import StageStats
+from etlstage.spark.checkpoint import own_path, owner_only, private_folder
 
 
 @dataclass
@@ -67,7 +67,7 @@ class Tally:
 
 
 def tally_dir(checkpoint: Path, run_id: str) -> Path:
-    return checkpoint / "etlstage" / "workers" / run_id
+    return own_path(checkpoint, "workers", run_id)
 
 
 def write(folder: Path, tally: Tally) -> None:

@@ -14,7 +14,7 @@ import time
 import psutil
 import pytest
 
-from tests.core.test_observe_page import browse, count, figures
+from tests.core.observe.test_observe_page import browse, count, figures
 from tests.support.live_run import LiveRun
 from tests.support.scrapes import scrape, value
 

@@ -7,16 +7,15 @@ import io
 import os
 import re
 import shlex
-from pathlib import Path
 
 import pytest
 
 from etlstage.config.loader import parse_config
 from etlstage.errors import ConfigError
 from etlstage.testing import StageHarness
+from tests.support.paths import ROOT
 from tests.support.run_cli import etlstage
 
-ROOT = Path(__file__).resolve().parents[2]
 BLOCKS = re.findall(r"```python\n(.*?)```", (ROOT / "docs" / "testing.md").read_text(), re.S)
 TESTS = [b for b in BLOCKS if "def test_" in b]
 

@@ -6,22 +6,15 @@ from __future__ import annotations
 
 import json
 import zlib
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from etlstage.state.store import StateStore
-from tests.support.engines import ENGINES, Engine, spark_session
+from tests.support.engines import ENGINES, Engine
 
 pytestmark = pytest.mark.timeout(300)
 N = 40
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    yield from spark_session("etlstage-replay-tests")
 
 
 @pytest.fixture(params=ENGINES)

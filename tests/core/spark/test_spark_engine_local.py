@@ -1,6 +1,6 @@
 """The whole pipeline as one Spark streaming query on local[2]: exact sink contents, real workers.
 
-One SparkSession for the module; each test runs its pipeline in it with its own
+The test run's one SparkSession (the ``spark`` fixture); each test runs its pipeline in it with its own
 checkpoint and state under tmp_path (the CLI runs it the same way, in its own JVM).
 """
 
@@ -22,17 +22,6 @@ from tests.support.paths import FIXTURES
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 PIDLOG = str(FIXTURES / "pidlog.py")
-
-
-@pytest.fixture(scope="module")
-def spark():
-    from etlstage.spark.query import ENGINE_CONF
-    from etlstage.spark.session import quiet_spark, start_session
-
-    quiet_spark()
-    session = start_session("local[2]", "etlstage-engine-tests", ENGINE_CONF, connect_timeout=10, log_level="WARN")
-    yield session
-    session.stop()
 
 
 def run(spark, tmp: Path, stages: str, once: bool = True) -> int:

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.paths import ROOT
+
 PAGES = sorted(
     {ROOT / "README.md", *(ROOT / "docs").rglob("*.md"), *(ROOT / "workers").rglob("README.md")}
     - set((ROOT / "workers").rglob("node_modules/**/README.md"))

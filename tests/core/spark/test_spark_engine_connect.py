@@ -14,7 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.core.test_spark_engine_cluster import documented_example, shipped_pipeline
+from tests.core.spark.test_spark_engine_cluster import documented_example, shipped_pipeline
 from tests.support.paths import EXAMPLES
 from tests.support.run_cli import etlstage
 from tests.support.spark_cluster import connect_server

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from tests.conftest import PY, TW
-from tests.core.test_observe_page import browse, count, figures, stage_figures
+from tests.core.observe.test_observe_page import browse, count, figures, stage_figures
 from tests.support.live_run import LiveRun, restarts_in_summary
 from tests.support.paths import FIXTURES
 from tests.support.scrapes import (

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from etlstage.spark.ownership import retire, retired_marker
-from etlstage.spark.process import Registry
+from etlstage.spark.pool import Registry
 from tests.support.waiting import wait_for
 
 

@@ -15,8 +15,8 @@ from collections.abc import Callable
 import psutil
 import pytest
 
+from etlstage.kit.stats import LatencyHistogram, RateHistory, StageStats
 from etlstage.observe.status import run_state
-from etlstage.runtime.stats import LatencyHistogram, RateHistory, StageStats
 from tests.support.run_cli import ETLSTAGE
 from tests.support.waiting import wait_for
 

@@ -10,9 +10,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.support.paths import TESTS
 from tests.support.run_cli import ETLSTAGE
 
-TESTS = Path(__file__).parent.parent
 HOSTILE = str(TESTS / "fixtures" / "hostile_stderr.py")
 FORGED = "2026-01-01 00:00:00,000 ERROR etlstage: forged"
 

@@ -13,9 +13,10 @@ import pytest
 from etlstage.config.loader import parse_config
 from etlstage.errors import PipelineError
 from etlstage.spark.conversation import StageWorker, worker_env
+from tests.support.paths import FIXTURES
 
-SLOW_LOAD = str(Path(__file__).parent.parent / "fixtures" / "slow_load.py")
-TW = str(Path(__file__).parent.parent / "fixtures" / "tw.py")
+SLOW_LOAD = str(FIXTURES / "slow_load.py")
+TW = str(FIXTURES / "tw.py")
 
 
 def _loader(tmp_path: Path, out: Path, mode: str) -> StageWorker:

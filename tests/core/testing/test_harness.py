@@ -11,11 +11,11 @@ from etlstage.protocol import Markers
 from etlstage.testing import StageHarness, WorkerFailed
 from etlstage.testing.conformance import Options, report, run_checks
 from etlstage.worker import Extractor, Transformer
+from tests.support.paths import FIXTURES, ROOT
 from tests.support.run_cli import Run, etlstage
 
-ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "workers" / "examples"
-TESTW = Path(__file__).resolve().parents[1] / "fixtures"
+TESTW = FIXTURES
 
 
 class Upper(Transformer):

@@ -10,8 +10,9 @@ from pathlib import Path
 
 from etlstage.config.loader import parse_config
 from etlstage.runtime.pipeline import Pipeline, Source
+from tests.support.paths import FIXTURES
 
-LOOKAHEAD = str(Path(__file__).parent.parent / "fixtures" / "lookahead.py")
+LOOKAHEAD = str(FIXTURES / "lookahead.py")
 BIG = "import sys; [sys.stdout.write('x' * 100000 + chr(10)) for _ in range(40)]"
 
 

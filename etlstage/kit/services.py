@@ -19,7 +19,7 @@ from pathlib import Path
 
 from etlstage.config.model import ServiceConfig
 from etlstage.errors import PipelineError, WorkerError
-from etlstage.runtime.transport import ProcessTransport
+from etlstage.kit.transport import ProcessTransport
 
 log = logging.getLogger("etlstage.services")
 _EXPORT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$")

@@ -10,9 +10,9 @@ import pytest
 
 from etlstage.testing.harness import worker_name
 from etlstage.worker import Transformer
+from tests.support.paths import ROOT
 from tests.support.run_cli import Run, etlstage
 
-ROOT = Path(__file__).resolve().parents[2]
 SINGLE_ONLY = [sys.executable, "tests/fixtures/single_only.py"]
 
 

@@ -3,28 +3,21 @@
 A worker names no request in its answers, so a stray or repeated EOP shifts what
 follows.  Whichever engine runs the pipeline, a run either loads every message or fails
 non-zero naming the stage, and a run after it (the worker fixed) loads what was left.
-The Spark engine runs in one local session for the module (``spark`` fixture), the
+The Spark engine runs in the test run's one local session (``spark`` fixture), the
 supervisor as the CLI a user runs.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.support.engines import ENGINES, Engine, spark_session
+from tests.support.engines import ENGINES, Engine
 from tests.support.paths import FIXTURES
 
 pytestmark = pytest.mark.timeout(300)
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    yield from spark_session("etlstage-stray-tests")
 
 
 @pytest.fixture(params=ENGINES)

@@ -15,6 +15,7 @@ import psutil
 import pytest
 
 from tests.conftest import PY, TW
+from tests.support.paths import ROOT
 from tests.support.run_cli import ETLSTAGE
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
@@ -160,7 +161,7 @@ def test_sigterm_stops_an_endless_run(tmp_path: Path, whole_group: bool) -> None
     assert "received SIGTERM: stopping the query" in text
     if whole_group:
         assert code == 1 and "Spark's JVM went away with the signal" in text
-        assert 'File "' + str(Path(__file__).parents[2] / "etlstage") not in text  # no traceback of ours
+        assert 'File "' + str(ROOT / "etlstage") not in text  # no traceback of ours
     else:
         assert code == 0, text[-3000:]
     assert not wait_gone(tmp_path)

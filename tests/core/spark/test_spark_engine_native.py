@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import PY, TW
-from tests.core.test_spark_engine_local import run, spark  # noqa: F401  (the module's SparkSession)
+from tests.core.spark.test_spark_engine_local import run
 from tests.support.paths import ROOT
 from tests.support.run_cli import Run, etlstage
 
@@ -30,7 +30,7 @@ def written(out: Path) -> list[str]:
     return [line for f in sorted(out.glob("batch-*.txt")) for line in f.read_text().splitlines()]
 
 
-def test_native_source_worker_transform_native_sink_exactly(spark, tmp_path: Path) -> None:  # noqa: F811
+def test_native_source_worker_transform_native_sink_exactly(spark, tmp_path: Path) -> None:
     code = run(
         spark,
         tmp_path,
@@ -46,7 +46,7 @@ stages:
     assert len(list((tmp_path / "got").glob("batch-*.txt"))) >= 6  # 10 per micro-batch
 
 
-def test_native_source_into_native_sink_passes_messages_bare(spark, tmp_path: Path) -> None:  # noqa: F811
+def test_native_source_into_native_sink_passes_messages_bare(spark, tmp_path: Path) -> None:
     """No T-stage: no framing, so a message may hold any byte, a newline included."""
     code = run(
         spark,
@@ -61,7 +61,7 @@ stages:
     assert sorted(written(tmp_path / "got")) == sorted(["a\tb", "m1", "m2", "m3", "m4"])
 
 
-def test_a_native_message_holding_a_marker_is_a_dead_letter_of_its_consumer(spark, tmp_path: Path) -> None:  # noqa: F811
+def test_a_native_message_holding_a_marker_is_a_dead_letter_of_its_consumer(spark, tmp_path: Path) -> None:
     code = run(
         spark,
         tmp_path,
@@ -85,7 +85,7 @@ stages:
     assert b"x|y" in letter.inputs
 
 
-def test_engine_native_false_runs_every_stage_as_its_worker(spark, tmp_path: Path) -> None:  # noqa: F811
+def test_engine_native_false_runs_every_stage_as_its_worker(spark, tmp_path: Path) -> None:
     """The stage's command runs as a worker process: here a real extractor."""
     code = run(
         spark,
@@ -144,7 +144,7 @@ stages:
     assert "stage 'put' runs as a native Spark sink, which must be the pipeline's only L-stage" in r.stderr
 
 
-def test_the_documented_native_sink_runs_as_written(spark, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:  # noqa: F811
+def test_the_documented_native_sink_runs_as_written(spark, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """docs/writing-workers.md's example (tests/fixtures/native_lines.py), its worker-only option given."""
     with caplog.at_level(logging.INFO, "etlstage.native"):
         code = run(

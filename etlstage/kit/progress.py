@@ -10,12 +10,31 @@ import asyncio
 import logging
 import sys
 import time
-from typing import TextIO
+from collections.abc import Mapping, Sized
+from typing import Protocol, TextIO
 
+from etlstage.kit.stats import StageStats
 from etlstage.protocol.vocabulary import StageType
-from etlstage.runtime.pipeline import Pipeline
 
 log = logging.getLogger("etlstage.progress")
+
+
+class Opened(Protocol):
+    """What an extractor has open: the supervisor's windows, the Spark engine's micro-batches."""
+
+    @property
+    def windows(self) -> Sized: ...
+
+
+class Running(Protocol):
+    """What the table and the summary read of a run, whichever engine runs it."""
+
+    @property
+    def started(self) -> float: ...  # time.monotonic() at the start
+    @property
+    def stats(self) -> Mapping[str, StageStats]: ...
+    @property
+    def sources(self) -> Mapping[str, Opened]: ...
 
 
 def _rate(n: int, seconds: float) -> str:
@@ -26,7 +45,7 @@ def _mb(n: int) -> str:
     return f"{n / 1e6:,.0f} MB"
 
 
-def table(pipeline: Pipeline, live: bool = True) -> list[str]:
+def table(pipeline: Running, live: bool = True) -> list[str]:
     elapsed = time.monotonic() - pipeline.started
     head = f"{'stage':<16} {'type':<4} {'in':>12} {'out':>12} {'rate':>12} {'in flight':>9} {'restarts':>8}"
     if live:
@@ -50,7 +69,7 @@ def table(pipeline: Pipeline, live: bool = True) -> list[str]:
     return rows
 
 
-def counter_lines(pipeline: Pipeline) -> list[str]:
+def counter_lines(pipeline: Running) -> list[str]:
     lines = []
     for s in pipeline.stats.values():
         counters = s.reports()
@@ -59,7 +78,7 @@ def counter_lines(pipeline: Pipeline) -> list[str]:
     return lines
 
 
-async def report(pipeline: Pipeline, stream: TextIO | None = None, interval: float = 10.0) -> None:
+async def report(pipeline: Running, stream: TextIO | None = None, interval: float = 10.0) -> None:
     stream = stream or sys.stderr
     tty = stream.isatty()
     drawn = 0
@@ -89,7 +108,7 @@ def _counter(key: str, value: object) -> str:
     return f"{key} {value:,}" if isinstance(value, int) else f"{key} {value}"
 
 
-def summary(pipeline: Pipeline) -> str:
+def summary(pipeline: Running) -> str:
     elapsed = time.monotonic() - pipeline.started
     rows = table(pipeline, live=False)
     rows.extend(counter_lines(pipeline))

@@ -14,7 +14,7 @@ from etlstage.config.loader import parse_config
 from etlstage.errors import PipelineError, WorkerError
 from etlstage.runtime.driver import Restarts
 from etlstage.runtime.flow import Inbox
-from tests.core.test_observe_page import stage_figures
+from tests.core.observe.test_observe_page import stage_figures
 from tests.support.live_run import LiveRun
 from tests.support.waiting import wait_for
 
@@ -95,7 +95,7 @@ def test_a_second_signal_stops_at_once_with_exit_1(pdir) -> None:
 def test_a_write_to_a_worker_that_does_not_read_waits_for_room(tmp_path: Path) -> None:
     """Writing waits while the worker's stdin is full (the input stays bounded in the
     supervisor); it completes once the worker reads."""
-    from etlstage.runtime.transport import ProcessTransport
+    from etlstage.kit.transport import ProcessTransport
 
     async def scenario() -> None:
         gate = tmp_path / "read-now"
