@@ -144,6 +144,7 @@ def main() -> None:
     rows: dict[str, list[float]] = {"bare produce": [], "loader": [], "bare consume": [], "extractor": []}
     with Broker(heap_mb=1024) as broker:
         b = broker.bootstrap
+        admin = AdminClient({"bootstrap.servers": b})
         source = "bench-source"
         create_topic(b, source, ns.partitions)
         bare_produce(b, source, msgs, ns.batch)  # the records both readers read
@@ -155,7 +156,7 @@ def main() -> None:
                 create_topic(b, topic, ns.partitions)
                 fn = bare_produce if name == "bare produce" else loader_produce
                 rows[name].append(fn(b, topic, msgs, ns.batch))
-                AdminClient({"bootstrap.servers": b}).delete_topics([topic])[topic].result(60)
+                admin.delete_topics([topic])[topic].result(60)
             for name in ("bare consume", "extractor") if first else ("extractor", "bare consume"):
                 fn2 = bare_consume if name == "bare consume" else extractor_consume
                 rows[name].append(fn2(b, source, ns.records))
