@@ -202,8 +202,8 @@ class KafkaExtractor(Extractor):
         self._building = {}
         while len(out) < o.max_records_per_cycle:
             room = o.max_records_per_cycle - len(out)
-            # caught up: take what is queued and answer at once (an idle cycle costs no wait)
-            got = self._read(min(room, 10000), 0 if self._caught_up() else o.poll_seconds)
+            # even when caught up, a short wait: a fetch under way brings what arrived meanwhile
+            got = self._read(min(room, 10000), o.poll_seconds)
             if got:
                 out += self.framer.frame(got)
             if self._caught_up() or (out and time.monotonic() >= deadline):
@@ -217,31 +217,46 @@ class KafkaExtractor(Extractor):
 
     def _read(self, n: int, timeout: float) -> list[Any]:
         """Up to ``n`` records; end-of-partition events noted; errors raised."""
+        records: list[Any] = []
+        events: list[tuple[int, Any]] = []  # (records before it, event)
+        for m in self.consumer.consume(n, timeout):
+            if m.error() is None:
+                records.append(m)
+            else:
+                events.append((len(records), m))
+        # per partition, only its last record matters (offset to commit, lag, timestamp)
+        last: dict[Part, tuple[int, Any]] = {}
+        for i in range(len(records) - 1, -1, -1):
+            m = records[i]
+            part = (m.topic(), m.partition())
+            if part not in last:
+                last[part] = (i, m)
+        if any(part not in self._assigned for part in last):  # fetched before a revoke: its new owner reads them
+            records = [m for m in records if (m.topic(), m.partition()) in self._assigned]
+        for part, (_, m) in last.items():
+            if part in self._assigned:
+                self._at_end.discard(part)
+                self._building[part] = self._next[part] = m.offset() + 1
+                kind, ts = m.timestamp()
+                if kind:
+                    self._last_ts[part] = ts
+        for before, m in events:
+            self._event(m, before, last)
+        return records
+
+    def _event(self, m: Any, before: int, last: dict[Part, tuple[int, Any]]) -> None:
         from confluent_kafka import KafkaError, KafkaException
 
-        records = []
-        for m in self.consumer.consume(n, timeout):
-            err = m.error()
-            part = (m.topic(), m.partition())
-            if err is not None:
-                if err.code() == KafkaError._PARTITION_EOF:
-                    if part in self._assigned:
-                        self._at_end.add(part)
-                    continue
-                if err.fatal() or not err.retriable():
-                    raise KafkaException(err)
-                log.warning("%s: %s (librdkafka retries)", _name(part), err)
-                continue
-            if part not in self._assigned:  # fetched before a revoke: its new owner reads it
-                continue
-            records.append(m)
-            self._at_end.discard(part)
-            self._building[part] = m.offset() + 1
-            self._next[part] = m.offset() + 1
-            kind, ts = m.timestamp()
-            if kind:
-                self._last_ts[part] = ts
-        return records
+        err = m.error()
+        part = (m.topic(), m.partition())
+        if err.code() == KafkaError._PARTITION_EOF:
+            # at its end unless a record of it came after the event
+            if part in self._assigned and last.get(part, (-1, None))[0] < before:
+                self._at_end.add(part)
+            return
+        if err.fatal() or not err.retriable():
+            raise KafkaException(err)
+        log.warning("%s: %s (librdkafka retries)", _name(part), err)
 
     def _plain(self) -> Iterator[bytes]:
         """Every assigned partition to its end (the group's committed offsets, or --start); no commit."""

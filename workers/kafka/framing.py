@@ -64,7 +64,8 @@ class Framer:
         if self.envelope:
             return [self._dump(self.envelope_doc(r), r) for r in records]
         out = [r.value() or b"" for r in records]
-        if not self._clean(self._eom.join(out) + self._eom, len(out)):  # one scan for the batch
+        block = b"".join(out)
+        if self._eom in block or any(m in block for m in self._others):  # memchr scans of the whole cycle
             out = [self._safe(r, v) for r, v in zip(records, out, strict=True)]
         return out
 
