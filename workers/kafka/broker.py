@@ -44,8 +44,12 @@ def free_port() -> int:
 
 
 def cluster_id() -> str:
-    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
+    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding, never starting
+    with ``-`` (a command line would take it for an option; Kafka's own ids avoid it too)."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
+        if not text.startswith("-"):
+            return text
 
 
 class Broker:
@@ -73,7 +77,9 @@ class Broker:
         config = self._write_config()
         logs = self.dir / "logs"
         if not (logs / "meta.properties").exists():
-            self._java("kafka.tools.StorageTool", "format", "-t", cluster_id(), "-c", str(config), timeout=120)
+            self._java(
+                "kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id()}", "-c", str(config), timeout=120
+            )
         self._launch(config)
         return self
 
