@@ -21,6 +21,7 @@ Plain mode reads every assigned partition to its end, then exits; it never commi
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -45,6 +46,7 @@ class KafkaExtractor(Extractor):
         self._at_end: set[Part] = set()  # reached the end since the last record read from it
         self._pending: dict[Part, int] = {}  # offsets to commit once the window emitted last is loaded
         self._building: dict[Part, int] = {}  # offsets of the cycle being put together
+        self._committing: _Commit | None = None  # the previous window's commit, under way
         self._next: dict[Part, int] = {}  # offset after the last record read (for lag)
         self._last_ts: dict[Part, int] = {}  # timestamp (ms) of the last record read
         self._last_lag_log = time.monotonic()
@@ -94,6 +96,8 @@ class KafkaExtractor(Extractor):
     def teardown(self) -> None:
         # stdin EOF: maybe the supervisor died; commit nothing, leave the group at once
         self._log_lag(force=True)
+        if self._committing is not None:  # begun for a request whose cycle did not end
+            self._committing.result()
         if self.consumer is not None:
             self.consumer.close()
 
@@ -115,9 +119,12 @@ class KafkaExtractor(Extractor):
         return self._cycle()
 
     def on_window_done(self, request: Request) -> None:
-        """The previous cycle is loaded: its offsets are committed to Kafka."""
-        if self._pending:
-            self._commit(dict(self._pending))
+        """The previous cycle is loaded: its offsets are committed to Kafka — a synchronous
+        commit in a thread of its own while this cycle reads, finished before the cycle is
+        answered (a commit's round trip is then no longer part of each window's time)."""
+        mine = {p: o for p, o in self._pending.items() if p in self._assigned}
+        if mine:
+            self._committing = _Commit(self.consumer, mine)
 
     # --- consumer group -----------------------------------------------------------------
 
@@ -171,23 +178,20 @@ class KafkaExtractor(Extractor):
                 table.pop(p, None)
         log.info("%s: %s (their open window is read again by the new owner)", how, ", ".join(sorted(map(_name, parts))))
 
-    def _commit(self, offsets: dict[Part, int]) -> None:
-        from confluent_kafka import KafkaException, TopicPartition
-
-        mine = {p: o for p, o in offsets.items() if p in self._assigned}
-        if mine:
-            try:
-                self.consumer.commit(
-                    offsets=[TopicPartition(t, p, o) for (t, p), o in mine.items()], asynchronous=False
-                )
-            except KafkaException as exc:
-                # a rebalance under way: keep what is still ours for the next window's commit
-                log.warning("commit of %s failed (%s): tried again after the next window", _offsets(mine), exc)
-                return
-            self.commits += 1
-            log.debug("committed %s", _offsets(mine))
-        for p in offsets:
-            if self._pending.get(p) == offsets[p]:
+    def _finish_commit(self) -> None:
+        """Wait for the commit under way; what it committed is no longer pending."""
+        done, self._committing = self._committing, None
+        if done is None:
+            return
+        error = done.result()
+        if error is not None:
+            # a rebalance under way: what is still ours goes with the next window's commit
+            log.warning("commit of %s failed (%s): tried again after the next window", _offsets(done.offsets), error)
+            return
+        self.commits += 1
+        log.debug("committed %s", _offsets(done.offsets))
+        for p, o in done.offsets.items():
+            if self._pending.get(p) == o:
                 del self._pending[p]
 
     # --- cycles -------------------------------------------------------------------------
@@ -208,6 +212,7 @@ class KafkaExtractor(Extractor):
                 out += self.framer.frame(got)
             if self._caught_up() or (out and time.monotonic() >= deadline):
                 break
+        self._finish_commit()  # the previous window's offsets are in Kafka before this one goes out
         # a window emitted before and not committed (its commit failed) stays pending: newer wins
         self._pending.update(self._building)
         self._building = {}
@@ -295,6 +300,32 @@ class KafkaExtractor(Extractor):
         lag = self.lag()
         if lag:
             log.info("records behind: %s", ", ".join(f"{_name(p)}={n}" for p, n in lag.items()))
+
+
+class _Commit:
+    """One synchronous offset commit in a thread (librdkafka is thread-safe; the call
+    releases the GIL). Only the commit call runs there: the bookkeeping stays in the
+    request loop's thread."""
+
+    def __init__(self, consumer: Any, offsets: dict[Part, int]) -> None:
+        self.consumer = consumer
+        self.offsets = offsets
+        self.error: Exception | None = None
+        self._thread = threading.Thread(target=self._run, name="kafka-commit", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        from confluent_kafka import KafkaException, TopicPartition
+
+        try:
+            tps = [TopicPartition(t, p, o) for (t, p), o in self.offsets.items()]
+            self.consumer.commit(offsets=tps, asynchronous=False)
+        except KafkaException as exc:
+            self.error = exc
+
+    def result(self) -> Exception | None:
+        self._thread.join()
+        return self.error
 
 
 def _name(part: Part) -> str:
