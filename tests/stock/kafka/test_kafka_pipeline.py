@@ -107,3 +107,57 @@ def test_every_record_once_across_kills_of_the_supervisor_and_the_workers(broker
     got = consume_all(broker.bootstrap, dst, idle=1.0)
     assert len(got) == len(set(got)) == N, (len(got), len(set(got)))
     assert set(got) == set(records)
+
+
+@pytest.mark.slow  # a JVM broker and Spark runs
+@pytest.mark.timeout(900)
+def test_every_record_once_across_kills_of_the_spark_driver(broker, topic, pdir):
+    """The same pipeline under `--engine spark` (the Kafka stages as worker processes): the
+    driver and its JVM killed (SIGKILL to the process group) while windows are on their way."""
+    src, dst = topic(3), topic(1)
+    records = [b"s%05d" % i for i in range(600)]
+    produce(broker.bootstrap, src, [(b"k%d" % (i % 32), r) for i, r in enumerate(records)])
+    pdir.write(f"""
+        stages:
+          - name: read
+            type: E
+            mode: cyclic
+            command: [etlstage-kafka, --topic, {src}, --group, g-{src}, --max-records-per-cycle, "60",
+                      --max-cycle-seconds, "0.3", --config, session.timeout.ms=6000,
+                      --config, heartbeat.interval.ms=1000]
+          - {{name: pass, type: T, mode: batch, batch_size: 30, command: ["{{PY}}", "{{TW}}", slow, "0.3", t-busy]}}
+          - name: write
+            type: L
+            mode: batch
+            batch_size: 40
+            command: [etlstage-kafka-load, --topic, {dst}, --transactional, --transactional-id, tx-{dst}]
+        engine: {{kind: spark, master: "local[2]"}}
+    """)
+    env = {**os.environ, "ETLSTAGE_KAFKA_BOOTSTRAP": broker.bootstrap}
+    rng = random.Random(37)
+    busy = pdir.path / "t-busy"
+    hits = 0
+    with open(pdir.path / "log.txt", "ab") as log:
+        for _ in range(3):
+            before = _end(broker.bootstrap, dst)
+            proc = subprocess.Popen(RUN_ONCE, cwd=pdir.path, stdout=log, stderr=log, env=env, start_new_session=True)
+            wait_for(
+                lambda proc=proc, before=before: (
+                    proc.poll() is not None or (_end(broker.bootstrap, dst) > before and busy.exists())
+                ),
+                within=240,
+                what="records flowing",
+                every=0.05,
+            )
+            time.sleep(rng.uniform(0.0, 0.2))  # somewhere in the T's 0.3 s, not as synchronisation
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)  # the driver and its JVM
+                hits += 1
+            proc.wait(30)
+            busy.unlink(missing_ok=True)
+        final = subprocess.run(RUN_ONCE, cwd=pdir.path, stdout=log, stderr=log, env=env, timeout=600)
+    assert hits >= 2, f"the pipeline finished before most kills: {hits}"
+    assert final.returncode == 0, (pdir.path / "log.txt").read_text()[-3000:]
+    got = consume_all(broker.bootstrap, dst, idle=1.0)
+    assert len(got) == len(set(got)) == len(records), (len(got), len(set(got)))
+    assert set(got) == set(records)
