@@ -29,7 +29,7 @@ from etlstage.runtime.driver import STOP, EmitFn, ExtractDriver, TransformDriver
 from etlstage.runtime.flow import Inbox, Job, Piece, Window
 from etlstage.runtime.replays import marked_for_replay
 from etlstage.runtime.services import Services
-from etlstage.runtime.stats import RateHistory, StageStats
+from etlstage.runtime.stats import LatencyHistogram, RateHistory, StageStats
 from etlstage.runtime.tasks import cancel, run_all
 from etlstage.runtime.transport import ProcessTransport, Transport
 from etlstage.state.store import StateStore, ensure_private_dir
@@ -48,6 +48,7 @@ class Source:
     next_seq: int = 0
     next_start: object = None  # supervisor-managed offsets: start of the next request
     changed: asyncio.Event = field(default_factory=asyncio.Event)
+    commit_latency: LatencyHistogram = field(default_factory=LatencyHistogram)  # opened -> committed
 
 
 class Pipeline:
@@ -75,6 +76,7 @@ class Pipeline:
         self.sources: dict[str, Source] = {}
         self._extractors: list[ExtractDriver] = []
         self.stopping = False
+        self.failed = False  # a stage failed: the run ends with an error
         self.drain_timed_out = asyncio.Event()  # a graceful stop ran out of drain_timeout
         self._drivers_running: list[ExtractDriver | TransformDriver] = []
         self.started = time.monotonic()
@@ -163,6 +165,7 @@ class Pipeline:
             w = src.windows.popleft()
             end = json.loads(w.request).get("end") if isinstance(w.request, bytes) and w.request else None
             self.store.commit(src.label, w.seq, end, w.messages)
+            src.commit_latency.observe(max(0.0, time.time() - w.opened))
             committed = True
         if committed:
             src.changed.set()
@@ -255,6 +258,9 @@ class Pipeline:
         try:
             self.extra_env.update(await services.start(self.extra_env))
             await self._run()
+        except Exception:
+            self.failed = True
+            raise
         finally:
             await services.stop()
 
@@ -322,6 +328,11 @@ class Pipeline:
         """Give every worker its stage's stop sequence (none is started again)."""
         await asyncio.gather(*(d.stop_all() for d in self._drivers_running))
 
+    @property
+    def state(self) -> str:
+        """``running``, ``draining`` or ``failed`` (:data:`etlstage.observe.document.PIPELINE_STATES`)."""
+        return "failed" if self.failed else "draining" if self.stopping else "running"
+
     def progress(self) -> dict[str, object]:
         """The live state of this run: the document ``etlstage status`` reads from the
         heartbeat (every 2 s) and the HTTP endpoints serve, with the fields and meaning
@@ -366,6 +377,10 @@ class Pipeline:
                 "reports": s.reports(),
                 "rate": round(self.history.rate(name), 1),
                 "history": self.history.series(name),
+                "instances": [
+                    {"instance": i, "restarts": c.restarts, "in": c.messages_in, "out": c.messages_out}
+                    for i, c in sorted(s.instances.items())
+                ],
             }
         return {
             "engine": "supervisor",
@@ -374,6 +389,7 @@ class Pipeline:
             "time": now,
             "started_at": now - elapsed,
             "elapsed": round(elapsed, 3),
+            "state": self.state,
             "stages": stages,
             "windows_in_flight": sum(len(src.windows) for src in self.sources.values()),
             "windows": [
@@ -397,6 +413,10 @@ class Pipeline:
                     "windows_opened": src.next_seq,  # counted across runs: a window's seq is its number
                     "windows_committed": src.next_seq - len(src.windows),
                     "windows_in_flight": len(src.windows),
+                    "commit_latency": {
+                        "buckets": src.commit_latency.cumulative(),
+                        "sum": round(src.commit_latency.sum, 6),
+                    },
                 }
                 for label, src in self.sources.items()
             ],

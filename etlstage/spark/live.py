@@ -25,7 +25,9 @@ from etlstage.observe.document import (
     CheckpointDoc,
     DeadLettersDoc,
     LastRunDoc,
+    LatencyDoc,
     LiveDoc,
+    PipelineState,
     RunLockDoc,
     StageDoc,
     StatusDoc,
@@ -63,8 +65,11 @@ def live_state(counts: Counts, checkpoint: CheckpointStatus, started_at: float) 
                 "reports": s.reports(),
                 "rate": round(counts.history.rate(name), 1),
                 "history": counts.history.series(name),
+                "instances": [{"instance": i, "restarts": c.restarts} for i, c in sorted(s.instances.items())],
             }
         elapsed = time.monotonic() - counts.started
+        batches = counts.commit_latency
+        latency: LatencyDoc = {"buckets": batches.cumulative(), "sum": round(batches.sum, 6)}
     windows = _in_flight(checkpoint, now)
     return {
         "engine": "spark",
@@ -73,6 +78,7 @@ def live_state(counts: Counts, checkpoint: CheckpointStatus, started_at: float) 
         "time": now,
         "started_at": started_at,
         "elapsed": round(elapsed, 3),
+        "state": cast(PipelineState, counts.state),
         "stages": stages,
         "windows_in_flight": len(checkpoint.in_flight),
         "windows": windows,
@@ -84,6 +90,7 @@ def live_state(counts: Counts, checkpoint: CheckpointStatus, started_at: float) 
                 "windows_opened": opened,  # micro-batch ids, counted across runs like window numbers
                 "windows_committed": committed + 1,
                 "windows_in_flight": len(checkpoint.in_flight),
+                "commit_latency": latency,
             }
             for e in config.stages
             if e.type == "E"

@@ -337,6 +337,7 @@ def run_in(spark: SparkSession, plan: Plan, *, progress: bool = True, counts: Co
         while not query.awaitTermination(1):
             reporter()
             if stop.is_set():
+                counts.state = "draining"
                 log.warning("stopping: the micro-batch in flight is not committed; it is replayed next run")
                 query.stop()
                 break
@@ -358,6 +359,7 @@ def run_in(spark: SparkSession, plan: Plan, *, progress: bool = True, counts: Co
         code = 1
     finally:
         restore()
+        counts.state = "failed" if code else counts.state  # what the metrics written at the end say
         with contextlib.suppress(Exception):  # a JVM that is gone cannot report any more
             counts.finish(query)
             spark.streams.removeListener(counts.listener())

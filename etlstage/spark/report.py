@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from etlstage.config.model import PipelineConfig, StageConfig
-from etlstage.runtime.stats import LAST_ERRORS, LatencyHistogram, RateHistory, StageStats
+from etlstage.runtime.stats import LAST_ERRORS, InstanceCounts, LatencyHistogram, RateHistory, StageStats
 from etlstage.spark.status import read_checkpoint
 from etlstage.spark.tally import Tally, forget_other_runs, read_all, tally_dir
 
@@ -54,6 +54,8 @@ class Counts:
         self.started = time.monotonic()
         self.sources = {"micro-batches": _Batches()}
         self.batches = 0
+        self.state = "running"  # draining once a stop is asked, failed when the run ends in error
+        self.commit_latency = LatencyHistogram()  # a micro-batch's start to its commit
         self.lock = threading.RLock()  # progress events arrive on another thread than the readers
         self._observed: dict[str, int] = {}
         self._bytes: dict[str, int] = {}
@@ -105,6 +107,8 @@ class Counts:
         with self.lock:
             extracted = self._extracted()
             self.batches += 1
+            with contextlib.suppress(AttributeError, KeyError, TypeError, ValueError):
+                self.commit_latency.observe(int(p.durationMs["triggerExecution"]) / 1000)
             for name, row in (p.observedMetrics or {}).items():
                 self._observed[name] = self._observed.get(name, 0) + int(row["rows"] or 0)
                 with contextlib.suppress(KeyError, IndexError, ValueError):
@@ -182,6 +186,9 @@ class Counts:
             st.last_errors.extend(sorted(e for w in each for e in w.last_errors)[-LAST_ERRORS:])
             st.latency = LatencyHistogram.sum_of(w.latency for w in each)
             st.pids = [pid for w in each for pid in w.pids]
+            st.instances = {}  # a partition's worker is an instance; its messages are not counted apart
+            for t in tallies:
+                st.instances.setdefault(t.partition, InstanceCounts()).restarts += t.stats.restarts
 
     def _deadletters(self) -> dict[str, int]:
         from etlstage.state.store import StateStore
