@@ -498,5 +498,45 @@ def check_worker(
     sys.exit(0 if all(r.passed for r in results) else 1)
 
 
+@main.command("test")
+@click.argument("test_files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--case", "only", default=None, help="Run only the case of this name.")
+@click.option(
+    "--workdir",
+    default=None,
+    type=click.Path(file_okay=False),
+    help="Run the cases in folders here and keep them all (default: a temporary folder, kept for failed cases).",
+)
+def test_cmd(test_files: tuple[str, ...], only: str | None, workdir: str | None) -> None:
+    """Run pipeline fixture tests: each case runs the whole pipeline (--once, real processes) in a
+    fresh copy of its folder, from input files to expected outputs (docs/testing.md)."""
+    import shutil
+    import tempfile
+
+    from etlstage.testing.pipeline import load_tests
+
+    suites = [(f, load_tests(f)) for f in test_files]  # every file checked before any run
+    cases = [c for _, found in suites for c in found if only in (None, c.name)]
+    if not cases:
+        raise ConfigError([f"no case named {only!r} in {', '.join(test_files)}"])
+    if workdir is not None:
+        os.makedirs(workdir, exist_ok=True)
+    root = workdir or tempfile.mkdtemp(prefix="etlstage-test-")
+    failed = 0
+    for case in cases:
+        result = case.run(root)
+        click.echo(f"{'PASS' if result.passed else 'FAIL'}  {case.name} ({result.seconds:.1f}s)")
+        if not result.passed:
+            failed += 1
+            click.echo("\n".join(f"  {line}" for line in result.report().splitlines()))
+            click.echo(f"  (the case's folder: {result.folder})")
+        elif workdir is None:
+            shutil.rmtree(result.folder, ignore_errors=True)
+    if workdir is None and not failed:
+        shutil.rmtree(root, ignore_errors=True)
+    click.echo(f"{len(cases)} case(s): {len(cases) - failed} passed, {failed} failed")
+    sys.exit(1 if failed else 0)
+
+
 if __name__ == "__main__":
     main()
