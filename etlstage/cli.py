@@ -25,7 +25,7 @@ from etlstage.config.listen import parse_listen
 from etlstage.config.loader import load_config, schema
 from etlstage.config.model import PipelineConfig
 from etlstage.errors import ConfigError, EtlstageError
-from etlstage.logs import FORMATS, log_env, setup_logging
+from etlstage.logs import FORMATS, escape_controls, log_env, setup_logging
 
 log = logging.getLogger("etlstage")
 
@@ -496,6 +496,62 @@ def check_worker(
             results.append(r)
     click.echo(report(results, stage_type))
     sys.exit(0 if all(r.passed for r in results) else 1)
+
+
+@main.command()
+@click.argument("args", nargs=-1, required=True)
+@click.option("--limit", type=click.IntRange(1), default=None, help="Stop after this many messages.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON document a line, as the pipeline sends them.")
+def tap(args: tuple[str, ...], limit: int | None, as_json: bool) -> None:
+    """Show the messages leaving STAGE of the running pipeline, live, without disturbing it:
+    etlstage tap [PIPELINE_FILE] STAGE (default stages.yaml; an L-stage: the messages it is given).
+    A tap that reads slower than the stage writes loses messages, and says how many."""
+    from etlstage.runtime.tap import connect, offered_as, read_taps
+    from etlstage.state.runlock import holder
+
+    if len(args) > 2:
+        raise ConfigError([f"expected [PIPELINE_FILE] STAGE, got {len(args)} arguments"])
+    pipeline_file, stage = (args[0], args[1]) if len(args) == 2 else ("stages.yaml", args[0])
+    config = load_config(pipeline_file)
+    stages = {s.name: s for s in config.stages}
+    if stage not in stages:
+        raise ConfigError([f"no stage {stage!r} in {pipeline_file} (its stages: {', '.join(stages)})"])
+    running = holder(config.state_dir)
+    engine = running.engine if running is not None else config.engine.kind
+    if engine == "spark":
+        raise ConfigError(
+            [
+                f"tap: pipeline {config.name!r} runs on the Spark engine, where a stage's messages pass "
+                "between Spark's tasks on the executors and never through this host's process: there is "
+                "nothing to tap; run it with --engine supervisor to tap it"
+            ]
+        )
+    stream, _ = connect(config, stage)
+    click.echo(f"etlstage tap: stage {stage!r} of {config.name!r}: {offered_as(stages[stage])}", err=True)
+    shown = 0
+    try:
+        for doc in read_taps(stream):
+            if as_json:
+                click.echo(json.dumps(doc, ensure_ascii=False))
+            elif "message" in doc:
+                click.echo(escape_controls(str(doc["message"])))
+            elif "dropped" in doc:
+                click.echo(
+                    f"etlstage tap: {doc['dropped']} message(s) dropped so far: this tap reads slower than the "
+                    "stage writes (the pipeline is not slowed)",
+                    err=True,
+                )
+            elif "end" in doc:
+                click.echo(f"etlstage tap: {doc['end']}", err=True)
+            shown += "message" in doc
+            if limit is not None and shown >= limit:
+                break
+    except KeyboardInterrupt:
+        pass
+    except (OSError, ValueError) as exc:
+        raise EtlstageError(f"tap: the connection to the pipeline broke: {exc}") from None
+    finally:
+        stream.close()
 
 
 @main.command("test")

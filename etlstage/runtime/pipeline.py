@@ -30,6 +30,7 @@ from etlstage.runtime.flow import Inbox, Job, Piece, Window
 from etlstage.runtime.replays import marked_for_replay
 from etlstage.runtime.services import Services
 from etlstage.runtime.stats import LatencyHistogram, RateHistory, StageStats
+from etlstage.runtime.tap import Taps
 from etlstage.runtime.tasks import cancel, run_all
 from etlstage.runtime.transport import ProcessTransport, Transport
 from etlstage.state.store import StateStore, ensure_private_dir
@@ -65,6 +66,7 @@ class Pipeline:
         self.n_levels = len(self.levels)
         self.stats = {s.name: StageStats(s.name, s.type) for s in config.stages}
         self.history = RateHistory()  # sampled with each heartbeat: current rates, charts
+        self.taps = Taps(config)  # etlstage tap: what leaves a stage, offered without waiting
         self.inputs: dict[str, list[Inbox]] = {}
         for level, stages in enumerate(self.levels[1:], start=1):
             for s in stages:
@@ -113,6 +115,7 @@ class Pipeline:
         targets = self.levels[level + 1]
 
         async def emit(piece: Piece) -> None:
+            self.taps.offer(stage.name, piece.block, piece.count)
             for t in targets:
                 block, count, refused = admit(
                     piece.block, piece.count, stage.markers, t.markers, t.max_message_bytes, f"stage {t.name!r}"
@@ -121,6 +124,8 @@ class Pipeline:
                     self._refuse(t, refused)
                 if not count:
                     continue
+                if t.type == StageType.L:
+                    self.taps.offer(t.name, block, count)  # a loader's tap: what it is given
                 piece.window.add(level + 1, count)
                 boxes = self.inputs[t.name]
                 for i, part, n in _routed(block, count, t):
@@ -286,6 +291,7 @@ class Pipeline:
 
         self.store.heartbeat(self.progress())
         beat = asyncio.ensure_future(self._heartbeat())
+        await self.taps.serve()
         try:
             await run_all(*(run_level(level) for level in range(self.n_levels)))
         except BaseException:
@@ -296,6 +302,7 @@ class Pipeline:
             raise
         finally:
             await cancel([beat])
+            await self.taps.close("the pipeline ended")
             self.store.end_run()
         undone = [w for src in self.sources.values() for w in src.windows if not w.done]
         if undone and not self.stopping:
