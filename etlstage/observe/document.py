@@ -138,6 +138,16 @@ class LiveDoc(TypedDict):
     # the Spark engine's own
     micro_batches_this_run: NotRequired[int]
     checkpoint: NotRequired[str]
+    startup: NotRequired[list[PhaseDoc]]  # in order; elapsed counts them (the run's start, not the query's)
+
+
+class PhaseDoc(TypedDict):
+    """One phase of a run's start-up (the Spark engine's: JVM start, session, pre-flight job,
+    query start, first micro-batch)."""
+
+    name: str
+    seconds: float  # so far, while it runs
+    done: bool
 
 
 class RunDoc(TypedDict):
@@ -234,6 +244,7 @@ ABSENT: dict[Engine, frozenset[str]] = {
             "spark_checkpoint",
             "running.progress.micro_batches_this_run",
             "running.progress.checkpoint",
+            "running.progress.startup",
         }
     ),
     "spark": frozenset(
@@ -275,6 +286,7 @@ __all__ = [
     "InstanceDoc",
     "LastRunDoc",
     "LiveDoc",
+    "PhaseDoc",
     "PipelineState",
     "RunDoc",
     "RunLockDoc",

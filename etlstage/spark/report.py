@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -39,6 +40,18 @@ class _Batches:
         self.windows: list[int] = []
 
 
+@dataclass
+class Phase:
+    """One phase of the Spark engine's start-up (monotonic seconds; ``ended`` None while it runs)."""
+
+    name: str
+    started: float
+    ended: float | None = None
+
+    def seconds(self, now: float) -> float:
+        return (self.ended if self.ended is not None else now) - self.started
+
+
 class Counts:
     """Every stage's counters under the Spark engine, updated from Spark's progress events
     (a listener thread), the sink's batch-count files and the workers' tallies; read by the
@@ -51,7 +64,9 @@ class Counts:
         for s in config.stages:  # where the SDK's report files are (one folder per partition below)
             self.stats[s.name].state_dir = str(Path(config.state_dir) / "stages" / s.name)
         self.history = RateHistory()
-        self.started = time.monotonic()
+        self.started = time.monotonic()  # the query's start (begin): the summary's rates count from here
+        self.run_started = self.started  # never moved: the run's elapsed time counts from here
+        self.phases: list[Phase] = []  # start-up, in order: JVM, session, pre-flight job, query, first batch
         self.sources = {"micro-batches": _Batches()}
         self.batches = 0
         self.state = "running"  # draining once a stop is asked, failed when the run ends in error
@@ -77,6 +92,24 @@ class Counts:
         self.started = time.monotonic()
         if self.run_id:
             forget_other_runs(Path(self.config.engine.checkpoint), self.run_id)
+
+    def phase(self, name: str | None) -> None:
+        """Start-up: the current phase (if any) ends now, logged with its duration; ``name`` begins."""
+        now = time.monotonic()
+        with self.lock:
+            if self.phases and self.phases[-1].ended is None:
+                done = self.phases[-1]
+                done.ended = now
+                log.info("start-up: %s took %.1fs", done.name, done.ended - done.started)
+            if name is not None:
+                self.phases.append(Phase(name, now))
+
+    def startup(self) -> str:
+        """The start-up phases so far, for the progress line and the summary."""
+        now = time.monotonic()
+        with self.lock:
+            shown = [f"{p.name} {p.seconds(now):.1f}s{'' if p.ended else '…'}" for p in self.phases]
+        return ", ".join(shown)
 
     # --- from Spark ----------------------------------------------------------------------------
 
@@ -107,6 +140,8 @@ class Counts:
         with self.lock:
             extracted = self._extracted()
             self.batches += 1
+            if self.batches == 1:
+                self.phase(None)  # the first micro-batch is committed: start-up is over
             with contextlib.suppress(AttributeError, KeyError, TypeError, ValueError):
                 self.commit_latency.observe(int(p.durationMs["triggerExecution"]) / 1000)
             for name, row in (p.observedMetrics or {}).items():
@@ -232,6 +267,8 @@ class Counts:
                 return
             state["next"] = time.monotonic() + (1.0 if tty else interval)
             rows = table(self.view(), live=False)
+            if self.phases and self.phases[-1].ended is None:
+                rows.append(f"start-up: {self.startup()}")
             if tty:
                 if state["drawn"]:
                     sys.stderr.write(f"\x1b[{state['drawn']}F\x1b[J")
@@ -251,8 +288,14 @@ class Counts:
     def summary(self) -> str:
         from etlstage.runtime.progress import summary
 
-        ran = time.monotonic() - self.started
-        return summary(self.view()) + f"\nmicro-batches committed in this run: {self.batches}; query ran {ran:.2f}s"
+        now = time.monotonic()
+        ran, total = now - self.started, now - self.run_started
+        started = f"\nstart-up: {self.startup()}" if self.phases else ""
+        return (
+            summary(self.view())
+            + f"\nmicro-batches committed in this run: {self.batches}; query ran {ran:.2f}s"
+            + f"{started}\nthe run took {total:.2f}s in all, start-up included"
+        )
 
 
 __all__ = ["Counts"]
