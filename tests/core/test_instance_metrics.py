@@ -13,7 +13,9 @@ from etlstage.config.loader import load_config
 from etlstage.runtime.pipeline import Pipeline
 from tests.conftest import PY
 from tests.core.test_metrics_export import samples
+from tests.support.live_run import LiveRun
 from tests.support.paths import FIXTURES
+from tests.support.waiting import wait_for
 
 N = 1_000
 STAGES = f"""
@@ -98,3 +100,31 @@ def test_the_state_is_draining_once_a_graceful_stop_is_asked(pdir):
             pipeline.store.close()
 
     assert asyncio.run(states()) == ["running", "draining"]
+
+
+def test_a_stop_that_runs_out_of_drain_timeout_ends_in_the_failed_state(pdir):
+    """The pipeline itself raised nothing: the run failed because its drain ran out (exit 1)."""
+    pdir.write(
+        """
+        name: stuck
+        drain_timeout: 1
+        stages:
+          - {name: src, type: E, mode: cyclic, poll_interval: 0.1, command: ["{PY}", "{TW}", count, "1000", "5"]}
+          - {name: t, type: T, stop_timeout: 1, command: ["{PY}", "{TW}", hang]}
+          - {name: sink, type: L, command: ["{PY}", "{TW}", append, out.txt]}
+        """
+    )
+    out = pdir.path / "stuck.prom"
+    with LiveRun(pdir.path, "--metrics-file", str(out)) as run:
+        wait_for(lambda: _in_flight(run.get("/metrics")[2], "t") > 0, 30, "the hanging worker's request")
+        assert run.stop() == 1, run.stderr
+    assert _state(out.read_text()) == "failed"
+
+
+def _state(text: str) -> str | None:
+    on = [dict(ls)["state"] for (n, ls), v in samples(text).items() if n == "etlstage_pipeline_state" and v == 1]
+    return on[0] if on else None
+
+
+def _in_flight(text: str, stage: str) -> float:
+    return sum(_by(samples(text), "etlstage_stage_requests_in_flight", stage=stage).values())
