@@ -102,8 +102,13 @@ class Taps:
         if len(os.fsencode(self.path)) > MAX_PATH:
             log.info("no tap for this run: its socket path %s is longer than %d bytes", self.path, MAX_PATH)
             return
-        with contextlib.suppress(FileNotFoundError):
+        try:
             self.path.unlink()
+        except FileNotFoundError:
+            pass
+        except OSError as exc:  # a folder of that name, say: the run goes on without a tap
+            log.warning("no tap for this run: %s is in the way: %s", self.path, exc)
+            return
         old = os.umask(0o177)  # the socket file 0600 from its creation (its folder is 0700 too)
         try:
             self.server = await asyncio.start_unix_server(self._client, path=str(self.path), limit=REQUEST_BYTES)

@@ -116,3 +116,14 @@ def test_another_user_cannot_reach_the_tap(pdir):
         r = subprocess.run([sys.executable, "-c", probe, str(path)], timeout=30)
         assert run.stop() == 0, run.stderr
     assert r.returncode == 13
+
+
+def test_something_in_the_way_of_the_socket_costs_the_tap_not_the_run(pdir):
+    pdir.write(GATED.replace(f'"{N}"', '"10"'))
+    (pdir.path / "go").touch()
+    path = socket_path(load_config(pdir.path / "stages.yaml"))
+    path.mkdir(parents=True)
+    (path / "keep").touch()  # a non-empty folder named tap.sock
+    r = pdir.run("--once")
+    assert r.code == 0, r.stderr
+    assert "no tap for this run" in r.stderr and len(pdir.lines("out.txt")) == 10
