@@ -78,7 +78,7 @@ StageDoc = TypedDict(
         "reports": dict[str, object],  # what the workers reported (SDK ``Worker.report``)
         "rate": float,  # messages/s, last ~10 s
         "history": list[tuple[float, float]],  # (seconds ago, messages/s)
-        "instances": list[InstanceDoc],  # those that started or failed in this run
+        "instances": list[InstanceDoc],  # supervisor: every instance; Spark: each partition with a tally
         # known to the supervisor only: its own workers and queues
         "in_flight": NotRequired[int],
         "queued": NotRequired[QueuedDoc],

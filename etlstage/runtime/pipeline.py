@@ -65,6 +65,9 @@ class Pipeline:
         self.levels: list[list[StageConfig]] = [ext, *([t] for t in trans), loads]
         self.n_levels = len(self.levels)
         self.stats = {s.name: StageStats(s.name, s.type) for s in config.stages}
+        for s in config.stages:  # every instance has its series from the start: an idle one shows 0
+            for i in range(s.instances):
+                self.stats[s.name].instance(i)
         self.history = RateHistory()  # sampled with each heartbeat: current rates, charts
         self.taps = Taps(config)  # etlstage tap: what leaves a stage, offered without waiting
         self.inputs: dict[str, list[Inbox]] = {}

@@ -128,3 +128,20 @@ def _state(text: str) -> str | None:
 
 def _in_flight(text: str, stage: str) -> float:
     return sum(_by(samples(text), "etlstage_stage_requests_in_flight", stage=stage).values())
+
+
+def test_an_instance_that_took_nothing_shows_0_not_nothing(pdir):
+    """With one message for three instances, two of them never get any: their series are 0."""
+    pdir.write(
+        """
+        name: idle
+        stages:
+          - {name: src, type: E, mode: plain, command: ["{PY}", "{TW}", count, "1"]}
+          - {name: t, type: T, instances: 3, command: ["{PY}", "{TW}", upper]}
+          - {name: sink, type: L, command: ["{PY}", "{TW}", append, out.txt]}
+        """
+    )
+    out = pdir.path / "idle.prom"
+    assert pdir.run("--once", "--metrics-file", str(out)).code == 0
+    taken = _by(samples(out.read_text()), "etlstage_instance_input_messages_total", stage="t")
+    assert sorted(taken.values()) == [0.0, 0.0, 1.0], taken
