@@ -12,7 +12,7 @@ import asyncio
 from etlstage.config.loader import load_config
 from etlstage.runtime.pipeline import Pipeline
 from tests.conftest import PY
-from tests.core.test_metrics_export import samples
+from tests.core.observe.test_metrics_export import samples
 from tests.support.live_run import LiveRun
 from tests.support.paths import FIXTURES
 from tests.support.waiting import wait_for

@@ -17,7 +17,7 @@ from etlstage.observe.server import ObserveServer, Snapshots
 from etlstage.spark.live import documents
 from etlstage.spark.report import Counts
 from etlstage.spark.tally import Tally, tally_dir, write
-from tests.core.test_observe_page import browse, figures
+from tests.core.observe.test_observe_page import browse, figures
 from tests.support.run_cli import etlstage
 from tests.support.waiting import wait_for
 
