@@ -250,28 +250,38 @@ def main(
     Exit status: 0 clean end, 1 the worker's own code failed, 2 bad run instruction
     (configuration), 3 protocol violation by the supervisor's input.
     """
-    from etlstage.errors import EtlstageError
     from etlstage.logs import setup_logging
 
     name = app or os.path.basename(sys.argv[0]) or "worker"
     setup_logging(name, log_format, level=log_level, syslog_address=syslog_address)
     try:
         code = serve(worker, kind=kind)
-    except KeyboardInterrupt:
-        code = 130
-    except BrokenPipeError:
-        log.error("%s: the supervisor closed our stdout; stopping", name)
-        code = 1
-    except ProtocolViolation as exc:
-        log.error("%s: protocol violation: %s", name, exc)
-        code = 3
-    except EtlstageError as exc:
-        log.error("%s: %s", name, exc)
-        code = exc.exit_code
-    except Exception as exc:  # the worker's own code: say what failed, then the traceback
-        log.error("%s failed: %s: %s", name, type(exc).__name__, exc, exc_info=True)
-        code = 1
+    except BaseException as exc:  # every ending gets its exit status (SystemExit goes on up)
+        code = exit_status(exc, name)
     sys.exit(code)
+
+
+def exit_status(exc: BaseException, name: str = "worker") -> int:
+    """The exit status for how a worker ended, logged: 1 its own code failed (or the
+    supervisor closed our stdout), 2 bad run instruction, 3 protocol violation in its
+    input, 130 interrupted.  Anything else (SystemExit) goes on up."""
+    from etlstage.errors import EtlstageError
+
+    if isinstance(exc, KeyboardInterrupt):
+        return 130
+    if isinstance(exc, BrokenPipeError):
+        log.error("%s: the supervisor closed our stdout; stopping", name)
+        return 1
+    if isinstance(exc, ProtocolViolation):
+        log.error("%s: protocol violation: %s", name, exc)
+        return 3
+    if isinstance(exc, EtlstageError):
+        log.error("%s: %s", name, exc)
+        return exc.exit_code
+    if isinstance(exc, Exception):  # the worker's own code: say what failed, then the traceback
+        log.error("%s failed: %s: %s", name, type(exc).__name__, exc, exc_info=exc)
+        return 1
+    raise exc
 
 
 def run_extractor(fn: Callable[[Request | None], Iterable[bytes]]) -> None:
