@@ -48,3 +48,16 @@ def test_stray_stdout_writes_go_to_stderr(built: Path, tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == b"a\n\x00b\n\x00"
     assert proc.stderr.count(b"processing a batch of 1") == 2
+
+
+def test_a_bad_environment_exits_2_naming_the_variable(built: Path) -> None:
+    proc = subprocess.run(
+        [str(built / "upper")],
+        input=b"a\n",
+        capture_output=True,
+        env={"ETLSTAGE_TYPE": "T", "ETLSTAGE_BATCH_SIZE": "zero"},
+        timeout=30,
+    )
+    assert proc.returncode == 2
+    assert proc.stdout == b""
+    assert b'ETLSTAGE_BATCH_SIZE="zero"' in proc.stderr and b"panicked" not in proc.stderr
