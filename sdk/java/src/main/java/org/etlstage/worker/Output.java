@@ -14,7 +14,7 @@ public final class Output {
 
     private final OutputStream sink;
     private final Markers markers;
-    private final boolean[] isMarker = new boolean[256];
+    private final ByteSet markerBytes;
     private final String stage;
     private byte[] buf = new byte[BLOCK + 4096];
     private int len;
@@ -23,9 +23,7 @@ public final class Output {
         this.sink = sink;
         this.markers = markers;
         this.stage = stage;
-        for (byte b : new byte[] {markers.eom(), markers.eop(), markers.eob(), markers.bnc()}) {
-            isMarker[b & 0xff] = true;
-        }
+        this.markerBytes = new ByteSet(markers);
     }
 
     /** One result.  A result holding a marker byte is refused: the worker stops with exit 3. */
@@ -34,9 +32,8 @@ public final class Output {
     }
 
     public void emit(byte[] message, int offset, int length) throws WorkerException, IOException {
-        for (int i = offset; i < offset + length; i++) {
-            if (isMarker[message[i] & 0xff]) throw markerIn(message, offset, length, i);
-        }
+        int at = markerBytes.find(message, offset, offset + length);
+        if (at >= 0) throw markerIn(message, offset, length, at);
         if (len + length + 1 > buf.length) {
             if (len > 0) drain();
             if (length + 1 > buf.length) buf = Arrays.copyOf(buf, length + 1);

@@ -20,7 +20,7 @@ public final class Serve {
     private final InputStream in;
     private final Output out;
     private final Markers m;
-    private final boolean[] special = new boolean[256];
+    private final ByteSet special;
 
     private byte[] buf = new byte[CHUNK];
     private int filled; // bytes of buf read so far
@@ -37,7 +37,7 @@ public final class Serve {
         this.in = in;
         this.out = new Output(out, sc.markers(), sc.stage());
         this.m = sc.markers();
-        for (byte b : new byte[] {m.eom(), m.eop(), m.eob(), m.bnc()}) special[b & 0xff] = true;
+        this.special = new ByteSet(m);
     }
 
     public static void extractor(Extractor w, Scenario sc, InputStream in, OutputStream out)
@@ -124,9 +124,9 @@ public final class Serve {
     }
 
     private void scan() throws WorkerException, IOException {
-        for (int at = pos; at < filled; at++) {
+        int at;
+        while ((at = special.find(buf, pos, filled)) >= 0) {
             byte b = buf[at];
-            if (!special[b & 0xff]) continue;
             pos = at + 1;
             if (b == m.eom()) {
                 int start = msgStart;
