@@ -28,6 +28,21 @@ final class ByteSet {
         return (x - LO) & ~x & HI;
     }
 
+    /** Whether {@code a[from:to]} holds no marker: one branch at the end, not one per word. */
+    boolean clean(byte[] a, int from, int to) {
+        long acc = 0;
+        int i = from;
+        for (; i + 8 <= to; i += 8) {
+            long w = (long) LONGS.get(a, i);
+            acc |= zeroes(w ^ w0) | zeroes(w ^ w1) | zeroes(w ^ w2) | zeroes(w ^ w3);
+        }
+        if (acc != 0) return false;
+        for (; i < to; i++) {
+            if (table[a[i] & 0xff]) return false;
+        }
+        return true;
+    }
+
     /** The index of the first byte of {@code a[from:to]} that is a marker, or -1. */
     int find(byte[] a, int from, int to) {
         int i = from;

@@ -32,8 +32,9 @@ public final class Output {
     }
 
     public void emit(byte[] message, int offset, int length) throws WorkerException, IOException {
-        int at = markerBytes.find(message, offset, offset + length);
-        if (at >= 0) throw markerIn(message, offset, length, at);
+        if (!markerBytes.clean(message, offset, offset + length)) {
+            throw markerIn(message, offset, length, markerBytes.find(message, offset, offset + length));
+        }
         if (len + length + 1 > buf.length) {
             if (len > 0) drain();
             if (length + 1 > buf.length) buf = Arrays.copyOf(buf, length + 1);

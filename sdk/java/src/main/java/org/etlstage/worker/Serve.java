@@ -21,6 +21,8 @@ public final class Serve {
     private final Output out;
     private final Markers m;
     private final ByteSet special;
+    private final Transformer transformer;
+    private final Loader loader;
 
     private byte[] buf = new byte[CHUNK];
     private int filled; // bytes of buf read so far
@@ -38,6 +40,8 @@ public final class Serve {
         this.out = new Output(out, sc.markers(), sc.stage());
         this.m = sc.markers();
         this.special = new ByteSet(m);
+        this.transformer = sc.type() == Scenario.StageType.T ? (Transformer) worker : null;
+        this.loader = sc.type() == Scenario.StageType.L ? (Loader) worker : null;
     }
 
     public static void extractor(Extractor w, Scenario sc, InputStream in, OutputStream out)
@@ -196,8 +200,16 @@ public final class Serve {
 
     /** One request of a T- or L-worker: results (or the load), the report, then EOP. */
     private void handle(List<byte[]> messages) throws WorkerException, IOException {
-        if (sc.type() == Scenario.StageType.T) call(() -> ((Transformer) worker).process(messages, out));
-        else call(() -> ((Loader) worker).load(messages));
+        try {
+            if (transformer != null) transformer.process(messages, out);
+            else loader.load(messages);
+        } catch (WorkerException | IOException | RuntimeException e) {
+            throw e;
+        } catch (Exception e) {
+            WorkerException w = new WorkerException(WorkerException.FAILED, e.toString());
+            w.initCause(e);
+            throw w;
+        }
         report();
         out.signal(m.eop());
     }

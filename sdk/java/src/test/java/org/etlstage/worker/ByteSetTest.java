@@ -17,10 +17,13 @@ class ByteSetTest {
                 if (at + 3 < len) data[at + 3] = '\n';
                 assertEquals(at, set.find(data, 0, len));
                 assertEquals(at + 3 < len ? at + 3 : -1, set.find(data, at + 1, len));
+                assertEquals(false, set.clean(data, 0, len));
+                assertEquals(at + 3 >= len, set.clean(data, at + 1, len));
             }
             byte[] none = new byte[len];
             Arrays.fill(none, (byte) 0xff);
             assertEquals(-1, set.find(none, 0, len));
+            assertEquals(true, set.clean(none, 0, len));
         }
         // bytes just above a marker (0x01 above 0x00, 0x12 above 0x11) are no hit
         byte[] near = {0x01, 0x12, 0x0b, 0x18, (byte) 0x81, (byte) 0x90, (byte) 0x91, (byte) 0x80, 0x11};
