@@ -17,12 +17,20 @@ EXAMPLES = [
     ("node", "T", ["node", str(SDK / "node/examples/upper.js")]),
     ("node", "E", ["node", str(SDK / "node/examples/count.js"), "10"]),
     ("node", "L", ["node", str(SDK / "node/examples/sink.js"), "{out}"]),
+    ("go", "T", ["{go}/upper"]),
+    ("go", "E", ["{go}/count", "10"]),
+    ("go", "L", ["{go}/sink", "{out}"]),
 ]
 
 
 @pytest.mark.parametrize(("language", "kind", "argv"), EXAMPLES, ids=[f"{lang}-{kind}" for lang, kind, _ in EXAMPLES])
-def test_example_passes_check_worker(language: str, kind: str, argv: list[str], tmp_path: Path) -> None:
-    if shutil.which(argv[0]) is None:
+def test_example_passes_check_worker(
+    language: str, kind: str, argv: list[str], tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    if language == "go":
+        go_bin = request.getfixturevalue("go_examples")
+        argv = [a.replace("{go}", str(go_bin)) for a in argv]
+    elif shutil.which(argv[0]) is None:
         pytest.skip(f"{argv[0]} is not installed")
     argv = [a.replace("{out}", str(tmp_path / "sink.out")) for a in argv]
     r = etlstage(tmp_path, "check-worker", "--type", kind, "--", *argv, timeout=300)
