@@ -15,6 +15,7 @@ let loaded = 0;
 runLoader({
   setup(scenario) {
     const file = process.argv[2] || path.join(scenario.stateDir || '.', `sink-${scenario.instance}.out`);
+    fs.mkdirSync(path.dirname(file), { recursive: true });
     fd = fs.openSync(file, 'a');
   },
   load(messages) {

@@ -23,6 +23,9 @@ func (s *sink) Setup(sc worker.Scenario) error {
 	if len(os.Args) > 1 {
 		file = os.Args[1]
 	}
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		return err
+	}
 	f, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	s.f = f
 	return err
