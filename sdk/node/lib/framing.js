@@ -93,4 +93,78 @@ function encodeBlock(results, markers, stage) {
   return block;
 }
 
-module.exports = { RequestParser, encodeBlock, EOB };
+/**
+ * The answers to one chunk of input, built in one Buffer: results (each followed by EOM),
+ * EOP and BNC. Every result is also copied to a scratch buffer, so `check()` looks for
+ * the four markers in all the results of the chunk at once (four searches per chunk, not
+ * per result); a result holding a marker is refused and nothing of the chunk is written.
+ */
+class Reply {
+  constructor(markers, stage) {
+    this.m = markers;
+    this.stage = stage;
+    this.buf = Buffer.allocUnsafe(1 << 16);
+    this.len = 0;
+    this.scratch = Buffer.allocUnsafe(1 << 16);
+    this.slen = 0;
+  }
+
+  static grown(buf, used, need) {
+    let size = buf.length * 2;
+    while (size < used + need) size *= 2;
+    const bigger = Buffer.allocUnsafe(size);
+    buf.copy(bigger, 0, 0, used);
+    return bigger;
+  }
+
+  /** Results: Buffers, Uint8Arrays or strings (UTF-8). */
+  results(results) {
+    const eom = this.m.eom;
+    for (let r of results) {
+      if (!(r instanceof Uint8Array)) r = asBuffer(r);
+      const n = r.length;
+      if (this.len + n + 1 > this.buf.length) this.buf = Reply.grown(this.buf, this.len, n + 1);
+      if (this.slen + n > this.scratch.length) this.scratch = Reply.grown(this.scratch, this.slen, n);
+      this.buf.set(r, this.len);
+      this.scratch.set(r, this.slen);
+      this.len += n;
+      this.slen += n;
+      this.buf[this.len++] = eom;
+    }
+  }
+
+  byte(b) {
+    if (this.len + 1 > this.buf.length) this.buf = Reply.grown(this.buf, this.len, 1);
+    this.buf[this.len++] = b;
+  }
+
+  check() {
+    if (!this.slen) return;
+    const all = this.scratch.subarray(0, this.slen);
+    this.slen = 0;
+    const { eom, eop, eob, bnc } = this.m;
+    for (const [byte, name] of [[eom, 'EOM'], [eop, 'EOP'], [eob, 'EOB'], [bnc, 'BNC']]) {
+      const k = all.indexOf(byte);
+      if (k >= 0) {
+        this.len = 0;
+        throw new ProtocolViolation(
+          `a result of stage '${this.stage}' contains its ${name} marker ${hex(byte)}: ${snippet(all, k)}; ` +
+            'messages must not contain marker bytes (choose other markers, or encode the data)',
+        );
+      }
+    }
+  }
+
+  /** The answers built so far, checked, to be written; the next ones go to a new buffer. */
+  take() {
+    this.check();
+    const out = this.buf.subarray(0, this.len);
+    if (this.len) {
+      this.buf = Buffer.allocUnsafe(Math.max(1 << 16, this.len + (this.len >> 2)));
+      this.len = 0;
+    }
+    return out;
+  }
+}
+
+module.exports = { RequestParser, Reply, encodeBlock, EOB };

@@ -4,7 +4,7 @@
 const fs = require('node:fs');
 const path = require('node:path');
 const { scenarioFromEnv, EtlstageError, ProtocolViolation } = require('./scenario');
-const { RequestParser, encodeBlock, EOB } = require('./framing');
+const { RequestParser, Reply, encodeBlock, EOB } = require('./framing');
 
 /** One cycle request to a cyclic extractor (null in plain mode). */
 class Request {
@@ -99,8 +99,6 @@ async function serve(worker, options = {}) {
   const input = options.input || process.stdin;
   const write = writer(options.output || process.stdout);
   const { eop, bnc } = sc.markers;
-  const EOP = Buffer.from([eop]);
-  const BNC = Buffer.from([bnc]);
   const block = (results) => encodeBlock(results, sc.markers, sc.stage);
 
   if (typeof w.setup === 'function') await w.setup(sc);
@@ -116,57 +114,91 @@ async function serve(worker, options = {}) {
     };
     const handle = call({ E: 'extract', T: 'process', L: 'load' }[sc.type]);
 
-    // One batch: results (T) or a durable load (L), then the report, then EOP.
-    const runBatch = async (batch, out) => {
-      if (batch.length) {
-        let r = handle(batch);
-        if (sc.type === 'T') {
-          if (!Array.isArray(r)) r = await collect(r);
-          if (r.length) out.push(block(r));
-        } else if (isThenable(r)) {
-          await r; // L: EOP only once the batch is durable
-        }
-        writeReport(w, sc);
+    // One batch: results (T) or a durable load (L), then the report, then EOP. Returns a
+    // promise only when the worker's code did (no await per message otherwise).
+    const isT = sc.type === 'T';
+    const reports = typeof w.report === 'function' && sc.stateDir !== '';
+    const finish = (out) => {
+      if (reports) writeReport(w, sc);
+      out.byte(eop);
+    };
+    const runBatch = (batch, out) => {
+      if (!batch.length) {
+        out.byte(eop);
+        return undefined;
       }
-      out.push(EOP);
+      const r = handle(batch);
+      if (isT) {
+        if (Array.isArray(r)) {
+          out.results(r);
+          return finish(out);
+        }
+        return collect(r).then((all) => {
+          out.results(all);
+          finish(out);
+        });
+      }
+      if (isThenable(r)) return r.then(() => finish(out)); // L: EOP only once the batch is durable
+      return finish(out);
     };
 
     const parser = new RequestParser(sc.markers);
+    const isE = sc.type === 'E';
+    const single = !sc.isBatch;
+    const workerDriven = sc.workerDriven;
+    const batchSize = sc.batchSize;
+    const out = new Reply(sc.markers, sc.stage);
     let batch = [];
     let cycle = 0;
-    for await (const chunk of input) {
-      const out = [];
-      for (const token of parser.feed(Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk))) {
+
+    // An E-worker's cycle: the commit hook, the extraction, the report, EOP.
+    const runCycle = async (token, out) => {
+      const request = new Request(token, cycle);
+      // The previous window is done downstream: its offsets may be committed now.
+      if (cycle > 0 && typeof w.onWindowDone === 'function') await w.onWindowDone(request);
+      out.results(await collect(handle(request)));
+      writeReport(w, sc);
+      out.byte(eop);
+      cycle++;
+    };
+
+    // The tokens of a chunk from `from` on, synchronously while the worker's code answers
+    // synchronously; at the first promise, returns where to go on once it has settled.
+    const step = (tokens, from, out) => {
+      for (let i = from; i < tokens.length; i++) {
+        const token = tokens[i];
+        let p;
         if (token === EOB) {
-          if (sc.type === 'E' || !sc.isBatch) {
+          if (isE || single) {
             throw new ProtocolViolation(`EOB received by a ${sc.type}-worker in ${sc.mode} mode`);
           }
-          await runBatch(batch, out);
+          p = runBatch(batch, out);
           batch = [];
-        } else if (sc.type === 'E') {
-          const request = new Request(token, cycle);
-          // The previous window is done downstream: its offsets may be committed now.
-          if (cycle > 0 && typeof w.onWindowDone === 'function') await w.onWindowDone(request);
-          const results = await collect(handle(request));
-          if (results.length) out.push(block(results));
-          writeReport(w, sc);
-          out.push(EOP);
-          cycle++;
-        } else if (!sc.isBatch) {
-          await runBatch([token], out);
-        } else if (sc.workerDriven) {
+        } else if (isE) {
+          p = runCycle(token, out);
+        } else if (single) {
+          p = runBatch([token], out);
+        } else if (workerDriven) {
           batch.push(token);
-          if (batch.length >= sc.batchSize) {
-            await runBatch(batch, out);
+          if (batch.length >= batchSize) {
+            p = runBatch(batch, out);
             batch = [];
           } else {
-            out.push(BNC);
+            out.byte(bnc);
           }
         } else {
           batch.push(token);
         }
+        if (p) return { at: i + 1, wait: p };
       }
-      if (out.length) await write(out.length === 1 ? out[0] : Buffer.concat(out));
+      return null;
+    };
+
+    for await (const chunk of input) {
+      const tokens = parser.feed(Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk));
+      for (let more = step(tokens, 0, out); more; more = step(tokens, more.at, out)) await more.wait;
+      const answers = out.take();
+      if (answers.length) await write(answers);
     }
     if (batch.length || parser.pendingBytes) {
       process.stderr.write(
