@@ -173,7 +173,6 @@ type server struct {
 	t     Transformer
 	l     Loader
 	out   *bufio.Writer
-	tail  []byte
 	batch [][]byte
 	owned int // batch[:owned] are copies; the rest point into the read buffer
 	cycle int
@@ -181,27 +180,35 @@ type server struct {
 }
 
 func (s *server) loop(in io.Reader) error {
+	// buf[:held] is a message not yet ended by EOM: each read appends to it, so no chunk
+	// is ever copied to join it to the bytes before.
 	buf := make([]byte, chunkSize)
+	held := 0
 	s.one = make([][]byte, 1)
 	for {
-		n, rerr := in.Read(buf)
+		if held == len(buf) { // one message longer than the buffer: make room
+			buf = append(buf, make([]byte, len(buf))...)
+		}
+		n, rerr := in.Read(buf[held:])
 		if n > 0 {
-			if err := s.feed(buf[:n]); err != nil {
+			pos, err := s.feed(buf[:held+n], held)
+			if err != nil {
 				return err
 			}
 			// The read buffer is reused: messages of an open batch are copied out of it.
 			for i := s.owned; i < len(s.batch); i++ {
-				s.batch[i] = append([]byte(nil), s.batch[i]...)
+				s.batch[i] = bytes.Clone(s.batch[i])
 			}
 			s.owned = len(s.batch)
+			held = copy(buf, buf[pos:held+n])
 			if err := s.out.Flush(); err != nil {
 				return err
 			}
 		}
 		if rerr == io.EOF {
-			if len(s.batch) > 0 || len(s.tail) > 0 {
+			if len(s.batch) > 0 || held > 0 {
 				fmt.Fprintf(os.Stderr, "%s: stdin closed with an unfinished batch (%d messages, %d bytes): "+
-					"not processed; the supervisor will send it again\n", s.sc.Stage, len(s.batch), len(s.tail))
+					"not processed; the supervisor will send it again\n", s.sc.Stage, len(s.batch), held)
 			}
 			return nil
 		}
@@ -211,21 +218,18 @@ func (s *server) loop(in io.Reader) error {
 	}
 }
 
-func (s *server) feed(chunk []byte) error {
+// feed handles the complete messages and EOBs of data (whose first `old` bytes were seen
+// before) and returns how many bytes it consumed.
+func (s *server) feed(data []byte, old int) (int, error) {
 	m := s.sc.Markers
 	for _, mk := range []struct {
 		b    byte
 		name string
 	}{{m.EOP, "EOP"}, {m.BNC, "BNC"}} {
-		if at := bytes.IndexByte(chunk, mk.b); at >= 0 {
-			return &ProtocolViolation{fmt.Sprintf("the supervisor's input holds %s (0x%02x), which only a worker may write; bytes seen: %q",
-				mk.name, mk.b, around(chunk, at))}
+		if at := bytes.IndexByte(data[old:], mk.b); at >= 0 {
+			return 0, &ProtocolViolation{fmt.Sprintf("the supervisor's input holds %s (0x%02x), which only a worker may write; bytes seen: %q",
+				mk.name, mk.b, around(data, old+at))}
 		}
-	}
-	data := chunk
-	if len(s.tail) > 0 {
-		data = append(s.tail, chunk...)
-		s.tail = nil
 	}
 	pos := 0
 	for {
@@ -241,24 +245,21 @@ func (s *server) feed(chunk []byte) error {
 				break
 			}
 			if err := s.message(data[pos : pos+e]); err != nil {
-				return err
+				return 0, err
 			}
 			pos += e + 1
 		}
 		if k < 0 {
-			if pos < len(data) {
-				s.tail = append([]byte(nil), data[pos:]...)
-			}
-			return nil
+			return pos, nil
 		}
 		if pos < k {
-			return &ProtocolViolation{fmt.Sprintf("EOB arrived in the middle of a message (its bytes were not ended by EOM); bytes seen: %q", around(data, k))}
+			return 0, &ProtocolViolation{fmt.Sprintf("EOB arrived in the middle of a message (its bytes were not ended by EOM); bytes seen: %q", around(data, k))}
 		}
 		if s.sc.Type == "E" || !s.sc.IsBatch() {
-			return &ProtocolViolation{fmt.Sprintf("EOB received by a %s-worker in %s mode", s.sc.Type, s.sc.Mode)}
+			return 0, &ProtocolViolation{fmt.Sprintf("EOB received by a %s-worker in %s mode", s.sc.Type, s.sc.Mode)}
 		}
 		if err := s.runBatch(s.batch); err != nil {
-			return err
+			return 0, err
 		}
 		s.batch, s.owned = s.batch[:0], 0
 		pos = k + 1
