@@ -13,4 +13,10 @@ step "node: node --test"
 step "go: vet, test, build the examples into go/bin"
 (cd go && go vet ./... && go test ./... && go build -o bin/ ./examples/...)
 
+step "rust: cargo test, the examples built in release mode"
+(cd rust && cargo test --quiet && cargo build --release --examples --quiet)
+
+step "java: mvn test (JUnit 5 reads the vectors), the classes the examples run from"
+(cd java && mvn -q -B test)
+
 # Further SDKs add their build-and-test lines here.

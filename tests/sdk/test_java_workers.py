@@ -1,0 +1,66 @@
+"""The Java SDK's example workers pass `etlstage check-worker` in every mode they declare."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.support.run_cli import etlstage
+
+ROOT = Path(__file__).resolve().parents[2]
+PROJECT = ROOT / "sdk" / "java"
+CLASSES = PROJECT / "target" / "classes"
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def java() -> list[str]:
+    """The SDK and its examples, compiled once; the command that runs one of them."""
+    proc = subprocess.run(["mvn", "-q", "-B", "compile"], cwd=PROJECT, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return ["java", "-cp", str(CLASSES)]
+
+
+@pytest.mark.parametrize(
+    "kind, example, checks",
+    [("T", "Upper", 8), ("E", "Counter", 3), ("L", "AppendLoader", 8)],
+)
+def test_example_passes_check_worker_in_every_mode(java: list[str], kind: str, example: str, checks: int) -> None:
+    r = etlstage(ROOT, "check-worker", "--type", kind, "--", *java, f"org.etlstage.examples.{example}", timeout=300)
+    assert r.code == 0, r.stdout + r.stderr
+    assert f"{checks} passed, 0 failed" in r.stdout
+
+
+def test_stray_stdout_writes_go_to_stderr(java: list[str], tmp_path: Path) -> None:
+    """A worker's own System.out.println cannot break the stream: the SDK sends it to stderr."""
+    proc = subprocess.run(
+        [*java, "org.etlstage.examples.Noisy"],
+        input=b"a\nb\n",
+        capture_output=True,
+        env={
+            "ETLSTAGE_TYPE": "T",
+            "ETLSTAGE_MODE": "single",
+            "ETLSTAGE_STATE_DIR": str(tmp_path),
+            "PATH": "/usr/bin:/bin",
+        },
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == b"a\n\x00b\n\x00"
+    assert proc.stderr.count(b"processing a batch of 1") == 2
+
+
+def test_a_bad_environment_exits_2_naming_the_variable(java: list[str]) -> None:
+    proc = subprocess.run(
+        [*java, "org.etlstage.examples.Upper"],
+        input=b"a\n",
+        capture_output=True,
+        env={"ETLSTAGE_TYPE": "T", "ETLSTAGE_BATCH_SIZE": "zero", "PATH": "/usr/bin:/bin"},
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert proc.stdout == b""
+    assert b'ETLSTAGE_BATCH_SIZE="zero"' in proc.stderr and b"Exception" not in proc.stderr

@@ -1,0 +1,63 @@
+"""The Rust SDK's example workers pass `etlstage check-worker` in every mode they declare."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.support.run_cli import etlstage
+
+ROOT = Path(__file__).resolve().parents[2]
+CRATE = ROOT / "sdk" / "rust"
+EXAMPLES = CRATE / "target" / "release" / "examples"
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def built() -> Path:
+    """The examples, built once (cargo does nothing when they are up to date)."""
+    proc = subprocess.run(
+        ["cargo", "build", "--release", "--examples", "--quiet"], cwd=CRATE, capture_output=True, text=True, timeout=600
+    )
+    assert proc.returncode == 0, proc.stderr
+    return EXAMPLES
+
+
+@pytest.mark.parametrize(
+    "kind, example, checks",
+    [("T", "upper", 8), ("E", "counter", 3), ("L", "append_loader", 8)],
+)
+def test_example_passes_check_worker_in_every_mode(built: Path, kind: str, example: str, checks: int) -> None:
+    r = etlstage(ROOT, "check-worker", "--type", kind, "--", str(built / example), timeout=300)
+    assert r.code == 0, r.stdout + r.stderr
+    assert f"{checks} passed, 0 failed" in r.stdout
+
+
+def test_stray_stdout_writes_go_to_stderr(built: Path, tmp_path: Path) -> None:
+    """A worker's own println! cannot break the stream: fd 1 is stderr once the SDK runs."""
+    proc = subprocess.run(
+        [str(built / "noisy")],
+        input=b"a\nb\n",
+        capture_output=True,
+        env={"ETLSTAGE_TYPE": "T", "ETLSTAGE_MODE": "single", "ETLSTAGE_STATE_DIR": str(tmp_path)},
+        timeout=30,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == b"a\n\x00b\n\x00"
+    assert proc.stderr.count(b"processing a batch of 1") == 2
+
+
+def test_a_bad_environment_exits_2_naming_the_variable(built: Path) -> None:
+    proc = subprocess.run(
+        [str(built / "upper")],
+        input=b"a\n",
+        capture_output=True,
+        env={"ETLSTAGE_TYPE": "T", "ETLSTAGE_BATCH_SIZE": "zero"},
+        timeout=30,
+    )
+    assert proc.returncode == 2
+    assert proc.stdout == b""
+    assert b'ETLSTAGE_BATCH_SIZE="zero"' in proc.stderr and b"panicked" not in proc.stderr
