@@ -19,7 +19,6 @@
 package worker
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -129,7 +128,7 @@ func Serve(w any, in io.Reader, out io.Writer, getenv func(string) string) (err 
 	if err != nil {
 		return err
 	}
-	s := &server{sc: sc, w: w, out: bufio.NewWriterSize(out, chunkSize)}
+	s := &server{sc: sc, w: w, out: out}
 	switch sc.Type {
 	case "E":
 		s.e, _ = w.(Extractor)
@@ -156,12 +155,12 @@ func Serve(w any, in io.Reader, out io.Writer, getenv func(string) string) (err 
 	}
 	if sc.Type == "E" && sc.Mode == "plain" {
 		if err := s.extract(nil); err != nil {
-			return err
+			return s.fail(err)
 		}
 		if err := s.report(); err != nil {
-			return err
+			return s.fail(err)
 		}
-		return s.out.Flush()
+		return s.flush()
 	}
 	return s.loop(in)
 }
@@ -172,7 +171,9 @@ type server struct {
 	e     Extractor
 	t     Transformer
 	l     Loader
-	out   *bufio.Writer
+	out   io.Writer
+	obuf  []byte // the answers to the current read, written once per read
+	mark  int    // obuf[:mark] holds complete answers (each ended by EOP or BNC)
 	batch [][]byte
 	owned int // batch[:owned] are copies; the rest point into the read buffer
 	cycle int
@@ -193,7 +194,7 @@ func (s *server) loop(in io.Reader) error {
 		if n > 0 {
 			pos, err := s.feed(buf[:held+n], held)
 			if err != nil {
-				return err
+				return s.fail(err)
 			}
 			// The read buffer is reused: messages of an open batch are copied out of it.
 			for i := s.owned; i < len(s.batch); i++ {
@@ -201,7 +202,7 @@ func (s *server) loop(in io.Reader) error {
 			}
 			s.owned = len(s.batch)
 			held = copy(buf, buf[pos:held+n])
-			if err := s.out.Flush(); err != nil {
+			if err := s.flush(); err != nil {
 				return err
 			}
 		}
@@ -291,7 +292,7 @@ func (s *server) message(msg []byte) error {
 			s.batch, s.owned = s.batch[:0], 0
 			return err
 		}
-		return s.out.WriteByte(sc.Markers.BNC)
+		return s.answered(sc.Markers.BNC)
 	default:
 		s.batch = append(s.batch, msg)
 		return nil
@@ -319,7 +320,7 @@ func (s *server) runBatch(batch [][]byte) error {
 			return err
 		}
 	}
-	return s.out.WriteByte(s.sc.Markers.EOP)
+	return s.answered(s.sc.Markers.EOP)
 }
 
 func (s *server) extract(req *Request) error {
@@ -330,7 +331,7 @@ func (s *server) acknowledge() error {
 	if err := s.report(); err != nil {
 		return err
 	}
-	return s.out.WriteByte(s.sc.Markers.EOP)
+	return s.answered(s.sc.Markers.EOP)
 }
 
 // write one result and its EOM; a result holding a marker is refused, never written.
@@ -345,8 +346,36 @@ func (s *server) write(r []byte) error {
 				"messages must not contain marker bytes (choose other markers, or encode the data)", s.sc.Stage, mk.name, mk.b, at, around(r, at))}
 		}
 	}
-	s.out.Write(r)
-	return s.out.WriteByte(m.EOM)
+	s.obuf = append(append(s.obuf, r...), m.EOM)
+	if len(s.obuf) >= chunkSize { // a big answer (an extractor's run) goes out as it grows
+		return s.flush()
+	}
+	return nil
+}
+
+// answered ends an answer with EOP (or BNC): all before it is complete.
+func (s *server) answered(marker byte) error {
+	s.obuf = append(s.obuf, marker)
+	s.mark = len(s.obuf)
+	return nil
+}
+
+// flush writes the answers to the current read.
+func (s *server) flush() error {
+	if len(s.obuf) == 0 {
+		return nil
+	}
+	_, err := s.out.Write(s.obuf)
+	s.obuf, s.mark = s.obuf[:0], 0
+	return err
+}
+
+// fail: the worker's code (or the input) failed while a request was answered; the answers
+// completed before it are still sent, never a part of the failed one's.
+func (s *server) fail(err error) error {
+	s.obuf = s.obuf[:s.mark]
+	s.flush()
+	return err
 }
 
 func (s *server) report() error {
