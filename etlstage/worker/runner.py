@@ -63,30 +63,46 @@ class _Output:
     def answers(self, w: Transformer, messages: list[bytes]) -> None:
         """Single mode, a transformer without reports: each message's results and EOP,
         checked and written as one block (the counts of the markers in the block tell
-        whether a result holds one; only then is each answer checked on its own)."""
+        whether a result holds one; only then is each answer checked on its own).  When
+        the worker's code fails, the answers completed before are written first."""
         eom, eop = self._markers.EOM, self._markers.EOP
+        done: list[list[bytes]] = []
         parts: list[bytes] = []
-        results_n = 0
-        for message in messages:
-            results = w.process([message])
-            if not isinstance(results, list):
-                results = list(results)
-            if results:
-                results_n += len(results)
-                parts.append(eom.join(results))
-                parts.append(eom + eop)
-            else:
-                parts.append(eop)
         try:
-            block = b"".join(parts)
-        except TypeError:
-            block = b""  # not bytes: the check below says which
+            for message in messages:
+                results = w.process([message])
+                if not isinstance(results, list):
+                    results = list(results)
+                if results:
+                    try:
+                        parts.append(eom.join(results))
+                    except TypeError:
+                        self._write(results)  # says which result is not bytes
+                        raise
+                    parts.append(eom + eop)
+                else:
+                    parts.append(eop)
+                done.append(results)
+        except BaseException:
+            self._answered(done, parts)
+            raise
+        self._answered(done, parts)
+
+    def _answered(self, done: list[list[bytes]], parts: list[bytes]) -> None:
         m = self._markers
-        if block.count(eom) != results_n or block.count(eop) != len(messages) or m.EOB in block or m.BNC in block:
-            for message in messages:  # find the culprit, as the one-at-a-time path would
-                self._write(list(w.process([message])))
-            raise AssertionError("a result was refused but no culprit found")  # pragma: no cover
-        self._stream.write(block)
+        block = b"".join(parts[: sum(2 if r else 1 for r in done)])
+        results_n = sum(map(len, done))
+        if (
+            block.count(m.EOM) == results_n
+            and block.count(m.EOP) == len(done)
+            and m.EOB not in block
+            and m.BNC not in block
+        ):
+            self._stream.write(block)
+            return
+        for results in done:  # a result holds a marker: the answers before it, then its error
+            self._write(results)
+            self.signal(m.EOP)
 
     def signal(self, byte: bytes) -> None:
         self._stream.write(byte)
