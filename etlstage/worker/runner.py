@@ -60,6 +60,50 @@ class _Output:
             raise TypeError(f"a worker result must be bytes, got {type(bad).__name__}: {bad!r:.80}") from None
         self._stream.write(block)
 
+    def answers(self, w: Transformer, messages: list[bytes]) -> None:
+        """Single mode, a transformer without reports: each message's results and EOP,
+        checked and written as one block (the counts of the markers in the block tell
+        whether a result holds one; only then is each answer checked on its own).  When
+        the worker's code fails, the answers completed before are written first."""
+        eom, eop = self._markers.EOM, self._markers.EOP
+        done: list[list[bytes]] = []
+        parts: list[bytes] = []
+        try:
+            for message in messages:
+                results = w.process([message])
+                if not isinstance(results, list):
+                    results = list(results)
+                if results:
+                    try:
+                        parts.append(eom.join(results))
+                    except TypeError:
+                        self._write(results)  # says which result is not bytes
+                        raise
+                    parts.append(eom + eop)
+                else:
+                    parts.append(eop)
+                done.append(results)
+        except BaseException:
+            self._answered(done, parts)
+            raise
+        self._answered(done, parts)
+
+    def _answered(self, done: list[list[bytes]], parts: list[bytes]) -> None:
+        m = self._markers
+        block = b"".join(parts[: sum(2 if r else 1 for r in done)])
+        results_n = sum(map(len, done))
+        if (
+            block.count(m.EOM) == results_n
+            and block.count(m.EOP) == len(done)
+            and m.EOB not in block
+            and m.BNC not in block
+        ):
+            self._stream.write(block)
+            return
+        for results in done:  # a result holds a marker: the answers before it, then its error
+            self._write(results)
+            self.signal(m.EOP)
+
     def signal(self, byte: bytes) -> None:
         self._stream.write(byte)
 
@@ -177,8 +221,11 @@ def _serve_requests(
                     out.flush()
                     cycle += 1
             elif not sc.is_batch:
-                for message in token:
-                    _run_batch(w, [message], out, m.EOP, acks)
+                if isinstance(w, Transformer) and type(w).report is Worker.report:
+                    out.answers(w, token)
+                else:
+                    for message in token:
+                        _run_batch(w, [message], out, m.EOP, acks)
             elif sc.worker_driven:
                 for message in token:
                     batch.append(message)

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
 	"reflect"
 	"sort"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -306,5 +308,41 @@ func TestVectors(t *testing.T) {
 				t.Fatalf("report %v, want %v", report, v.Report)
 			}
 		})
+	}
+}
+
+// A worker whose code fails still sends the answers it completed before (the supervisor
+// then sends only the failed request again), never a part of the failed one.
+func TestFailureSendsCompletedAnswersOnly(t *testing.T) {
+	env := map[string]string{"ETLSTAGE_TYPE": "T", "ETLSTAGE_MODE": "single"}
+	failOnC := TransformFunc(func(m [][]byte) ([][]byte, error) {
+		if string(m[0]) == "c" {
+			return nil, errors.New("cannot take c")
+		}
+		return [][]byte{m[0], []byte("+")}, nil
+	})
+	var out bytes.Buffer
+	err := Serve(failOnC, strings.NewReader("a\nb\nc\nd\n"), &out, func(k string) string { return env[k] })
+	if ExitStatus(err) != 1 || out.String() != "a\n+\n\x00b\n+\n\x00" {
+		t.Fatalf("exit %d (%v), output %q", ExitStatus(err), err, out.String())
+	}
+	// A result holding a marker: its own earlier results are not sent either.
+	markerOnC := TransformFunc(func(m [][]byte) ([][]byte, error) {
+		if string(m[0]) == "c" {
+			return [][]byte{[]byte("ok"), []byte("bad\x00")}, nil
+		}
+		return m, nil
+	})
+	out.Reset()
+	err = Serve(markerOnC, strings.NewReader("a\nc\n"), &out, func(k string) string { return env[k] })
+	if ExitStatus(err) != 3 || out.String() != "a\n\x00" {
+		t.Fatalf("exit %d (%v), output %q", ExitStatus(err), err, out.String())
+	}
+	// A violation in the input after complete answers: they are sent.
+	out.Reset()
+	err = Serve(TransformFunc(func(m [][]byte) ([][]byte, error) { return m, nil }), strings.NewReader("a\n\x17"), &out,
+		func(k string) string { return env[k] })
+	if ExitStatus(err) != 3 || out.String() != "a\n\x00" {
+		t.Fatalf("exit %d (%v), output %q", ExitStatus(err), err, out.String())
 	}
 }

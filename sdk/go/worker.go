@@ -19,7 +19,6 @@
 package worker
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -129,7 +128,20 @@ func Serve(w any, in io.Reader, out io.Writer, getenv func(string) string) (err 
 	if err != nil {
 		return err
 	}
-	s := &server{sc: sc, w: w, out: bufio.NewWriterSize(out, chunkSize)}
+	s := &server{sc: sc, w: w, out: out}
+	switch {
+	case sc.Type == "E":
+		s.mode = modeCycle
+	case !sc.IsBatch():
+		s.mode = modeSingle
+	case sc.WorkerDriven():
+		s.mode = modeWorkerDriven
+	default:
+		s.mode = modeSupervisorDriven
+	}
+	if rp, ok := w.(Reporter); ok && sc.StateDir != "" {
+		s.rep = rp
+	}
 	switch sc.Type {
 	case "E":
 		s.e, _ = w.(Extractor)
@@ -156,23 +168,37 @@ func Serve(w any, in io.Reader, out io.Writer, getenv func(string) string) (err 
 	}
 	if sc.Type == "E" && sc.Mode == "plain" {
 		if err := s.extract(nil); err != nil {
-			return err
+			return s.fail(err)
 		}
 		if err := s.report(); err != nil {
-			return err
+			return s.fail(err)
 		}
-		return s.out.Flush()
+		return s.flush()
 	}
 	return s.loop(in)
 }
 
+// How the server answers a message, from the scenario.
+const (
+	modeCycle            = iota // E: each message is a cycle request
+	modeSingle                  // T, L: each message is a request
+	modeWorkerDriven            // T, L: BNC until the batch is full
+	modeSupervisorDriven        // T, L: EOB closes the batch
+)
+
 type server struct {
 	sc    Scenario
+	mode  int
+	rep   Reporter // nil: no reports (none defined, or no state directory)
 	w     any
 	e     Extractor
 	t     Transformer
 	l     Loader
-	out   *bufio.Writer
+	out   io.Writer
+	obuf  []byte // the answers to the current read, written once per read
+	mark  int    // obuf[:mark] holds complete answers (each ended by EOP or BNC)
+	ends  []int  // for each complete answer in obuf: where it ends, its number of results
+	cur   int    // results of the answer under way
 	batch [][]byte
 	owned int // batch[:owned] are copies; the rest point into the read buffer
 	cycle int
@@ -193,7 +219,7 @@ func (s *server) loop(in io.Reader) error {
 		if n > 0 {
 			pos, err := s.feed(buf[:held+n], held)
 			if err != nil {
-				return err
+				return s.fail(err)
 			}
 			// The read buffer is reused: messages of an open batch are copied out of it.
 			for i := s.owned; i < len(s.batch); i++ {
@@ -201,7 +227,7 @@ func (s *server) loop(in io.Reader) error {
 			}
 			s.owned = len(s.batch)
 			held = copy(buf, buf[pos:held+n])
-			if err := s.out.Flush(); err != nil {
+			if err := s.flush(); err != nil {
 				return err
 			}
 		}
@@ -267,9 +293,8 @@ func (s *server) feed(data []byte, old int) (int, error) {
 }
 
 func (s *server) message(msg []byte) error {
-	sc := s.sc
-	switch {
-	case sc.Type == "E":
+	switch s.mode {
+	case modeCycle:
 		req := parseRequest(msg, s.cycle)
 		if c, ok := s.w.(WindowCommitter); ok && s.cycle > 0 {
 			if err := c.OnWindowDone(req); err != nil {
@@ -281,17 +306,17 @@ func (s *server) message(msg []byte) error {
 		}
 		s.cycle++
 		return s.acknowledge()
-	case !sc.IsBatch():
+	case modeSingle:
 		s.one[0] = msg
 		return s.runBatch(s.one)
-	case sc.WorkerDriven():
+	case modeWorkerDriven:
 		s.batch = append(s.batch, msg)
-		if len(s.batch) >= sc.BatchSize {
+		if len(s.batch) >= s.sc.BatchSize {
 			err := s.runBatch(s.batch)
 			s.batch, s.owned = s.batch[:0], 0
 			return err
 		}
-		return s.out.WriteByte(sc.Markers.BNC)
+		return s.answered(s.sc.Markers.BNC)
 	default:
 		s.batch = append(s.batch, msg)
 		return nil
@@ -319,7 +344,7 @@ func (s *server) runBatch(batch [][]byte) error {
 			return err
 		}
 	}
-	return s.out.WriteByte(s.sc.Markers.EOP)
+	return s.answered(s.sc.Markers.EOP)
 }
 
 func (s *server) extract(req *Request) error {
@@ -330,31 +355,102 @@ func (s *server) acknowledge() error {
 	if err := s.report(); err != nil {
 		return err
 	}
-	return s.out.WriteByte(s.sc.Markers.EOP)
+	return s.answered(s.sc.Markers.EOP)
 }
 
-// write one result and its EOM; a result holding a marker is refused, never written.
+// write one result and its EOM. Results are checked for markers when the answers go out
+// (check), all of a read's at once.
 func (s *server) write(r []byte) error {
+	s.obuf = append(append(s.obuf, r...), s.sc.Markers.EOM)
+	s.cur++
+	if len(s.obuf) >= chunkSize { // a big answer (an extractor's run) goes out as it grows
+		return s.flush()
+	}
+	return nil
+}
+
+// answered ends an answer with EOP (or BNC): all before it is complete.
+func (s *server) answered(marker byte) error {
+	s.obuf = append(s.obuf, marker)
+	s.mark = len(s.obuf)
+	s.ends = append(s.ends, s.mark, s.cur)
+	s.cur = 0
+	return nil
+}
+
+// check that no result in obuf holds a marker: the counts of the markers must be those
+// the SDK wrote (one pass of bytes.Count each, not four searches per result). When one
+// is off, obuf keeps the answers before the culprit's and the error says which.
+func (s *server) check() error {
 	m := s.sc.Markers
-	for _, mk := range []struct {
-		b    byte
-		name string
-	}{{m.EOM, "EOM"}, {m.EOP, "EOP"}, {m.EOB, "EOB"}, {m.BNC, "BNC"}} {
-		if at := bytes.IndexByte(r, mk.b); at >= 0 {
-			return &ProtocolViolation{fmt.Sprintf("a result of stage %q contains its %s marker 0x%02x at byte %d: %q; "+
-				"messages must not contain marker bytes (choose other markers, or encode the data)", s.sc.Stage, mk.name, mk.b, at, around(r, at))}
+	results, answers := s.cur, len(s.ends)/2
+	for i := 1; i < len(s.ends); i += 2 {
+		results += s.ends[i]
+	}
+	if bytes.Count(s.obuf, []byte{m.EOM}) == results &&
+		bytes.Count(s.obuf, []byte{m.EOP})+bytes.Count(s.obuf, []byte{m.BNC}) == answers &&
+		bytes.IndexByte(s.obuf, m.EOB) < 0 {
+		return nil
+	}
+	start := 0
+	for i := 0; i <= len(s.ends); i += 2 {
+		end, n := len(s.obuf), s.cur // the answer under way, after the complete ones
+		if i < len(s.ends) {
+			end, n = s.ends[i]-1, s.ends[i+1] // without its EOP or BNC
+		}
+		region := s.obuf[start:end]
+		for _, mk := range []struct {
+			b    byte
+			name string
+		}{{m.EOP, "EOP"}, {m.EOB, "EOB"}, {m.BNC, "BNC"}, {m.EOM, "EOM"}} {
+			at := bytes.IndexByte(region, mk.b)
+			if at < 0 || (mk.b == m.EOM && bytes.Count(region, []byte{m.EOM}) == n) {
+				continue
+			}
+			s.obuf = s.obuf[:start]
+			return &ProtocolViolation{fmt.Sprintf("a result of stage %q contains its %s marker 0x%02x: %q; "+
+				"messages must not contain marker bytes (choose other markers, or encode the data)", s.sc.Stage, mk.name, mk.b, around(region, at))}
+		}
+		if i < len(s.ends) {
+			start = s.ends[i]
 		}
 	}
-	s.out.Write(r)
-	return s.out.WriteByte(m.EOM)
+	return nil
+}
+
+// flush writes the answers to the current read, those before a result holding a marker
+// when one does (and then that error).
+func (s *server) flush() error {
+	verr := s.check()
+	var err error
+	if len(s.obuf) > 0 {
+		_, err = s.out.Write(s.obuf)
+	}
+	s.obuf, s.mark, s.ends, s.cur = s.obuf[:0], 0, s.ends[:0], 0
+	if verr != nil {
+		return verr
+	}
+	return err
+}
+
+// fail: the worker's code (or the input) failed while a request was answered; the answers
+// completed before it are still sent, never a part of the failed one's.
+func (s *server) fail(err error) error {
+	s.obuf, s.cur = s.obuf[:s.mark], 0
+	if ferr := s.flush(); ferr != nil {
+		var pv *ProtocolViolation
+		if errors.As(ferr, &pv) {
+			return ferr // a result before the failure held a marker: that came first
+		}
+	}
+	return err
 }
 
 func (s *server) report() error {
-	rp, ok := s.w.(Reporter)
-	if !ok || s.sc.StateDir == "" {
+	if s.rep == nil {
 		return nil
 	}
-	counters := rp.Report()
+	counters := s.rep.Report()
 	if counters == nil {
 		return nil
 	}

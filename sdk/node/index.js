@@ -10,7 +10,7 @@
  */
 const { serve, main, exitStatus, Request, runExtractor, runTransformer, runLoader } = require('./lib/serve');
 const { scenarioFromEnv, EtlstageError, ConfigError, ProtocolViolation } = require('./lib/scenario');
-const { RequestParser, encodeBlock, EOB } = require('./lib/framing');
+const { RequestParser, EOB } = require('./lib/framing');
 
 module.exports = {
   serve,
@@ -25,6 +25,5 @@ module.exports = {
   ConfigError,
   ProtocolViolation,
   RequestParser,
-  encodeBlock,
   EOB,
 };

@@ -26,6 +26,7 @@ SMOKE = [
         ["--messages", "2000", "--batch", "1000", "--master", "local[1]"],
         "etlstage-spark-load replay (all dups)",
     ),
+    ("sdk_throughput.py", ["--n", "2000", "--repeat", "1"], "SDK / by hand"),
 ]
 
 

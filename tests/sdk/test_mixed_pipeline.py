@@ -1,5 +1,5 @@
-"""sdk/examples/stages.yaml: workers in several languages, each on its SDK, in one
-pipeline, end to end on both engines with the exact output."""
+"""sdk/examples/stages.yaml: workers in five languages (Python, Node.js, Go, Rust, Java),
+each on its SDK, in one pipeline, end to end on both engines with the exact output."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from tests.support.run_cli import PY
 
 SDK = Path(__file__).resolve().parents[2] / "sdk"
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(600), pytest.mark.slow]  # the Java stage starts a JVM
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +24,9 @@ def spark() -> Iterator[Any]:
 
 
 @pytest.fixture(params=ENGINES)
-def engine(request: pytest.FixtureRequest, tmp_path: Path, go_examples: Path) -> Engine:
+def engine(
+    request: pytest.FixtureRequest, tmp_path: Path, go_examples: Path, rust_examples: Path, java_classes: Path
+) -> Engine:
     if shutil.which("node") is None:
         pytest.skip("node is not installed")
     return Engine(request.param, request, tmp_path)

@@ -59,45 +59,11 @@ class RequestParser {
 const asBuffer = (r) => (Buffer.isBuffer(r) ? r : typeof r === 'string' ? Buffer.from(r, 'utf8') : Buffer.from(r));
 
 /**
- * Results as one block, each followed by EOM; a result holding one of the stage's
- * markers is refused (the worker fails rather than desynchronise the stream).
- * `results`: Buffers, Uint8Arrays or strings (UTF-8).
- */
-function encodeBlock(results, markers, stage) {
-  const { eom, eop, eob, bnc } = markers;
-  const bufs = new Array(results.length);
-  let size = 0;
-  for (let i = 0; i < results.length; i++) {
-    const b = asBuffer(results[i]);
-    bufs[i] = b;
-    size += b.length + 1;
-    if (b.indexOf(eom) >= 0) {
-      throw new ProtocolViolation(`result #${i} for stage '${stage}' contains the EOM marker ${hex(eom)}`);
-    }
-  }
-  const block = Buffer.allocUnsafe(size);
-  let at = 0;
-  for (const b of bufs) {
-    at += b.copy(block, at);
-    block[at++] = eom;
-  }
-  for (const [byte, name] of [[eop, 'EOP'], [eob, 'EOB'], [bnc, 'BNC']]) {
-    const k = block.indexOf(byte);
-    if (k >= 0) {
-      throw new ProtocolViolation(
-        `a result of stage '${stage}' contains its ${name} marker ${hex(byte)} at byte ${k} of the block; ` +
-          'messages must not contain marker bytes (choose other markers, or encode the data)',
-      );
-    }
-  }
-  return block;
-}
-
-/**
  * The answers to one chunk of input, built in one Buffer: results (each followed by EOM),
- * EOP and BNC. Every result is also copied to a scratch buffer, so `check()` looks for
- * the four markers in all the results of the chunk at once (four searches per chunk, not
- * per result); a result holding a marker is refused and nothing of the chunk is written.
+ * EOP and BNC. Every result is also copied to a scratch buffer, so `take()` looks for the
+ * four markers in all the results of the chunk at once (four searches per chunk, not per
+ * result). A result holding a marker is refused: the answers before its own go out, then
+ * the error. `abandon()` drops the answer under way when the worker's code fails.
  */
 class Reply {
   constructor(markers, stage) {
@@ -107,6 +73,7 @@ class Reply {
     this.len = 0;
     this.scratch = Buffer.allocUnsafe(1 << 16);
     this.slen = 0;
+    this.ends = []; // for each complete answer: where it ends in buf, then in scratch
   }
 
   static grown(buf, used, need) {
@@ -119,52 +86,64 @@ class Reply {
 
   /** Results: Buffers, Uint8Arrays or strings (UTF-8). */
   results(results) {
-    const eom = this.m.eom;
-    for (let r of results) {
-      if (!(r instanceof Uint8Array)) r = asBuffer(r);
-      const n = r.length;
-      if (this.len + n + 1 > this.buf.length) this.buf = Reply.grown(this.buf, this.len, n + 1);
-      if (this.slen + n > this.scratch.length) this.scratch = Reply.grown(this.scratch, this.slen, n);
-      this.buf.set(r, this.len);
-      this.scratch.set(r, this.slen);
-      this.len += n;
-      this.slen += n;
-      this.buf[this.len++] = eom;
-    }
+    for (const r of results) this.result(r);
   }
 
-  byte(b) {
+  result(r) {
+    if (!(r instanceof Uint8Array)) r = asBuffer(r);
+    const n = r.length;
+    if (this.len + n + 1 > this.buf.length) this.buf = Reply.grown(this.buf, this.len, n + 1);
+    if (this.slen + n > this.scratch.length) this.scratch = Reply.grown(this.scratch, this.slen, n);
+    this.buf.set(r, this.len);
+    this.scratch.set(r, this.slen);
+    this.len += n;
+    this.slen += n;
+    this.buf[this.len++] = this.m.eom;
+  }
+
+  /** EOP or BNC: the answer under way is complete. */
+  end(marker) {
     if (this.len + 1 > this.buf.length) this.buf = Reply.grown(this.buf, this.len, 1);
-    this.buf[this.len++] = b;
+    this.buf[this.len++] = marker;
+    this.ends.push(this.len, this.slen);
   }
 
-  check() {
-    if (!this.slen) return;
-    const all = this.scratch.subarray(0, this.slen);
-    this.slen = 0;
-    const { eom, eop, eob, bnc } = this.m;
-    for (const [byte, name] of [[eom, 'EOM'], [eop, 'EOP'], [eob, 'EOB'], [bnc, 'BNC']]) {
-      const k = all.indexOf(byte);
-      if (k >= 0) {
-        this.len = 0;
-        throw new ProtocolViolation(
-          `a result of stage '${this.stage}' contains its ${name} marker ${hex(byte)}: ${snippet(all, k)}; ` +
-            'messages must not contain marker bytes (choose other markers, or encode the data)',
-        );
+  /** The worker's code failed: drop what it wrote of the answer under way. */
+  abandon() {
+    const { ends } = this;
+    this.len = ends.length ? ends[ends.length - 2] : 0;
+    this.slen = ends.length ? ends[ends.length - 1] : 0;
+  }
+
+  /**
+   * The answers built so far, checked, to be written; the next ones go to a new buffer.
+   * Returns [answers, error]: a result holding a marker leaves out its answer and what
+   * follows, and is the error.
+   */
+  take() {
+    let error = null;
+    if (this.slen) {
+      const all = this.scratch.subarray(0, this.slen);
+      const { eom, eop, eob, bnc } = this.m;
+      for (const [byte, name] of [[eom, 'EOM'], [eop, 'EOP'], [eob, 'EOB'], [bnc, 'BNC']]) {
+        const k = all.indexOf(byte);
+        if (k >= 0 && !error) {
+          error = new ProtocolViolation(
+            `a result of stage '${this.stage}' contains its ${name} marker ${hex(byte)}: ${snippet(all, k)}; ` +
+              'messages must not contain marker bytes (choose other markers, or encode the data)',
+          );
+          let i = 0; // the answers that end before the culprit's bytes
+          while (i < this.ends.length && this.ends[i + 1] <= k) i += 2;
+          this.len = i ? this.ends[i - 2] : 0;
+        }
       }
     }
-  }
-
-  /** The answers built so far, checked, to be written; the next ones go to a new buffer. */
-  take() {
-    this.check();
     const out = this.buf.subarray(0, this.len);
-    if (this.len) {
-      this.buf = Buffer.allocUnsafe(Math.max(1 << 16, this.len + (this.len >> 2)));
-      this.len = 0;
-    }
-    return out;
+    if (this.len) this.buf = Buffer.allocUnsafe(Math.max(1 << 16, this.len + (this.len >> 2)));
+    this.len = this.slen = 0;
+    this.ends.length = 0;
+    return [out, error];
   }
 }
 
-module.exports = { RequestParser, Reply, encodeBlock, EOB };
+module.exports = { RequestParser, Reply, EOB };

@@ -4,7 +4,9 @@
 const fs = require('node:fs');
 const path = require('node:path');
 const { scenarioFromEnv, EtlstageError, ProtocolViolation } = require('./scenario');
-const { RequestParser, Reply, encodeBlock, EOB } = require('./framing');
+const { RequestParser, Reply, EOB } = require('./framing');
+
+const SPILL = 1 << 20; // an extraction's messages go out once this many bytes wait
 
 /** One cycle request to a cyclic extractor (null in plain mode). */
 class Request {
@@ -99,47 +101,79 @@ async function serve(worker, options = {}) {
   const input = options.input || process.stdin;
   const write = writer(options.output || process.stdout);
   const { eop, bnc } = sc.markers;
-  const block = (results) => encodeBlock(results, sc.markers, sc.stage);
 
   if (typeof w.setup === 'function') await w.setup(sc);
+  const out = new Reply(sc.markers, sc.stage);
+  // The answers so far; an error found among them (a result holding a marker) is thrown
+  // once the answers before it are written.
+  const send = async () => {
+    const [answers, error] = out.take();
+    if (answers.length) await write(answers);
+    if (error) throw error;
+  };
   try {
-    if (sc.type === 'E' && sc.mode === 'plain') {
-      await write(block(await collect(w.extract(null))));
-      writeReport(w, sc);
-      return 0;
-    }
-    const call = (name) => {
+    const handle = (() => {
+      const name = { E: 'extract', T: 'process', L: 'load' }[sc.type];
       if (typeof w[name] !== 'function') throw new TypeError(`a ${sc.type}-stage needs a worker with ${name}()`);
       return w[name].bind(w);
+    })();
+
+    // An extraction, streamed: messages go out as they come, past 1 MiB at a time.
+    const extract = async (request) => {
+      let value = handle(request);
+      if (isThenable(value)) value = await value;
+      if (value === undefined || value === null) return;
+      if (typeof value[Symbol.asyncIterator] === 'function') {
+        for await (const r of value) {
+          out.result(r);
+          if (out.len >= SPILL) await send();
+        }
+      } else if (typeof value[Symbol.iterator] === 'function' && typeof value !== 'string' && !Buffer.isBuffer(value)) {
+        for (const r of value) {
+          out.result(r);
+          if (out.len >= SPILL) await send();
+        }
+      } else {
+        throw new TypeError('an extractor must return an array or an iterable of messages');
+      }
     };
-    const handle = call({ E: 'extract', T: 'process', L: 'load' }[sc.type]);
+
+    if (sc.type === 'E' && sc.mode === 'plain') {
+      try {
+        await extract(null);
+      } catch (err) {
+        out.abandon();
+        await send();
+        throw err;
+      }
+      writeReport(w, sc);
+      await send();
+      return 0;
+    }
 
     // One batch: results (T) or a durable load (L), then the report, then EOP. Returns a
     // promise only when the worker's code did (no await per message otherwise).
     const isT = sc.type === 'T';
     const reports = typeof w.report === 'function' && sc.stateDir !== '';
-    const finish = (out) => {
+    const finish = () => {
       if (reports) writeReport(w, sc);
-      out.byte(eop);
+      out.end(eop);
     };
-    const runBatch = (batch, out) => {
-      if (!batch.length) {
-        out.byte(eop);
-        return undefined;
-      }
+    const runBatch = (batch) => {
+      if (!batch.length) return finish();
       const r = handle(batch);
       if (isT) {
         if (Array.isArray(r)) {
           out.results(r);
-          return finish(out);
+          return finish();
         }
         return collect(r).then((all) => {
           out.results(all);
-          finish(out);
+          finish();
         });
       }
-      if (isThenable(r)) return r.then(() => finish(out)); // L: EOP only once the batch is durable
-      return finish(out);
+      if (isThenable(r)) return r.then(finish); // L: EOP only once the batch is durable
+      return finish();
     };
 
     const parser = new RequestParser(sc.markers);
@@ -147,24 +181,23 @@ async function serve(worker, options = {}) {
     const single = !sc.isBatch;
     const workerDriven = sc.workerDriven;
     const batchSize = sc.batchSize;
-    const out = new Reply(sc.markers, sc.stage);
     let batch = [];
     let cycle = 0;
 
     // An E-worker's cycle: the commit hook, the extraction, the report, EOP.
-    const runCycle = async (token, out) => {
+    const runCycle = async (token) => {
       const request = new Request(token, cycle);
       // The previous window is done downstream: its offsets may be committed now.
       if (cycle > 0 && typeof w.onWindowDone === 'function') await w.onWindowDone(request);
-      out.results(await collect(handle(request)));
+      await extract(request);
       writeReport(w, sc);
-      out.byte(eop);
+      out.end(eop);
       cycle++;
     };
 
     // The tokens of a chunk from `from` on, synchronously while the worker's code answers
     // synchronously; at the first promise, returns where to go on once it has settled.
-    const step = (tokens, from, out) => {
+    const step = (tokens, from) => {
       for (let i = from; i < tokens.length; i++) {
         const token = tokens[i];
         let p;
@@ -172,19 +205,19 @@ async function serve(worker, options = {}) {
           if (isE || single) {
             throw new ProtocolViolation(`EOB received by a ${sc.type}-worker in ${sc.mode} mode`);
           }
-          p = runBatch(batch, out);
+          p = runBatch(batch);
           batch = [];
         } else if (isE) {
-          p = runCycle(token, out);
+          p = runCycle(token);
         } else if (single) {
-          p = runBatch([token], out);
+          p = runBatch([token]);
         } else if (workerDriven) {
           batch.push(token);
           if (batch.length >= batchSize) {
-            p = runBatch(batch, out);
+            p = runBatch(batch);
             batch = [];
           } else {
-            out.byte(bnc);
+            out.end(bnc);
           }
         } else {
           batch.push(token);
@@ -195,10 +228,17 @@ async function serve(worker, options = {}) {
     };
 
     for await (const chunk of input) {
-      const tokens = parser.feed(Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk));
-      for (let more = step(tokens, 0, out); more; more = step(tokens, more.at, out)) await more.wait;
-      const answers = out.take();
-      if (answers.length) await write(answers);
+      try {
+        const tokens = parser.feed(Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk));
+        for (let more = step(tokens, 0); more; more = step(tokens, more.at)) await more.wait;
+      } catch (err) {
+        // The answers completed before the failure still go out (the supervisor then
+        // sends only the failed request again), never a part of the failed one.
+        out.abandon();
+        await send();
+        throw err;
+      }
+      await send();
     }
     if (batch.length || parser.pendingBytes) {
       process.stderr.write(

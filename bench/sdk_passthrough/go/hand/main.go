@@ -1,6 +1,6 @@
 // A pass-through T-worker written by hand in Go, the baseline of bench/sdk_throughput.py.
 // It does what the SDK does for it: markers and mode from ETLSTAGE_*, messages split with
-// bytes.IndexByte, each message (single mode) or batch (supervisor-driven) handed to
+// bytes.IndexByte (each read appended to the unfinished message), each message (single mode) or batch (supervisor-driven) handed to
 // transform, the results framed through a bufio.Writer flushed once per read.
 package main
 
@@ -37,17 +37,17 @@ func main() {
 		out.WriteByte(eop)
 	}
 	buf := make([]byte, 1<<20)
-	var tail []byte
+	held := 0 // an unfinished message at the front of buf; the next read appends to it
 	var batch [][]byte
 	one := make([][]byte, 1)
 	owned := 0
 	for {
-		n, err := os.Stdin.Read(buf)
+		if held == len(buf) {
+			buf = append(buf, make([]byte, len(buf))...)
+		}
+		n, err := os.Stdin.Read(buf[held:])
 		if n > 0 {
-			data := buf[:n]
-			if len(tail) > 0 {
-				data = append(tail, data...)
-			}
+			data := buf[:held+n]
 			pos, b := 0, -1 // b: the next EOB, found again once passed
 			if batchMode {
 				b = bytes.IndexByte(data, eob)
@@ -83,7 +83,7 @@ func main() {
 				batch[i] = bytes.Clone(batch[i])
 			}
 			owned = len(batch)
-			tail = bytes.Clone(data[pos:])
+			held = copy(buf, data[pos:])
 			out.Flush()
 		}
 		if err == io.EOF {
