@@ -10,18 +10,14 @@ import pytest
 from tests.support.run_cli import etlstage
 
 ROOT = Path(__file__).resolve().parents[2]
-PROJECT = ROOT / "sdk" / "java"
-CLASSES = PROJECT / "target" / "classes"
 
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def java() -> list[str]:
-    """The SDK and its examples, compiled once; the command that runs one of them."""
-    proc = subprocess.run(["mvn", "-q", "-B", "compile"], cwd=PROJECT, capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return ["java", "-cp", str(CLASSES)]
+@pytest.fixture
+def java(java_classes: Path) -> list[str]:
+    """The command that runs one of the examples."""
+    return ["java", "-cp", str(java_classes)]
 
 
 @pytest.mark.parametrize(

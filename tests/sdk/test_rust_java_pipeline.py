@@ -3,7 +3,6 @@ the way, end to end on both engines with the exact output."""
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,8 +12,8 @@ import pytest
 from tests.support.engines import ENGINES, Engine, spark_session
 
 SDK = Path(__file__).resolve().parents[2] / "sdk"
-RUST = SDK / "rust" / "target" / "release" / "examples"
-JAVA_CLASSES = SDK / "java" / "target" / "classes"
+RUST = SDK / "rust" / "target" / "release" / "examples"  # built by the rust_examples fixture
+JAVA_CLASSES = SDK / "java" / "target" / "classes"  # by java_classes
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -48,22 +47,12 @@ stages:
 
 
 @pytest.fixture(scope="module")
-def built() -> None:
-    for argv, cwd in (
-        (["cargo", "build", "--release", "--examples", "--quiet"], SDK / "rust"),
-        (["mvn", "-q", "-B", "compile"], SDK / "java"),
-    ):
-        r = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=900)
-        assert r.returncode == 0, r.stdout + r.stderr
-
-
-@pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:
     yield from spark_session("etlstage-sdk-rust-java")
 
 
 @pytest.fixture(params=ENGINES)
-def engine(request: pytest.FixtureRequest, tmp_path: Path, built: None) -> Engine:
+def engine(request: pytest.FixtureRequest, tmp_path: Path, rust_examples: Path, java_classes: Path) -> Engine:
     return Engine(request.param, request, tmp_path)
 
 
