@@ -89,6 +89,7 @@ TESTS: list[tuple[str, list[str]]] = [
         "etlstage/kit/stats.py",
         ["observe/test_observe_status.py", "observe/test_claims_metrics.py", "pipeline/test_pipeline.py"],
     ),
+    ("etlstage/kit/progress.py", ["kit/test_progress.py", *SUPERVISOR]),
     ("etlstage/kit/", SUPERVISOR),  # what both engines use: the supervisor's tests reach it
     ("etlstage/runtime/", SUPERVISOR),
     (
