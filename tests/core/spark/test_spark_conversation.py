@@ -106,3 +106,21 @@ def test_an_answer_that_comes_while_the_worker_settles_is_read_then(tmp_path):
     results = run_through(worker, 6)  # each later batch settles a second: three batches
     assert sorted(results) == [b"m%03d" % i for i in range(6)]
     assert worker.tally.stats.restarts == 1
+
+
+def test_the_tally_names_every_worker_process_started(tmp_path):
+    """The driver's status shows each worker's memory and CPU by its pid: a restarted
+    worker's new process is listed beside the first."""
+    worker = misbehaving(tmp_path, "crash@3")
+    pids: list[int] = []
+    run = worker._ensure
+
+    def ensure():
+        proc = run()
+        if proc.pid not in pids:
+            pids.append(proc.pid)
+        return proc
+
+    worker._ensure = ensure  # type: ignore[method-assign]
+    assert len(run_through(worker)) == 20
+    assert len(pids) == 2 and worker.tally.stats.pids == pids
