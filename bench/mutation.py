@@ -90,6 +90,7 @@ TESTS: list[tuple[str, list[str]]] = [
         ["observe/test_observe_status.py", "observe/test_claims_metrics.py", "pipeline/test_pipeline.py"],
     ),
     ("etlstage/kit/progress.py", ["kit/test_progress.py", *SUPERVISOR]),
+    ("etlstage/kit/transport.py", ["kit/test_transport.py", *SUPERVISOR]),
     ("etlstage/kit/", SUPERVISOR),  # what both engines use: the supervisor's tests reach it
     ("etlstage/runtime/", SUPERVISOR),
     (
