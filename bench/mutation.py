@@ -98,6 +98,7 @@ TESTS: list[tuple[str, list[str]]] = [
         [
             "state/test_claims_durability.py",
             "state/test_hardening_state.py",
+            "state/test_runlock.py",
             "docs/test_doctests.py",
             "runtime/test_claims_limits.py",
             "pipeline/test_pipeline.py",
