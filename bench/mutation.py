@@ -106,7 +106,12 @@ TESTS: list[tuple[str, list[str]]] = [
     ),
     (
         "etlstage/spark/conversation.py",
-        ["spark/test_claims_spark_task.py", "spark/test_spark_conversation.py", "spark/test_spark_engine_spool.py"],
+        [
+            "spark/test_claims_spark_task.py",
+            "spark/test_spark_conversation.py",
+            "spark/test_spark_handover.py",
+            "spark/test_spark_engine_spool.py",
+        ],
     ),
 ]
 
