@@ -124,3 +124,31 @@ def test_the_tally_names_every_worker_process_started(tmp_path):
     worker._ensure = ensure  # type: ignore[method-assign]
     assert len(run_through(worker)) == 20
     assert len(pids) == 2 and worker.tally.stats.pids == pids
+
+
+def test_a_worker_with_answers_held_is_not_handed_over(tmp_path, monkeypatch):
+    """A worker is handed to another Spark Python process only when nothing of its
+    conversation is unfinished here: answers held for confirmation stay with this task."""
+    from etlstage.spark.process import WorkerProcess
+
+    class Owner:
+        address = "the new owner"
+        released = False
+
+        def release(self) -> None:
+            self.released = True
+
+    worker = misbehaving(tmp_path)
+    proc = worker._ensure()
+    handed: list[str] = []
+    monkeypatch.setattr(WorkerProcess, "hand_over", lambda self, address: handed.append(address) or True)
+    owner = Owner()
+    worker.ownership = owner  # type: ignore[assignment]
+    try:
+        worker._held = [object()]  # type: ignore[list-item]
+        assert worker.hand_over() is False and handed == []
+        worker._held = []
+        assert worker.hand_over() is True and handed == ["the new owner"] and owner.released
+    finally:
+        proc.kill()
+        worker.stop()
