@@ -7,7 +7,7 @@ import sys
 
 from etlstage.config.model import RestartPolicy, StageConfig, Timeouts
 from etlstage.protocol.markers import Markers
-from etlstage.protocol.vocabulary import Mode, StageType
+from etlstage.protocol.vocabulary import BatchDriver, Mode, StageType
 from etlstage.spark.conversation import StageWorker, worker_env
 from tests.support.paths import FIXTURES
 
@@ -60,7 +60,7 @@ def test_answers_are_held_unconfirmed_and_written_ahead_within_replay_bytes(tmp_
     assert unanswered == 20  # prefetch: two batches written ahead
 
 
-def misbehaving(tmp_path, *faults: str) -> StageWorker:
+def misbehaving(tmp_path, *faults: str, **keys) -> StageWorker:
     """A T-stage worker (tests/fixtures/misbehave.py) that misbehaves once as ``faults`` say;
     each batch confirmed before the next is written (``replay_bytes``: one batch)."""
     (tmp_path / "flags").mkdir()
@@ -70,10 +70,13 @@ def misbehaving(tmp_path, *faults: str) -> StageWorker:
         [sys.executable, str(FIXTURES / "misbehave.py"), str(tmp_path / "flags"), *faults],
         Mode.BATCH,
         Markers(),
-        batch_size=2,
-        replay_bytes=10,
-        timeouts=Timeouts(startup=30, request=30),
-        restart=RestartPolicy(max_restarts=3, backoff=0.01),
+        **{
+            "batch_size": 2,
+            "replay_bytes": 10,
+            "timeouts": Timeouts(startup=30, request=30),
+            "restart": RestartPolicy(max_restarts=3, backoff=0.01),
+            **keys,
+        },
     )
     scenario = stage.scenario(0, str(tmp_path))
     return StageWorker(stage, scenario, worker_env(stage, scenario), None, "t")
@@ -152,3 +155,11 @@ def test_a_worker_with_answers_held_is_not_handed_over(tmp_path, monkeypatch):
     finally:
         proc.kill()
         worker.stop()
+
+
+def test_a_worker_driven_batch_closes_before_batch_bytes_and_sends_each_message_once(tmp_path):
+    """The worker asks for more (BNC); a message that would take the batch over
+    ``batch_bytes`` starts the next batch instead, and goes out once."""
+    worker = misbehaving(tmp_path, batch_size=10, batch_driver=BatchDriver.WORKER, batch_bytes=12, replay_bytes=1 << 20)
+    assert run_through(worker) == [b"m%03d" % i for i in range(20)]
+    assert worker.tally.stats.restarts == 0
