@@ -89,6 +89,8 @@ TESTS: list[tuple[str, list[str]]] = [
         "etlstage/kit/stats.py",
         ["observe/test_observe_status.py", "observe/test_claims_metrics.py", "pipeline/test_pipeline.py"],
     ),
+    ("etlstage/kit/progress.py", ["kit/test_progress.py", *SUPERVISOR]),
+    ("etlstage/kit/transport.py", ["kit/test_transport.py", *SUPERVISOR]),
     ("etlstage/kit/", SUPERVISOR),  # what both engines use: the supervisor's tests reach it
     ("etlstage/runtime/", SUPERVISOR),
     (
@@ -96,6 +98,7 @@ TESTS: list[tuple[str, list[str]]] = [
         [
             "state/test_claims_durability.py",
             "state/test_hardening_state.py",
+            "state/test_runlock.py",
             "docs/test_doctests.py",
             "runtime/test_claims_limits.py",
             "pipeline/test_pipeline.py",
@@ -103,7 +106,12 @@ TESTS: list[tuple[str, list[str]]] = [
     ),
     (
         "etlstage/spark/conversation.py",
-        ["spark/test_claims_spark_task.py", "spark/test_spark_conversation.py", "spark/test_spark_engine_spool.py"],
+        [
+            "spark/test_claims_spark_task.py",
+            "spark/test_spark_conversation.py",
+            "spark/test_spark_handover.py",
+            "spark/test_spark_engine_spool.py",
+        ],
     ),
 ]
 
@@ -329,12 +337,13 @@ def main(argv: list[str] | None = None) -> int:
 
     mutants = [m for f in target_files(args.targets) for m in mutants_of(f)]
     earlier: list[dict[str, Any]] = []
+    gone = 0  # survivors whose code changed since: counted as survivors still
     if args.survivors_of:
         earlier = json.loads(args.survivors_of.read_text())
-        wanted = {_key(o["mutant"]) for o in earlier if o["status"] == "survived"}
-        mutants = [m for m in mutants if _key(asdict(m)) in wanted]
-        if len(mutants) != len(wanted):
-            raise SystemExit(f"{len(wanted) - len(mutants)} survivor(s) of {args.survivors_of} no longer apply")
+        mutants, missing = _same_mutants([o["mutant"] for o in earlier if o["status"] == "survived"], mutants)
+        gone = len(missing)
+        for m in missing:
+            print(f"no longer applies (the code changed), still counted a survivor: {describe(Mutant(**m))}")
     elif args.sample and args.sample < len(mutants):
         mutants = sorted(random.Random(args.seed).sample(mutants, args.sample), key=lambda m: (m.path, m.start))
     if args.list:
@@ -373,16 +382,28 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {describe(o.mutant)}")
     if earlier:  # a test added since cannot bring a killed mutant back: the earlier kills stand
         total = len(earlier)
-        now = total - len(survivors)
+        now = total - len(survivors) - gone
         print(f"with the earlier report's kills: {now} of {total} mutants killed ({100 * now / max(1, total):.0f} %)")
     if args.json:
         args.json.write_text(json.dumps([asdict(o) for o in outcomes], indent=1))
     return 0
 
 
-def _key(m: dict[str, Any]) -> tuple[str, int, str, str, str]:
-    """A mutant as a report names it: the same file, line and change."""
-    return (m["path"], m["line"], m["kind"], m["before"], m["after"])
+def _same_mutants(wanted: list[dict[str, Any]], mutants: list[Mutant]) -> tuple[list[Mutant], list[dict[str, Any]]]:
+    """The mutants now that an earlier report named (the same file and change; of several,
+    the one nearest its line, which edits since may have moved), and the ones not found."""
+    found: list[Mutant] = []
+    missing = []
+    for w in wanted:
+        same = [
+            m for m in mutants if (m.path, m.kind, m.before, m.after) == (w["path"], w["kind"], w["before"], w["after"])
+        ]
+        if same:
+            found.append(min(same, key=lambda m: abs(m.line - w["line"])))
+        else:
+            missing.append(w)
+    unique = {id(m): m for m in found}.values()
+    return sorted(unique, key=lambda m: (m.path, m.start)), missing
 
 
 if __name__ == "__main__":

@@ -248,117 +248,7 @@ class TransformDriver(_Driver):
 
         Returns True when the worker should be replaced between batches (``max_rss``).
         """
-        worker_driven = session.scenario.worker_driven
-        slots = asyncio.Semaphore(self.stage.jobs_in_flight)
-        drained = asyncio.Event()  # set whenever nothing is in flight
-        drained.set()
-        bnc = asyncio.Event()
-        answered = asyncio.Event()  # set at each completed job
-        unanswered_bytes = 0  # input written and not yet answered: at most replay_bytes (or one job)
-        recycle = False
-        first = True  # the first job waits for the worker's start-up output, if any
-        next_rss_check = 0.0
-
-        def too_big() -> bool:
-            nonlocal next_rss_check
-            if not self.stage.max_rss or time.monotonic() < next_rss_check:
-                return False
-            next_rss_check = time.monotonic() + 0.25
-            used = session.transport.resources()
-            if used is None or used[0] <= self.stage.max_rss:
-                return False
-            log.info(
-                "%s uses %.0f MB, over max_rss %.0f MB: replacing it between batches",
-                session.label,
-                used[0] / 1e6,
-                self.stage.max_rss / 1e6,
-            )
-            return True
-
-        async def feed() -> None:
-            nonlocal recycle, unanswered_bytes, first
-            while True:
-                if too_big():
-                    recycle = True
-                    await drained.wait()
-                    return
-                await slots.acquire()
-                while not policy.may_write(unanswered_bytes, self.stage.batch_bytes, self.stage.replay_bytes):
-                    answered.clear()
-                    await answered.wait()
-                while held and held.due() and not (inbox.closed and not len(inbox)):  # at the end: EOF confirms
-                    try:  # the reader confirms once the worker is quiet; the end of input may come first
-                        async with asyncio.timeout(RECHECK):
-                            await held.empty.wait()
-                    except TimeoutError:
-                        pass
-                # Every wait comes before the job is taken: a worker that dies meanwhile must
-                # find it still in ``retry`` or the inbox, not in a local variable of this task.
-                if first:
-                    first = False
-                    await session.startup_quiet()
-                if retry and (retry[0].alone or retry[0].after_confirmation):
-                    await drained.wait()
-                    held.wanted = True  # blame stays exact: what went before is in step first
-                    await held.empty.wait()
-                    held.wanted = False
-                job = retry.pop(0) if retry else await self._assemble(inbox, session.scenario.instance)
-                if job is None:
-                    await drained.wait()
-                    return
-                session.add_job(job)
-                drained.clear()
-                self.stats.in_flight += 1
-                job.size = sum(len(p.block) for p in job.pieces)
-                unanswered_bytes += job.size
-                if worker_driven:
-                    await self._feed_worker_driven(session, inbox, job, bnc)
-                else:
-                    await self._write_job(session, job)
-                if job.alone:
-                    await drained.wait()
-
-        async def read() -> None:
-            nonlocal unanswered_bytes
-            while True:
-                tokens = await session.read_tokens()
-                if tokens is None:
-                    raise await session.gone(
-                        "exited with requests unanswered"
-                        if session.inflight
-                        else "exited while waiting for work (its stdin was still open)"
-                    )
-                if not tokens:  # quiet for the settle time with nothing outstanding: in step
-                    session.quiet_until = None
-                    # A quiet check counts only while a held window waits on it, or the feed
-                    # does: quiet alone is weak evidence.  (At the end of input the feed ends
-                    # at once, and only the worker's clean end confirms: _close.)
-                    if (held.wanted or held.due()) and held.confirm():
-                        restarts.succeeded()
-                    if held:  # checked again: suspects need a second check; else polled for a window
-                        pressing = held.wanted or held.due()
-                        session.quiet_until = time.monotonic() + (held.settle() if pressing else RECHECK)
-                    continue
-                reading = session.rules.feed(tokens)
-                for job in reading.completed:
-                    unanswered_bytes -= job.size
-                    await self._complete(job, held, session.scenario.instance)
-                    session.completed += 1
-                    slots.release()
-                    answered.set()
-                    if not job.resent:
-                        restarts.succeeded()  # new work goes through: failures are no longer "in a row"
-                if not session.inflight:
-                    drained.set()
-                    if held:
-                        session.quiet_until = time.monotonic() + held.settle()
-                if reading.bnc:
-                    bnc.set()
-                if reading.violation is not None:
-                    raise session.violation(reading.violation)
-
-        await run_until(feed(), read())
-        return recycle
+        return await _Conversation(self, session, inbox, retry, restarts, held).run()
 
     # --- assembling and framing jobs ------------------------------------------------------
 
@@ -487,6 +377,163 @@ class TransformDriver(_Driver):
     def _release(self, job: Job) -> None:
         for p in job.pieces:
             p.window.release(self.level, p.count)
+
+
+class _Conversation:
+    """One worker session's conversation: :meth:`feed` writes jobs, :meth:`read` takes
+    their answers, until the inbox is closed, empty and everything answered."""
+
+    def __init__(
+        self,
+        driver: TransformDriver,
+        session: WorkerSession,
+        inbox: Inbox,
+        retry: list[Job],
+        restarts: Restarts,
+        held: Unconfirmed,
+    ) -> None:
+        self.driver, self.stage, self.session = driver, driver.stage, session
+        self.inbox, self.retry, self.restarts, self.held = inbox, retry, restarts, held
+        self.slots = asyncio.Semaphore(self.stage.jobs_in_flight)
+        self.drained = asyncio.Event()  # set whenever nothing is in flight
+        self.drained.set()
+        self.bnc = asyncio.Event()
+        self.answered = asyncio.Event()  # set at each completed job
+        self.unanswered_bytes = 0  # input written and not yet answered: at most replay_bytes (or one job)
+        self.recycle = False
+        self.first = True  # the first job waits for the worker's start-up output, if any
+        self.next_rss_check = 0.0
+
+    async def run(self) -> bool:
+        """True when the worker should be replaced between batches (``max_rss``)."""
+        await run_until(self.feed(), self.read())
+        return self.recycle
+
+    def too_big(self) -> bool:
+        if not self.stage.max_rss or time.monotonic() < self.next_rss_check:
+            return False
+        self.next_rss_check = time.monotonic() + 0.25
+        used = self.session.transport.resources()
+        if used is None or used[0] <= self.stage.max_rss:
+            return False
+        log.info(
+            "%s uses %.0f MB, over max_rss %.0f MB: replacing it between batches",
+            self.session.label,
+            used[0] / 1e6,
+            self.stage.max_rss / 1e6,
+        )
+        return True
+
+    # --- writing ----------------------------------------------------------------------------------
+
+    async def feed(self) -> None:
+        while True:
+            if self.too_big():
+                self.recycle = True
+                await self.drained.wait()
+                return
+            await self.slots.acquire()
+            await self._wait_for_room()
+            # Every wait comes before the job is taken: a worker that dies meanwhile must
+            # find it still in ``retry`` or the inbox, not in a local variable of this task.
+            await self._wait_before_taking()
+            job = (
+                self.retry.pop(0)
+                if self.retry
+                else await self.driver._assemble(self.inbox, self.session.scenario.instance)
+            )
+            if job is None:
+                await self.drained.wait()
+                return
+            await self._send(job)
+
+    async def _wait_for_room(self) -> None:
+        """Input written and unanswered stays within ``replay_bytes``; answers held for
+        confirmation are confirmed first once due."""
+        stage, held, inbox = self.stage, self.held, self.inbox
+        while not policy.may_write(self.unanswered_bytes, stage.batch_bytes, stage.replay_bytes):
+            self.answered.clear()
+            await self.answered.wait()
+        while held and held.due() and not (inbox.closed and not len(inbox)):  # at the end: EOF confirms
+            try:  # the reader confirms once the worker is quiet; the end of input may come first
+                async with asyncio.timeout(RECHECK):
+                    await held.empty.wait()
+            except TimeoutError:
+                pass
+
+    async def _wait_before_taking(self) -> None:
+        """The first job waits for the worker's start-up quiet; an isolated or blamed job
+        for the worker to be in step with what went before."""
+        if self.first:
+            self.first = False
+            await self.session.startup_quiet()
+        if self.retry and (self.retry[0].alone or self.retry[0].after_confirmation):
+            await self.drained.wait()
+            self.held.wanted = True  # blame stays exact: what went before is in step first
+            await self.held.empty.wait()
+            self.held.wanted = False
+
+    async def _send(self, job: Job) -> None:
+        session = self.session
+        session.add_job(job)
+        self.drained.clear()
+        self.driver.stats.in_flight += 1
+        job.size = sum(len(p.block) for p in job.pieces)
+        self.unanswered_bytes += job.size
+        if session.scenario.worker_driven:
+            await self.driver._feed_worker_driven(session, self.inbox, job, self.bnc)
+        else:
+            await self.driver._write_job(session, job)
+        if job.alone:
+            await self.drained.wait()
+
+    # --- reading ----------------------------------------------------------------------------------
+
+    async def read(self) -> None:
+        session = self.session
+        while True:
+            tokens = await session.read_tokens()
+            if tokens is None:
+                raise await session.gone(
+                    "exited with requests unanswered"
+                    if session.inflight
+                    else "exited while waiting for work (its stdin was still open)"
+                )
+            if not tokens:  # quiet for the settle time with nothing outstanding: in step
+                self._quiet()
+                continue
+            reading = session.rules.feed(tokens)
+            for job in reading.completed:
+                await self._answered(job)
+            if not session.inflight:
+                self.drained.set()
+                if self.held:
+                    session.quiet_until = time.monotonic() + self.held.settle()
+            if reading.bnc:
+                self.bnc.set()
+            if reading.violation is not None:
+                raise session.violation(reading.violation)
+
+    def _quiet(self) -> None:
+        session, held = self.session, self.held
+        session.quiet_until = None
+        # A quiet check counts only while a held window waits on it, or the feed
+        # does: quiet alone is weak evidence.  (At the end of input the feed ends
+        # at once, and only the worker's clean end confirms: _close.)
+        if (held.wanted or held.due()) and held.confirm():
+            self.restarts.succeeded()
+        if held:  # checked again: suspects need a second check; else polled for a window
+            pressing = held.wanted or held.due()
+            session.quiet_until = time.monotonic() + (held.settle() if pressing else RECHECK)
+
+    async def _answered(self, job: Job) -> None:
+        self.unanswered_bytes -= job.size
+        await self.driver._complete(job, self.held, self.session.scenario.instance)
+        self.session.completed += 1
+        self.slots.release()
+        self.answered.set()
+        if not job.resent:
+            self.restarts.succeeded()  # new work goes through: failures are no longer "in a row"
 
 
 class ExtractDriver(_Driver):

@@ -7,7 +7,7 @@ import sys
 
 from etlstage.config.model import RestartPolicy, StageConfig, Timeouts
 from etlstage.protocol.markers import Markers
-from etlstage.protocol.vocabulary import Mode, StageType
+from etlstage.protocol.vocabulary import BatchDriver, Mode, StageType
 from etlstage.spark.conversation import StageWorker, worker_env
 from tests.support.paths import FIXTURES
 
@@ -60,7 +60,7 @@ def test_answers_are_held_unconfirmed_and_written_ahead_within_replay_bytes(tmp_
     assert unanswered == 20  # prefetch: two batches written ahead
 
 
-def misbehaving(tmp_path, *faults: str) -> StageWorker:
+def misbehaving(tmp_path, *faults: str, **keys) -> StageWorker:
     """A T-stage worker (tests/fixtures/misbehave.py) that misbehaves once as ``faults`` say;
     each batch confirmed before the next is written (``replay_bytes``: one batch)."""
     (tmp_path / "flags").mkdir()
@@ -70,10 +70,13 @@ def misbehaving(tmp_path, *faults: str) -> StageWorker:
         [sys.executable, str(FIXTURES / "misbehave.py"), str(tmp_path / "flags"), *faults],
         Mode.BATCH,
         Markers(),
-        batch_size=2,
-        replay_bytes=10,
-        timeouts=Timeouts(startup=30, request=30),
-        restart=RestartPolicy(max_restarts=3, backoff=0.01),
+        **{
+            "batch_size": 2,
+            "replay_bytes": 10,
+            "timeouts": Timeouts(startup=30, request=30),
+            "restart": RestartPolicy(max_restarts=3, backoff=0.01),
+            **keys,
+        },
     )
     scenario = stage.scenario(0, str(tmp_path))
     return StageWorker(stage, scenario, worker_env(stage, scenario), None, "t")
@@ -106,3 +109,57 @@ def test_an_answer_that_comes_while_the_worker_settles_is_read_then(tmp_path):
     results = run_through(worker, 6)  # each later batch settles a second: three batches
     assert sorted(results) == [b"m%03d" % i for i in range(6)]
     assert worker.tally.stats.restarts == 1
+
+
+def test_the_tally_names_every_worker_process_started(tmp_path):
+    """The driver's status shows each worker's memory and CPU by its pid: a restarted
+    worker's new process is listed beside the first."""
+    worker = misbehaving(tmp_path, "crash@3")
+    pids: list[int] = []
+    run = worker._ensure
+
+    def ensure():
+        proc = run()
+        if proc.pid not in pids:
+            pids.append(proc.pid)
+        return proc
+
+    worker._ensure = ensure  # type: ignore[method-assign]
+    assert len(run_through(worker)) == 20
+    assert len(pids) == 2 and worker.tally.stats.pids == pids
+
+
+def test_a_worker_with_answers_held_is_not_handed_over(tmp_path, monkeypatch):
+    """A worker is handed to another Spark Python process only when nothing of its
+    conversation is unfinished here: answers held for confirmation stay with this task."""
+    from etlstage.spark.process import WorkerProcess
+
+    class Owner:
+        address = "the new owner"
+        released = False
+
+        def release(self) -> None:
+            self.released = True
+
+    worker = misbehaving(tmp_path)
+    proc = worker._ensure()
+    handed: list[str] = []
+    monkeypatch.setattr(WorkerProcess, "hand_over", lambda self, address: handed.append(address) or True)
+    owner = Owner()
+    worker.ownership = owner  # type: ignore[assignment]
+    try:
+        worker._held = [object()]  # type: ignore[list-item]
+        assert worker.hand_over() is False and handed == []
+        worker._held = []
+        assert worker.hand_over() is True and handed == ["the new owner"] and owner.released
+    finally:
+        proc.kill()
+        worker.stop()
+
+
+def test_a_worker_driven_batch_closes_before_batch_bytes_and_sends_each_message_once(tmp_path):
+    """The worker asks for more (BNC); a message that would take the batch over
+    ``batch_bytes`` starts the next batch instead, and goes out once."""
+    worker = misbehaving(tmp_path, batch_size=10, batch_driver=BatchDriver.WORKER, batch_bytes=12, replay_bytes=1 << 20)
+    assert run_through(worker) == [b"m%03d" % i for i in range(20)]
+    assert worker.tally.stats.restarts == 0
