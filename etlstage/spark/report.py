@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from etlstage.config.model import PipelineConfig, StageConfig
 from etlstage.runtime.stats import LAST_ERRORS, LatencyHistogram, RateHistory, StageStats
+from etlstage.spark.checkpoint import engine_dir
 from etlstage.spark.status import read_checkpoint
 from etlstage.spark.tally import Tally, forget_other_runs, read_all, tally_dir
 
@@ -74,7 +75,7 @@ class Counts:
         """The query starts now (rates and the summary's time count from here)."""
         self.started = time.monotonic()
         if self.run_id:
-            forget_other_runs(Path(self.config.engine.checkpoint), self.run_id)
+            forget_other_runs(engine_dir(self.config), self.run_id)
 
     # --- from Spark ----------------------------------------------------------------------------
 
@@ -109,7 +110,7 @@ class Counts:
                 self._observed[name] = self._observed.get(name, 0) + int(row["rows"] or 0)
                 with contextlib.suppress(KeyError, IndexError, ValueError):
                     self._bytes[name] = self._bytes.get(name, 0) + int(row["bytes"] or 0)
-            fused = Path(self.config.engine.checkpoint) / "etlstage" / "batch-counts" / f"{p.batchId}.json"
+            fused = engine_dir(self.config) / "batch-counts" / f"{p.batchId}.json"
             with contextlib.suppress(OSError, ValueError):
                 doc = json.loads(fused.read_text())
                 # T-stages run in the sink's tasks; {"messages": .., "bytes": ..} (older runs: messages alone)
@@ -165,7 +166,7 @@ class Counts:
         if not self.run_id:
             return
         found: dict[str, list[Tally]] = {}
-        for t in read_all(tally_dir(Path(self.config.engine.checkpoint), self.run_id)):
+        for t in read_all(tally_dir(engine_dir(self.config), self.run_id)):
             found.setdefault(t.stage, []).append(t)
         for name, tallies in found.items():
             st = self.stats.get(name)
