@@ -28,6 +28,8 @@ from etlstage.protocol.markers import Markers
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from etlstage.spark.inbox import KeepOnce
+
 log = logging.getLogger("etlstage.native")
 
 
@@ -37,12 +39,16 @@ class NativeContext:
 
     stage: StageConfig
     argv: list[str]  # the command's arguments after the program
-    checkpoint: str  # a directory of the stage's own under the query's checkpoint
+    checkpoint: str  # a directory of the stage's own on the driver, beside the query's checkpoint
     env: dict[str, str] = field(default_factory=dict)  # the worker's environment (ETLSTAGE_* included)
     state_dir: str = ""  # the stage's own state directory, as its worker gets it
     once: bool = False  # --once: a source ends when it has nothing more
     cwd: str = "."  # the directory the worker would have run in: relative paths in argv start here
     spark: SparkSession | None = None  # the engine's session (a sink also has its DataFrame's)
+    # from a task on any executor: keep(name, data) writes checkpoint/name once, durably, on the
+    # driver, and returns what it holds (data, or what an earlier attempt wrote); keep(name, None)
+    # reads it (None: absent). Picklable; as a string option: keep.to_option() / KeepOnce.from_option
+    keep: KeepOnce | None = None
 
     @property
     def name(self) -> str:

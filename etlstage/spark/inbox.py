@@ -8,7 +8,9 @@ small authenticated TCP service in the driver's process instead:
   call returns, so before the task returns and before its batch can commit;
 - each worker slot's tally (starts, restarts, failures), for the progress and summary;
 - a supervisor-offsets extractor's message count per window, for the source's planner;
-- the spooled windows of driver-side extractors, read by the tasks in pieces.
+- the spooled windows of driver-side extractors, read by the tasks in pieces;
+- a native stage's write-once files in its folder (``ctx.keep``: a Kinesis task's reached
+  positions), returned as they are kept.
 
 The driver keeps these files where it always did (its ``state_dir``, and the engine's
 folder: :func:`etlstage.spark.checkpoint.engine_dir`); executors need only reach the
@@ -24,6 +26,7 @@ import contextlib
 import hmac
 import json
 import logging
+import os
 import re
 import secrets
 import socket
@@ -38,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 from etlstage.errors import PipelineError
 
 if TYPE_CHECKING:
+    from etlstage.config.model import StageConfig
     from etlstage.spark.plan import Plan
 
 log = logging.getLogger("etlstage.spark")
@@ -182,6 +186,67 @@ def read_piece(folder: Path, header: dict[str, Any]) -> tuple[dict[str, Any], by
 COUNT_NAME = re.compile(r"^[\w.#@+=-]+$")
 
 
+def relative(name: str) -> Path:
+    """``name`` as a path inside a folder: plain segments only (no ``..``, no absolute path)."""
+    parts = name.split("/")
+    if not all(COUNT_NAME.match(p) and not p.startswith(".") for p in parts):
+        raise PipelineError(f"not a file name inside the stage's folder: {name!r}")
+    return Path(*parts)
+
+
+def native_dir(plan: Plan, stage: StageConfig) -> Path:
+    """A native stage's own folder on the driver (its ``ctx.checkpoint``)."""
+    return plan.engine_dir / "native" / stage.name
+
+
+def keep_once(path: Path, data: bytes) -> bytes:
+    """``data`` written durably at ``path`` unless a file is there already; what the file holds."""
+    from etlstage.spark.checkpoint import private_folder
+    from etlstage.state.durable import fsync_path
+
+    private_folder(path.parent)
+    tmp = path.with_name(f".{path.name}.{threading.get_ident()}.tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    try:
+        os.link(tmp, path)  # atomic, and never over what another attempt wrote first
+    except FileExistsError:
+        pass
+    finally:
+        tmp.unlink(missing_ok=True)
+    fsync_path(path.parent, directory=True)
+    return path.read_bytes()
+
+
+@dataclass(frozen=True)
+class KeepOnce:
+    """A native stage's write-once files in its folder on the driver, from any task:
+    ``keep(name, data)`` returns what the file holds (``data``, or an earlier attempt's);
+    ``keep(name, None)`` only reads it (None: no such file)."""
+
+    inbox: InboxAddress
+    stage: str
+
+    def __call__(self, name: str, data: bytes | None) -> bytes | None:
+        header = {"stage": self.stage, "name": name, "peek": data is None}
+        answer, held = self.inbox.call("once", header, data or b"")
+        return held if answer.get("found") else None
+
+    def to_option(self) -> str:
+        """As a data source option (JSON), for a native source whose options are strings."""
+        i = self.inbox
+        return json.dumps({"host": i.host, "port": i.port, "token": i.token, "stage": self.stage})
+
+    @classmethod
+    def from_option(cls, text: str) -> KeepOnce | None:
+        if not text:
+            return None
+        doc = json.loads(text)
+        return cls(InboxAddress(str(doc["host"]), int(doc["port"]), str(doc["token"])), str(doc["stage"]))
+
+
 def driver_inbox(plan: Plan, bind: str, advertise: str) -> Inbox:
     """The inbox of ``plan``'s run: what each request does in the driver's folders."""
     from etlstage.spark.checkpoint import owner_only, private_folder
@@ -216,8 +281,20 @@ def driver_inbox(plan: Plan, bind: str, advertise: str) -> Inbox:
     def spool(header: dict[str, Any], payload: bytes) -> tuple[dict[str, Any], bytes]:
         return read_piece(plan.spool_dir(config.stage(str(header["stage"]))), header)
 
-    handlers: dict[str, Handler] = {"deadletter": deadletter, "tally": tally, "count": count, "spool": spool}
+    def once(header: dict[str, Any], payload: bytes) -> tuple[dict[str, Any], bytes]:
+        path = native_dir(plan, config.stage(str(header["stage"]))) / relative(str(header["name"]))
+        if header.get("peek"):
+            return ({"found": True}, path.read_bytes()) if path.exists() else ({"found": False}, b"")
+        return {"found": True}, keep_once(path, payload)
+
+    handlers: dict[str, Handler] = {
+        "deadletter": deadletter,
+        "tally": tally,
+        "count": count,
+        "spool": spool,
+        "once": once,
+    }
     return Inbox(handlers, bind, advertise)
 
 
-__all__ = ["Inbox", "InboxAddress", "driver_inbox", "read_piece"]
+__all__ = ["Inbox", "InboxAddress", "KeepOnce", "driver_inbox", "keep_once", "native_dir", "read_piece"]
