@@ -18,6 +18,7 @@ from tests.conftest import PY, TW
 from tests.core.test_spark_engine_crash import expected, wait_gone
 from tests.support.run_cli import ETLSTAGE
 from tests.support.s3 import moto_s3
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 N = 120
@@ -53,11 +54,17 @@ def test_checkpoint_on_s3_survives_driver_kills(tmp_path: Path) -> None:
             argv = [*ETLSTAGE, "run", "stages.yaml", "--once", "--no-progress"]
             return subprocess.Popen(argv, cwd=tmp_path, stdout=log, stderr=log, env=env, start_new_session=True)
 
+        def batches() -> list[str]:
+            return [k for k in s3.keys("lake", "pipelines/numbers/checkpoint/offsets/") if k[-1].isdigit()]
+
         hits = 0
         with open(tmp_path / "run.log", "ab") as log:
             for kill in range(2):
+                planned = len(batches())
                 proc = start(log)
-                time.sleep(rng.uniform(14, 26))  # the JVM and S3A take some seconds; kill during micro-batches
+                # once this run planned a micro-batch of its own (S3A up, the query running), a seeded moment later
+                wait_for(lambda: proc.poll() is not None or len(batches()) > planned, 240, "a micro-batch planned")
+                time.sleep(rng.uniform(0, 4))
                 if proc.poll() is None:
                     os.killpg(proc.pid, signal.SIGKILL)
                     hits += 1
@@ -69,7 +76,7 @@ def test_checkpoint_on_s3_survives_driver_kills(tmp_path: Path) -> None:
         keys = s3.keys("lake", "pipelines/numbers/checkpoint/")
         status = subprocess.run([*ETLSTAGE, "status", "stages.yaml"], cwd=tmp_path, env=env, capture_output=True)
     text = (tmp_path / "run.log").read_text()
-    assert hits >= 1, f"seed {seed}: the driver had finished before the kills"
+    assert hits == 2, f"seed {seed}: the driver had finished before the kills"
     got = (tmp_path / "out.txt").read_text().splitlines()
     assert sorted(got) == expected(), f"seed {seed}"
     assert any("/commits/" in k for k in keys) and any("/offsets/" in k for k in keys), keys
