@@ -63,7 +63,9 @@ def test_checkpoint_on_s3_survives_driver_kills(tmp_path: Path) -> None:
                 planned = len(batches())
                 proc = start(log)
                 # once this run planned a micro-batch of its own (S3A up, the query running), a seeded moment later
-                wait_for(lambda p=proc, n=planned: p.poll() is not None or len(batches()) > n, 240, "a micro-batch planned")
+                wait_for(
+                    lambda p=proc, n=planned: p.poll() is not None or len(batches()) > n, 240, "a micro-batch planned"
+                )
                 time.sleep(rng.uniform(0, 4))
                 if proc.poll() is None:
                     os.killpg(proc.pid, signal.SIGKILL)
