@@ -242,7 +242,7 @@ def validate(pipeline_file: str) -> None:
 
 def _check_commands(pipeline_file: str, config: PipelineConfig) -> None:
     """Every stage's program is found as the run would find it, and its script exists."""
-    from etlstage.runtime.transport import command_problem
+    from etlstage.kit.transport import command_problem
 
     problems = []
     for s in config.stages:

@@ -19,7 +19,7 @@ import logging
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, NoReturn, Protocol
 
 from etlstage.config.model import StageConfig
 from etlstage.errors import ConfigError
@@ -28,9 +28,15 @@ from etlstage.protocol.markers import Markers
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from etlstage.spark.inbox import KeepOnce
-
 log = logging.getLogger("etlstage.native")
+
+
+class Keep(Protocol):
+    """``ctx.keep``: a stage's write-once files on the driver, reachable from any task."""
+
+    def __call__(self, name: str, data: bytes | None) -> bytes | None: ...
+
+    def to_option(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -48,7 +54,7 @@ class NativeContext:
     # from a task on any executor: keep(name, data) writes checkpoint/name once, durably, on the
     # driver, and returns what it holds (data, or what an earlier attempt wrote); keep(name, None)
     # reads it (None: absent). Picklable; as a string option: keep.to_option() / KeepOnce.from_option
-    keep: KeepOnce | None = None
+    keep: Keep | None = None
 
     @property
     def name(self) -> str:

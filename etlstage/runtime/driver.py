@@ -19,6 +19,8 @@ from collections.abc import Awaitable, Callable
 from etlstage.config.model import StageConfig
 from etlstage.conversation import policy
 from etlstage.errors import PipelineError, ProtocolViolation, UnaskedReply, WorkerError, WorkerGone, WorkerTimeout
+from etlstage.kit.stats import StageStats
+from etlstage.kit.transport import Transport
 from etlstage.protocol.framing import EOP, count_eom, split_block
 from etlstage.protocol.replies import unasked_before_request
 from etlstage.protocol.scenario import Scenario
@@ -26,9 +28,7 @@ from etlstage.protocol.vocabulary import Mode
 from etlstage.runtime.confirm import RECHECK, Unconfirmed
 from etlstage.runtime.flow import Inbox, Job, Piece, Window
 from etlstage.runtime.session import STARTUP_QUIET, WorkerSession
-from etlstage.runtime.stats import StageStats
 from etlstage.runtime.tasks import run_all, run_until
-from etlstage.runtime.transport import Transport
 
 log = logging.getLogger("etlstage.stage")
 

@@ -19,19 +19,19 @@ from pathlib import Path
 
 from etlstage.config.model import PipelineConfig, StageConfig
 from etlstage.errors import PipelineError, StateError
+from etlstage.kit.admit import admit, refuse
+from etlstage.kit.replays import marked_for_replay
+from etlstage.kit.services import Services
+from etlstage.kit.stats import RateHistory, StageStats
+from etlstage.kit.transport import ProcessTransport, Transport
 from etlstage.protocol.framing import split_block
 from etlstage.protocol.offsets import make_policy
 from etlstage.protocol.partition import parse_pointer, partition_key, partition_of
 from etlstage.protocol.scenario import Scenario
 from etlstage.protocol.vocabulary import Mode, Offsets, StageType
-from etlstage.runtime.admit import admit, refuse
 from etlstage.runtime.driver import STOP, EmitFn, ExtractDriver, TransformDriver
 from etlstage.runtime.flow import Inbox, Job, Piece, Window
-from etlstage.runtime.replays import marked_for_replay
-from etlstage.runtime.services import Services
-from etlstage.runtime.stats import RateHistory, StageStats
 from etlstage.runtime.tasks import cancel, run_all
-from etlstage.runtime.transport import ProcessTransport, Transport
 from etlstage.state.store import StateStore, ensure_private_dir
 
 log = logging.getLogger("etlstage.pipeline")

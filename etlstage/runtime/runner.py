@@ -10,8 +10,8 @@ from typing import Any
 
 from etlstage.config.model import PipelineConfig
 from etlstage.errors import EtlstageError
+from etlstage.kit.progress import report, summary
 from etlstage.runtime.pipeline import Pipeline, install_signal_handlers
-from etlstage.runtime.progress import report, summary
 from etlstage.runtime.tasks import cancel
 
 log = logging.getLogger("etlstage")

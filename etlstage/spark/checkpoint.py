@@ -30,6 +30,7 @@ from etlstage.errors import StateError
 
 log = logging.getLogger("etlstage.spark")
 
+
 ABANDONED = re.compile(r"^\.\.?\d+\.[0-9a-f-]{36}\.tmp(\.crc)?$")
 LOGS = ("offsets", "commits")
 
@@ -161,6 +162,21 @@ def engine_dir(config: PipelineConfig) -> Path:
     return Path(config.state_dir) / "spark" / hashlib.sha256(checkpoint.encode()).hexdigest()[:16]
 
 
+def own_path(config: PipelineConfig, kind: str, *names: str) -> Path:
+    """Where the engine keeps its own files of ``kind`` (spool, counts, workers, native,
+    ship, batch-counts): in :func:`engine_dir`, on the driver — the one place that says so.
+
+    >>> from etlstage.config.model import EngineConfig, PipelineConfig
+    >>> local = PipelineConfig([], "/st", None, engine=EngineConfig(checkpoint="/ck"))  # type: ignore[arg-type]
+    >>> own_path(local, "spool", "t").as_posix()
+    '/ck/etlstage/spool/t'
+    >>> remote = PipelineConfig([], "/st", None, engine=EngineConfig(checkpoint="s3a://b/ck"))  # type: ignore[arg-type]
+    >>> own_path(remote, "spool", "t").as_posix()
+    '/st/spark/a710d324f583454c/spool/t'
+    """
+    return engine_dir(config).joinpath(kind, *names)
+
+
 def private_folder(path: Path) -> Path:
     """``path`` with every missing level created 0700: what the engine writes beside Spark's
     logs (spooled windows, counts, tallies) holds message data or its traces."""
@@ -182,4 +198,4 @@ def owner_only(path: str, flags: int) -> int:
     return os.open(path, flags, 0o600)
 
 
-__all__ = ["check_checkpoint", "engine_dir", "is_local", "owner_only", "private_folder", "remove_abandoned"]
+__all__ = ["check_checkpoint", "engine_dir", "is_local", "own_path", "owner_only", "private_folder", "remove_abandoned"]

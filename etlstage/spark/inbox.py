@@ -196,7 +196,9 @@ def relative(name: str) -> Path:
 
 def native_dir(plan: Plan, stage: StageConfig) -> Path:
     """A native stage's own folder on the driver (its ``ctx.checkpoint``)."""
-    return plan.engine_dir / "native" / stage.name
+    from etlstage.spark.checkpoint import own_path
+
+    return own_path(plan.config, "native", stage.name)
 
 
 def keep_once(path: Path, data: bytes) -> bytes:
@@ -266,7 +268,7 @@ def driver_inbox(plan: Plan, bind: str, advertise: str) -> Inbox:
         return {"id": ident}, b""
 
     def tally(header: dict[str, Any], payload: bytes) -> tuple[dict[str, Any], bytes]:
-        write(tally_dir(plan.engine_dir, plan.run_id), Tally.from_json(payload.decode()), str(header["owner"]))
+        write(tally_dir(config, plan.run_id), Tally.from_json(payload.decode()), str(header["owner"]))
         return {}, b""
 
     def count(header: dict[str, Any], payload: bytes) -> tuple[dict[str, Any], bytes]:

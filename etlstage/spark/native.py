@@ -40,9 +40,9 @@ from etlstage.config.model import StageConfig
 from etlstage.errors import ConfigError
 from etlstage.native import NativeContext
 from etlstage.protocol.vocabulary import StageType
-from etlstage.spark.checkpoint import private_folder
+from etlstage.spark.checkpoint import own_path, private_folder
 from etlstage.spark.conversation import worker_env
-from etlstage.spark.inbox import KeepOnce, native_dir
+from etlstage.spark.inbox import KeepOnce
 from etlstage.spark.plan import Plan
 from etlstage.spark.transform import partition_id
 
@@ -96,7 +96,7 @@ def natives(plan: Plan) -> dict[str, Factory]:
 
 def context_for(stage: StageConfig, plan: Plan, spark: SparkSession) -> NativeContext:
     """The public context (:mod:`etlstage.native`) the engine gives ``stage``'s native factory."""
-    checkpoint = private_folder(native_dir(plan, stage))  # on the driver: tasks write there with ctx.keep
+    checkpoint = private_folder(own_path(plan.config, "native", stage.name))  # tasks write there with ctx.keep
     state_dir = plan.stage_dir(stage, 0)
     scenario = stage.scenario(0, state_dir)
     return NativeContext(

@@ -19,12 +19,13 @@ from typing import TYPE_CHECKING, cast
 
 from etlstage.config.model import PipelineConfig, StageConfig
 from etlstage.errors import PipelineError
-from etlstage.spark.checkpoint import engine_dir
+from etlstage.spark.checkpoint import engine_dir, own_path
 from etlstage.spark.conversation import Job, StageWorker, worker_env
 from etlstage.spark.extract import ExtractWorker
 from etlstage.spark.inbox import InboxAddress
 from etlstage.spark.ownership import Ownership
-from etlstage.spark.process import REGISTRY, WATCHDOG_GRACE
+from etlstage.spark.pool import REGISTRY
+from etlstage.spark.process import WATCHDOG_GRACE
 from etlstage.spark.shipping import Shipped, localize
 from etlstage.spark.tally import Tally, owner_name
 
@@ -68,10 +69,10 @@ class Plan:
 
     def spool_dir(self, stage: StageConfig) -> Path:
         """Driver-side extractors' output by batch; tasks read it through the driver's inbox."""
-        return self.engine_dir / "spool" / stage.name
+        return own_path(self.config, "spool", stage.name)
 
     def counts_dir(self, stage: StageConfig) -> Path:
-        return self.engine_dir / "counts" / stage.name
+        return own_path(self.config, "counts", stage.name)
 
     def stage_dir(self, stage: StageConfig, partition: int) -> str:
         """The worker's ETLSTAGE_STATE_DIR: the supervisor's for one instance, one per partition for more."""
@@ -153,7 +154,7 @@ class Plan:
     def refuse(self, stage: StageConfig, refused: list[tuple[bytes, str]], where: str) -> None:
         """Messages ``stage`` cannot take (a marker of its own inside, over its size limit):
         dead letters in the driver's state, or the error that fails the task and stops the query."""
-        from etlstage.runtime.admit import refuse
+        from etlstage.kit.admit import refuse
 
         refuse(cast("StateStore", DriverStore(self.inbox)), stage, refused, where)
 

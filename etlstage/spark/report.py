@@ -3,7 +3,7 @@
 Each source and each T-stage's output carries an observed row count
 (``DataFrame.observe``); a T-stage's input is its upstream's output and every L-stage
 receives the last level's output, so the counts add up as under the supervisor.  The
-table and summary are the supervisor engine's own (:mod:`etlstage.runtime.progress`).
+table and summary are the supervisor engine's too (:mod:`etlstage.kit.progress`).
 """
 
 from __future__ import annotations
@@ -17,18 +17,16 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from etlstage.config.model import PipelineConfig, StageConfig
-from etlstage.runtime.stats import LAST_ERRORS, LatencyHistogram, RateHistory, StageStats
-from etlstage.spark.checkpoint import engine_dir
+from etlstage.kit.stats import LAST_ERRORS, LatencyHistogram, RateHistory, StageStats
+from etlstage.spark.checkpoint import own_path
 from etlstage.spark.status import read_checkpoint
 from etlstage.spark.tally import Tally, forget_other_runs, read_all, tally_dir
 
 if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQuery
-
-    from etlstage.runtime.pipeline import Pipeline
 
 log = logging.getLogger("etlstage.progress")
 
@@ -55,6 +53,7 @@ class Counts:
         self.started = time.monotonic()
         self.sources = {"micro-batches": _Batches()}
         self.batches = 0
+        self._counted: set[int] = set()  # batch ids added: the listener and finish() may both bring one
         self.lock = threading.RLock()  # progress events arrive on another thread than the readers
         self._observed: dict[str, int] = {}
         self._bytes: dict[str, int] = {}
@@ -75,7 +74,7 @@ class Counts:
         """The query starts now (rates and the summary's time count from here)."""
         self.started = time.monotonic()
         if self.run_id:
-            forget_other_runs(engine_dir(self.config), self.run_id)
+            forget_other_runs(self.config, self.run_id)
 
     # --- from Spark ----------------------------------------------------------------------------
 
@@ -104,13 +103,16 @@ class Counts:
     def progress(self, p: Any) -> None:
         """One micro-batch's progress: add its observed counts."""
         with self.lock:
+            if p.batchId in self._counted:
+                return
+            self._counted.add(p.batchId)
             extracted = self._extracted()
             self.batches += 1
             for name, row in (p.observedMetrics or {}).items():
                 self._observed[name] = self._observed.get(name, 0) + int(row["rows"] or 0)
                 with contextlib.suppress(KeyError, IndexError, ValueError):
                     self._bytes[name] = self._bytes.get(name, 0) + int(row["bytes"] or 0)
-            fused = engine_dir(self.config) / "batch-counts" / f"{p.batchId}.json"
+            fused = own_path(self.config, "batch-counts", f"{p.batchId}.json")
             with contextlib.suppress(OSError, ValueError):
                 doc = json.loads(fused.read_text())
                 # T-stages run in the sink's tasks; {"messages": .., "bytes": ..} (older runs: messages alone)
@@ -166,7 +168,7 @@ class Counts:
         if not self.run_id:
             return
         found: dict[str, list[Tally]] = {}
-        for t in read_all(tally_dir(engine_dir(self.config), self.run_id)):
+        for t in read_all(tally_dir(self.config, self.run_id)):
             found.setdefault(t.stage, []).append(t)
         for name, tallies in found.items():
             st = self.stats.get(name)
@@ -205,9 +207,10 @@ class Counts:
                 self.history.sample(self.stats, now)
 
     def finish(self, query: StreamingQuery | None) -> None:
-        """Progress events arrive asynchronously: take the query's last ones before the summary."""
-        time.sleep(0.2)
-        if query is not None and self.batches == 0:
+        """Progress events reach the listener asynchronously, possibly after the query ended:
+        the query's own record of its last batches is taken before the summary (each batch
+        is added once, whichever brings it first)."""
+        if query is not None:
             for p in query.recentProgress:
                 self.progress(p)
         self._update()
@@ -215,7 +218,7 @@ class Counts:
     # --- to the user ---------------------------------------------------------------------------
 
     def reporter(self, enabled: bool, interval: float = 10.0) -> Callable[[], None]:
-        from etlstage.runtime.progress import table
+        from etlstage.kit.progress import table
 
         tty = sys.stderr.isatty()
         state = {"next": time.monotonic() + (1.0 if tty else interval), "drawn": 0}
@@ -225,7 +228,7 @@ class Counts:
             if not enabled or time.monotonic() < state["next"]:
                 return
             state["next"] = time.monotonic() + (1.0 if tty else interval)
-            rows = table(self.view(), live=False)
+            rows = table(self, live=False)
             if tty:
                 if state["drawn"]:
                     sys.stderr.write(f"\x1b[{state['drawn']}F\x1b[J")
@@ -238,15 +241,11 @@ class Counts:
 
         return tick
 
-    def view(self) -> Pipeline:
-        """This object where the supervisor's progress table expects a pipeline (same fields)."""
-        return cast("Pipeline", self)
-
     def summary(self) -> str:
-        from etlstage.runtime.progress import summary
+        from etlstage.kit.progress import summary
 
         ran = time.monotonic() - self.started
-        return summary(self.view()) + f"\nmicro-batches committed in this run: {self.batches}; query ran {ran:.2f}s"
+        return summary(self) + f"\nmicro-batches committed in this run: {self.batches}; query ran {ran:.2f}s"
 
 
 __all__ = ["Counts"]

@@ -27,7 +27,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamArrowWriter, Writ
 
 from etlstage.protocol.markers import Markers
 from etlstage.spark.blocks import to_block
-from etlstage.spark.checkpoint import owner_only, private_folder
+from etlstage.spark.checkpoint import own_path, owner_only, private_folder
 from etlstage.spark.plan import Plan
 from etlstage.spark.transform import framed_for, partition_id
 
@@ -119,7 +119,7 @@ class LoadWriter(DataSourceStreamArrowWriter):
                 for name, n in m.sizes.items():
                     sizes[name] = sizes.get(name, 0) + n
         if totals:
-            path = self.plan.engine_dir / "batch-counts" / f"{batchId}.json"  # commit runs on the driver
+            path = own_path(self.plan.config, "batch-counts", f"{batchId}.json")  # commit runs on the driver
             private_folder(path.parent)
             tmp = path.with_suffix(".tmp")
             with open(tmp, "w", opener=owner_only) as f:

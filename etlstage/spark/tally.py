@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from etlstage.runtime.stats import StageStats
-from etlstage.spark.checkpoint import owner_only, private_folder
+from etlstage.config.model import PipelineConfig
+from etlstage.kit.stats import StageStats
+from etlstage.spark.checkpoint import own_path, owner_only, private_folder
 
 
 @dataclass
@@ -67,9 +68,9 @@ class Tally:
         return cls(st.name, int(doc["partition"]), int(doc["starts"]), st)
 
 
-def tally_dir(engine: Path, run_id: str) -> Path:
-    """A run's tallies in the driver's engine folder (:func:`etlstage.spark.checkpoint.engine_dir`)."""
-    return engine / "workers" / run_id
+def tally_dir(config: PipelineConfig, run_id: str) -> Path:
+    """A run's tallies, in the driver's folder for the engine's own files."""
+    return own_path(config, "workers", run_id)
 
 
 def owner_name(tally: Tally) -> str:
@@ -100,9 +101,9 @@ def read_all(folder: Path) -> list[Tally]:
     return found
 
 
-def forget_other_runs(engine: Path, run_id: str) -> None:
+def forget_other_runs(config: PipelineConfig, run_id: str) -> None:
     """Earlier runs' files (a driver that died left them); the summary counts this run's only."""
-    parent = tally_dir(engine, run_id).parent
+    parent = tally_dir(config, run_id).parent
     for old in parent.iterdir() if parent.is_dir() else ():
         if old.name != run_id:
             shutil.rmtree(old, ignore_errors=True)
