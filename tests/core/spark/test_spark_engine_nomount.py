@@ -11,6 +11,7 @@ executors' own record shows they ran and saw the pipeline's folder empty.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -46,7 +47,7 @@ class Put(Loader):
 main(Put())
 """
 # the T-stage's wrapper: notes what the executor sees of the pipeline's folder, then runs the worker
-LOOK = 'echo "$(hostname) $$: [$(ls -A "$1" | tr "\\n" " ")]" >> "$2"; shift 2; exec "$@"'
+LOOK = 'echo "$(hostname): [$(ls -A "$1" | tr "\\n" " ")]" >> "$2"; shift 2; exec "$@"'
 
 
 def pipeline(folder: Path, tools: Path, prefix: str, conf: dict[str, str], master: str) -> str:
@@ -63,7 +64,7 @@ stages:
     instances: 2
     on_failure: deadletter
     restart: {{max_restarts: 2, backoff: 0.05}}
-    command: [sh, -c, {LOOK!r}, look, {folder}, {tools / "seen.txt"}, {PY}, {TW}, poison, "{POISON}"]
+    command: [sh, -c, {LOOK!r}, look, {folder}, {tools / ("seen-" + prefix.strip("/") + ".txt")}, {PY}, {TW}, poison, "{POISON}"]
   - {{name: sink, type: L, command: [{PY}, {tools / "s3load.py"}, lake, {prefix}]}}
 engine:
   kind: spark
@@ -94,7 +95,8 @@ def test_executors_that_cannot_see_the_drivers_folders(tmp_path: Path, monkeypat
 
         local = tmp_path / "local"
         local.mkdir()
-        run = etlstage(local, "run", "--once", "--no-progress", pipeline(local, tools, "local/", conf, "local[2]"))
+        name = pipeline(local, tools, "local/", conf, "local[2]")
+        run = etlstage(local, "run", "--once", "--no-progress", name, timeout=600)
         assert run.code == 0, run.stderr[-4000:]
         assert rows(s3, "local/") == expected
 
@@ -102,7 +104,7 @@ def test_executors_that_cannot_see_the_drivers_folders(tmp_path: Path, monkeypat
         folder.mkdir()
         (folder / "only-the-driver-sees-this").write_text("")
         cluster_conf = {**conf, "spark.cores.max": "2", "spark.executor.memory": "512m"}
-        name = pipeline(folder, tools, "cluster/", cluster_conf, "spark://placeholder")
+        pipeline(folder, tools, "cluster/", cluster_conf, "spark://placeholder")
         (tmp_path / "cluster").mkdir()
         with standalone_cluster(tmp_path / "cluster", workers=2, memory="1g", hide=[folder]) as master:
             text = (folder / name).read_text().replace("spark://placeholder", master)
@@ -112,9 +114,11 @@ def test_executors_that_cannot_see_the_drivers_folders(tmp_path: Path, monkeypat
         assert rows(s3, "cluster/") == expected == rows(s3, "local/")
         assert any("/commits/" in k for k in s3.keys("lake", "cluster/checkpoint/"))
 
-    seen = (tools / "seen.txt").read_text().splitlines()
-    # every T worker ran on an executor, and saw the pipeline's folder empty (its own tmpfs)
-    assert seen and all(line.endswith(": []") for line in seen), seen
+    seen = (tools / "seen-cluster.txt").read_text().splitlines()
+    # every T worker ran on an executor, and saw in the pipeline's folder only what the executor
+    # made there itself (the workers' own state folders): none of the driver's files
+    assert seen and all(line.endswith(": [.etlstage ]") for line in seen), seen
+    assert {p.name for p in folder.iterdir()} == {".etlstage", "only-the-driver-sees-this", "stages.yaml"}
     # ... while the driver's folder holds the state, the engine's files and the dead letter
     (db,) = (folder / ".etlstage").rglob(StateStore.FILE)
     store = StateStore(str(db.parent))
@@ -123,3 +127,6 @@ def test_executors_that_cannot_see_the_drivers_folders(tmp_path: Path, monkeypat
     finally:
         store.close()
     assert dead == [("pick", [POISON.encode()])], dead
+    # the restarts that led there reached the driver's tallies
+    tallies = [json.loads(p.read_text()) for p in folder.rglob("spark/*/workers/*/pick-*.json")]
+    assert sum(t["restarts"] for t in tallies) >= 2, tallies
