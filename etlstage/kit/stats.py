@@ -103,6 +103,16 @@ def failure_reason(exc: WorkerError) -> str:
 
 
 @dataclass
+class InstanceCounts:
+    """What one worker instance of a stage did in this run, across its restarts: a restarted
+    instance's skew shows beside the others' (``etlstage_instance_*`` in ``/metrics``)."""
+
+    messages_in: int = 0
+    messages_out: int = 0
+    restarts: int = 0
+
+
+@dataclass
 class StageStats:
     name: str
     type: str
@@ -124,6 +134,7 @@ class StageStats:
     last_errors: collections.deque[tuple[float, str]] = field(
         default_factory=lambda: collections.deque(maxlen=LAST_ERRORS)
     )
+    instances: dict[int, InstanceCounts] = field(default_factory=dict)  # instance -> its own counts
     _measured: dict[int, tuple[int, float]] = field(default_factory=dict, repr=False)
     _measured_at: float = field(default=float("-inf"), repr=False)
     _odd_reports: set[Path] = field(default_factory=set, repr=False)  # report files already warned about
@@ -133,9 +144,29 @@ class StageStats:
         self.jobs += 1
         self.latency.observe(seconds)
 
-    def failed(self, exc: WorkerError) -> None:
-        """A worker failed and will be restarted."""
+    def instance(self, i: int) -> InstanceCounts:
+        counts = self.instances.get(i)
+        if counts is None:
+            counts = self.instances[i] = InstanceCounts()
+        return counts
+
+    def took(self, instance: int, messages: int, size: int) -> None:
+        """Instance ``instance`` was given ``messages`` new messages, ``size`` bytes (T, L)."""
+        self.messages_in += messages
+        self.bytes_in += size
+        self.instance(instance).messages_in += messages
+
+    def produced(self, instance: int, messages: int, size: int) -> None:
+        """Instance ``instance`` produced ``messages`` messages, ``size`` bytes (E, T)."""
+        self.messages_out += messages
+        self.bytes_out += size
+        self.instance(instance).messages_out += messages
+
+    def failed(self, exc: WorkerError, instance: int | None = None) -> None:
+        """A worker failed and will be restarted (``instance``: which one, when known)."""
         self.restarts += 1
+        if instance is not None:
+            self.instance(instance).restarts += 1
         reason = failure_reason(exc)
         self.failures[reason] = self.failures.get(reason, 0) + 1
         self.last_errors.append((time.time(), exc.detail))

@@ -190,7 +190,7 @@ class TransformDriver(_Driver):
                     job.resent = True
                     self.stats.resent += sum(p.count for p in job.pieces)
                 retry[:0] = again + resend
-                self.stats.failed(exc)
+                self.stats.failed(exc, i)
                 await restarts.wait(exc, failed[0] if failed else None)
                 continue
             worked = worked or session.completed > 0
@@ -302,7 +302,7 @@ class TransformDriver(_Driver):
                     held.wanted = True  # blame stays exact: what went before is in step first
                     await held.empty.wait()
                     held.wanted = False
-                job = retry.pop(0) if retry else await self._assemble(inbox)
+                job = retry.pop(0) if retry else await self._assemble(inbox, session.scenario.instance)
                 if job is None:
                     await drained.wait()
                     return
@@ -342,7 +342,7 @@ class TransformDriver(_Driver):
                 reading = session.rules.feed(tokens)
                 for job in reading.completed:
                     unanswered_bytes -= job.size
-                    await self._complete(job, held)
+                    await self._complete(job, held, session.scenario.instance)
                     session.completed += 1
                     slots.release()
                     answered.set()
@@ -362,7 +362,7 @@ class TransformDriver(_Driver):
 
     # --- assembling and framing jobs ------------------------------------------------------
 
-    async def _assemble(self, inbox: Inbox) -> Job | None:
+    async def _assemble(self, inbox: Inbox, instance: int) -> Job | None:
         """The next job from the inbox; None once it is closed and empty."""
         st = self.stage
         single = st.mode == Mode.SINGLE
@@ -396,8 +396,7 @@ class TransformDriver(_Driver):
             await inbox.wait_changed(deadline)
         batch = st.mode == Mode.BATCH
         job = Job(pieces=pieces, requests=1 if batch else n, batch=batch)
-        self.stats.messages_in += n
-        self.stats.bytes_in += sum(len(p.block) for p in pieces)
+        self.stats.took(instance, n, sum(len(p.block) for p in pieces))
         return job
 
     async def _write_job(self, session: WorkerSession, job: Job) -> None:
@@ -436,8 +435,7 @@ class TransformDriver(_Driver):
                 break
             job.add(more)
             size += len(more.block)
-            self.stats.messages_in += 1
-            self.stats.bytes_in += len(more.block)
+            self.stats.took(session.scenario.instance, 1, len(more.block))
             job.awaiting_bnc = policy.bnc_due(job.messages, st.batch_size)
             job.closed = not job.awaiting_bnc
             await session.write(more.block)
@@ -470,7 +468,7 @@ class TransformDriver(_Driver):
 
     # --- completion -----------------------------------------------------------------------
 
-    async def _complete(self, job: Job, held: Unconfirmed) -> None:
+    async def _complete(self, job: Job, held: Unconfirmed, instance: int) -> None:
         self.stats.in_flight -= 1
         self.stats.answered(time.monotonic() - job.started)
         if self.on_job_done is not None:
@@ -479,8 +477,7 @@ class TransformDriver(_Driver):
             block = b"".join(job.results) if len(job.results) > 1 else job.results[0]
             job.results.clear()  # handed on; a job held for confirmation keeps its input only
             n = count_eom(block, self.eom)
-            self.stats.messages_out += n
-            self.stats.bytes_out += len(block)
+            self.stats.produced(instance, n, len(block))
             await self.emit(Piece(block, n, job.oldest_window()))
         # Held until the worker is known to be in step, an L-worker's EOP as a T's answer: a
         # stray EOP may have acknowledged a batch the worker then dies on (docs/protocol.md).
@@ -567,7 +564,7 @@ class ExtractDriver(_Driver):
                 worked = worked or session.completed > 0
                 if isinstance(exc, WorkerGone) and not worked and session.gone_before_asked():
                     raise session.never_answered(exc) from exc
-                self.stats.failed(exc)
+                self.stats.failed(exc, i)
                 await restarts.wait(exc)
 
     async def _plain(self, session: WorkerSession, window: Window) -> None:
@@ -578,7 +575,7 @@ class ExtractDriver(_Driver):
             session.completed += 1
             for tok in tokens:
                 assert isinstance(tok, bytes)
-                await self._forward(tok, window)
+                await self._forward(tok, window, session.scenario.instance)
 
     async def _cycle(self, session: WorkerSession, window: Window, request: object) -> bool:
         """Send one request, forward its messages as they come; True when it was empty."""
@@ -602,7 +599,7 @@ class ExtractDriver(_Driver):
                     self.stats.answered(time.monotonic() - job.started)
                     return window.messages == before
                 assert isinstance(tok, bytes)
-                await self._forward(tok, window)
+                await self._forward(tok, window, session.scenario.instance)
 
     async def _nothing_unasked(self, session: WorkerSession) -> None:
         """Before a request: anything the worker wrote since its last EOP (a stray EOP would
@@ -616,11 +613,10 @@ class ExtractDriver(_Driver):
         if unasked is not None:
             raise session.violation(unasked)
 
-    async def _forward(self, block: bytes, window: Window) -> None:
+    async def _forward(self, block: bytes, window: Window, instance: int) -> None:
         n = count_eom(block, self.eom)
         window.messages += n
-        self.stats.messages_out += n
-        self.stats.bytes_out += len(block)
+        self.stats.produced(instance, n, len(block))
         await self.emit(Piece(block, n, window))
 
 

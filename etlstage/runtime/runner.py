@@ -66,6 +66,7 @@ async def run_pipeline(
         log.exception("pipeline failed on an internal error (please report it with this traceback)")
         code = 1
     finally:
+        pipeline.failed = pipeline.failed or code != 0  # what the metrics written at the end say
         tasks = [t for t in (runner, reporter, drain_over) if t is not None]
         await cancel(tasks)
         if detach is not None:

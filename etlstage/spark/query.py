@@ -313,6 +313,7 @@ def _run_query(
     except EtlstageError as exc:
         log.error("%s", exc)
         return exc.exit_code
+    counts.phase("session" if engine.master.startswith("sc://") else "JVM start")
     try:
         spark = start_session(
             engine.master,
@@ -324,6 +325,7 @@ def _run_query(
             },
             connect_timeout=10,
             log_level=spark_log_level(),
+            on_jvm=lambda: counts.phase("session"),
         )
     except SparkStartError as exc:
         stop_http()
@@ -396,6 +398,8 @@ def run_in(spark: SparkSession, plan: Plan, *, progress: bool = True, counts: Co
     from etlstage.spark.source import ExtractSource
 
     config = plan.config
+    counts = counts or Counts(config, plan.run_id)
+    counts.phase("pre-flight job")
     try:
         if is_local(config.engine.checkpoint):  # a URI's checkpoint is Spark's to check
             check_checkpoint(plan.checkpoint)
@@ -416,7 +420,7 @@ def run_in(spark: SparkSession, plan: Plan, *, progress: bool = True, counts: Co
     spark.dataSource.register(LoadSink)
     from etlstage.spark.native import natives
 
-    counts = counts or Counts(config, plan.run_id)
+    counts.phase("query start")
     counts.adopt_reports(list(natives(plan)))
     counts.begin()
     spark.streams.addListener(counts.listener())
@@ -440,10 +444,12 @@ def run_in(spark: SparkSession, plan: Plan, *, progress: bool = True, counts: Co
             remove_abandoned(config.engine.checkpoint)
         replay_deadletters(spark, plan)  # before new data, as the supervisor injects them first
         query = build(spark, plan).start()
+        counts.phase("first micro-batch")
         reporter = counts.reporter(progress)
         while not query.awaitTermination(1):
             reporter()
             if stop.is_set():
+                counts.state = "draining"
                 log.warning("stopping: the micro-batch in flight is not committed; it is replayed next run")
                 query.stop()
                 break
@@ -465,6 +471,8 @@ def run_in(spark: SparkSession, plan: Plan, *, progress: bool = True, counts: Co
         code = 1
     finally:
         restore()
+        counts.phase(None)  # a run that ends before its first micro-batch: its start-up ends here
+        counts.state = "failed" if code else counts.state  # what the metrics written at the end say
         with contextlib.suppress(Exception):  # a JVM that is gone cannot report any more
             counts.finish(query)
             spark.streams.removeListener(counts.listener())

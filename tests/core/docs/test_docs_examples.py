@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import os
 import re
@@ -13,6 +14,7 @@ import pytest
 from etlstage.config.loader import parse_config
 from etlstage.errors import ConfigError
 from etlstage.testing import StageHarness
+from etlstage.testing.pipeline import check_cases
 from tests.support.paths import ROOT
 from tests.support.run_cli import etlstage
 
@@ -26,7 +28,11 @@ def test_documented_example(code, tmp_path, monkeypatch):
     namespace: dict[str, object] = {}
     exec(compile(code, "docs/testing.md", "exec"), namespace)
     fn = next(v for k, v in namespace.items() if k.startswith("test_"))
-    kwargs = {"stage_harness": StageHarness(str(tmp_path / "h")), "tmp_path": tmp_path}
+    kwargs = {
+        "stage_harness": StageHarness(str(tmp_path / "h")),
+        "pipeline_test": functools.partial(check_cases, workdir=tmp_path),
+        "tmp_path": tmp_path,
+    }
     params = fn.__code__.co_varnames[: fn.__code__.co_argcount]
     (tmp_path / "h").mkdir()
     fn(**{p: kwargs[p] for p in params})
@@ -37,9 +43,10 @@ def test_getting_started_node_worker_passes_check_worker(tmp_path):
 
     code = re.search(r"```js\n(.*?)```", (ROOT / "docs" / "getting-started.md").read_text(), re.S).group(1)
     (tmp_path / "shout.js").write_text(code)
-    r = etlstage(ROOT, "check-worker", "--type", "T", "--mode", "single", "--", "node", str(tmp_path / "shout.js"))
+    (tmp_path / "sdk").symlink_to(ROOT / "sdk")  # saved in the checkout's folder, as the page says
+    r = etlstage(ROOT, "check-worker", "--type", "T", "--", "node", str(tmp_path / "shout.js"))
     assert r.code == 0, r.stdout
-    assert "6 passed, 0 failed" in r.stdout
+    assert "8 passed, 0 failed" in r.stdout
 
 
 def _yaml_blocks():
