@@ -472,8 +472,10 @@ def _services(data: dict[str, Any], problems: _Problems) -> list[ServiceConfig]:
 
 def _engine(raw: dict[str, Any], base_dir: str, state_dir: str) -> EngineConfig:
     """The ``engine:`` block (already checked by the schema), paths resolved."""
-    checkpoint = Path(raw.get("checkpoint") or Path(state_dir) / "spark-checkpoint")
-    if not checkpoint.is_absolute():
+    checkpoint: Path | str = Path(raw.get("checkpoint") or Path(state_dir) / "spark-checkpoint")
+    if "://" in str(raw.get("checkpoint") or ""):  # a Hadoop URI (s3a://, hdfs://, abfss://...): as given
+        checkpoint = str(raw["checkpoint"])
+    elif not Path(checkpoint).is_absolute():
         checkpoint = Path(base_dir) / checkpoint
     conf = {k: (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in (raw.get("conf") or {}).items()}
     return EngineConfig(

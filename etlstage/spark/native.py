@@ -42,6 +42,7 @@ from etlstage.native import NativeContext
 from etlstage.protocol.vocabulary import StageType
 from etlstage.spark.checkpoint import own_path, private_folder
 from etlstage.spark.conversation import worker_env
+from etlstage.spark.inbox import KeepOnce
 from etlstage.spark.plan import Plan
 from etlstage.spark.transform import partition_id
 
@@ -95,8 +96,7 @@ def natives(plan: Plan) -> dict[str, Factory]:
 
 def context_for(stage: StageConfig, plan: Plan, spark: SparkSession) -> NativeContext:
     """The public context (:mod:`etlstage.native`) the engine gives ``stage``'s native factory."""
-    checkpoint = own_path(plan.checkpoint, "native", stage.name)
-    private_folder(checkpoint)
+    checkpoint = private_folder(own_path(plan.config, "native", stage.name))  # tasks write there with ctx.keep
     state_dir = plan.stage_dir(stage, 0)
     scenario = stage.scenario(0, state_dir)
     return NativeContext(
@@ -108,6 +108,7 @@ def context_for(stage: StageConfig, plan: Plan, spark: SparkSession) -> NativeCo
         once=plan.once,
         cwd=str(Path(stage.cwd or plan.config.base_dir).resolve()),
         spark=spark,
+        keep=KeepOnce(plan.inbox, stage.name) if plan.inbox is not None else None,
     )
 
 

@@ -14,6 +14,7 @@ import logging
 import os
 import re
 import signal
+import socket
 import sys
 import threading
 from collections.abc import Callable
@@ -22,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from etlstage.config.model import PipelineConfig, StageConfig
 from etlstage.errors import EtlstageError
 from etlstage.protocol.markers import Markers
-from etlstage.spark.checkpoint import check_checkpoint, own_path, remove_abandoned
+from etlstage.spark.checkpoint import check_checkpoint, is_local, own_path, remove_abandoned
 from etlstage.spark.report import Counts
 from etlstage.state.store import ensure_private_dir
 
@@ -300,7 +301,9 @@ def _run_query(
     plain_only = all(s.mode == "plain" for s in config.stages if s.type == "E")
     plan = Plan(config, once=once or plain_only, extra_env=extra_env)
     try:
-        ensure_private_dir(plan.checkpoint)  # ours, 0700, not a link, wherever engine.checkpoint puts it
+        if is_local(engine.checkpoint):
+            ensure_private_dir(plan.checkpoint)  # ours, 0700, not a link, wherever engine.checkpoint puts it
+        connector_conf = connectors(config)
     except EtlstageError as exc:
         log.error("engine.checkpoint: %s", exc)
         return exc.exit_code
@@ -315,7 +318,11 @@ def _run_query(
         spark = start_session(
             engine.master,
             f"etlstage {config.name}",
-            {**ENGINE_CONF, **{f"spark.executorEnv.{k}": v for k, v in extra_env.items()}, **engine.conf},
+            {
+                **ENGINE_CONF,
+                **{f"spark.executorEnv.{k}": v for k, v in extra_env.items()},
+                **_with_jars(engine.conf, connector_conf),
+            },
             connect_timeout=10,
             log_level=spark_log_level(),
             on_jvm=lambda: counts.phase("session"),
@@ -330,6 +337,34 @@ def _run_query(
         stop_http()
         with contextlib.suppress(Exception):  # the JVM may be gone already (a signal to the process group)
             spark.stop()
+
+
+def connectors(config: PipelineConfig) -> list[str]:
+    """The jars the run's Hadoop URIs need (``s3a://``: hadoop-aws and the AWS SDK bundle),
+    fetched once into the jar cache; a :class:`StateError` saying how to provide them when
+    they cannot be fetched."""
+    from etlstage.errors import StateError
+    from etlstage.spark.jars import JarFetchError, fetch_named
+
+    places = [config.engine.checkpoint, *(a for s in config.stages for a in s.command)]
+    if not any(p.startswith("s3a://") for p in places):
+        return []
+    if "hadoop-aws" in config.engine.conf.get("spark.jars", "") + config.engine.conf.get("spark.jars.packages", ""):
+        return []  # the user's own
+    try:
+        return [str(jar) for jar in fetch_named("s3")]
+    except JarFetchError as exc:
+        raise StateError(
+            f"s3a:// needs hadoop-aws and the AWS SDK bundle: {exc}. Give them in engine.conf "
+            "(spark.jars, or spark.jars.packages: org.apache.hadoop:hadoop-aws:<pyspark's Hadoop version>)"
+        ) from None
+
+
+def _with_jars(conf: dict[str, str], jars: list[str]) -> dict[str, str]:
+    if not jars:
+        return conf
+    given = [j for j in conf.get("spark.jars", "").split(",") if j]
+    return {**conf, "spark.jars": ",".join([*given, *jars])}
 
 
 def spark_log_level() -> str:
@@ -356,6 +391,7 @@ def missing_programs(spark: SparkSession, plan: Plan) -> list[str]:
 
 def run_in(spark: SparkSession, plan: Plan, *, progress: bool = True, counts: Counts | None = None) -> int:
     """Run ``plan``'s query in an existing session until it ends; print the summary."""
+    from etlstage.spark.inbox import driver_inbox
     from etlstage.spark.replay import replay_deadletters
     from etlstage.spark.shipping import ship
     from etlstage.spark.sink import LoadSink
@@ -365,8 +401,9 @@ def run_in(spark: SparkSession, plan: Plan, *, progress: bool = True, counts: Co
     counts = counts or Counts(config, plan.run_id)
     counts.phase("pre-flight job")
     try:
-        check_checkpoint(plan.checkpoint)
-        packs = own_path(plan.checkpoint, "ship")
+        if is_local(config.engine.checkpoint):  # a URI's checkpoint is Spark's to check
+            check_checkpoint(plan.checkpoint)
+        packs = own_path(config, "ship")
         plan = dataclasses.replace(plan, shipped=ship(spark, config.engine.ship, packs, plan.run_id[:12]))
     except EtlstageError as exc:
         log.error("%s", exc)
@@ -399,9 +436,12 @@ def run_in(spark: SparkSession, plan: Plan, *, progress: bool = True, counts: Co
     code = 0
     query: StreamingQuery | None = None
     stop = threading.Event()
+    inbox = driver_inbox(plan, *_inbox_places(spark)).__enter__()  # tasks reach the driver's files there
+    plan = dataclasses.replace(plan, inbox=inbox.address)
     restore = _on_signals(stop)
     try:
-        remove_abandoned(config.engine.checkpoint)
+        if is_local(config.engine.checkpoint):
+            remove_abandoned(config.engine.checkpoint)
         replay_deadletters(spark, plan)  # before new data, as the supervisor injects them first
         query = build(spark, plan).start()
         counts.phase("first micro-batch")
@@ -437,8 +477,23 @@ def run_in(spark: SparkSession, plan: Plan, *, progress: bool = True, counts: Co
             counts.finish(query)
             spark.streams.removeListener(counts.listener())
         _retire_workers(spark, plan)
+        inbox.__exit__(None, None, None)
     print(counts.summary(), file=sys.stderr)
     return code
+
+
+def _inbox_places(spark: SparkSession) -> tuple[str, str]:
+    """(address the driver's inbox listens on, host the tasks reach it at): loopback for a
+    local master; else every interface, and the host Spark's executors reach the driver at
+    (the client's host name through Spark Connect, whose executors reach the client)."""
+    from etlstage.spark.session import is_connect
+
+    master = str(spark.conf.get("spark.master", "") or "")
+    if master.startswith("local"):
+        return "127.0.0.1", "127.0.0.1"
+    if is_connect(spark):
+        return "0.0.0.0", socket.getfqdn()
+    return "0.0.0.0", str(spark.conf.get("spark.driver.host", "") or socket.getfqdn())
 
 
 def _retire_workers(spark: SparkSession, plan: Plan) -> None:

@@ -91,7 +91,7 @@ class Counts:
         """The query starts now (rates and the summary's time count from here)."""
         self.started = time.monotonic()
         if self.run_id:
-            forget_other_runs(Path(self.config.engine.checkpoint), self.run_id)
+            forget_other_runs(self.config, self.run_id)
 
     def phase(self, name: str | None) -> None:
         """Start-up: the current phase (if any) ends now, logged with its duration; ``name`` begins."""
@@ -151,7 +151,7 @@ class Counts:
                 self._observed[name] = self._observed.get(name, 0) + int(row["rows"] or 0)
                 with contextlib.suppress(KeyError, IndexError, ValueError):
                     self._bytes[name] = self._bytes.get(name, 0) + int(row["bytes"] or 0)
-            fused = own_path(self.config.engine.checkpoint, "batch-counts", f"{p.batchId}.json")
+            fused = own_path(self.config, "batch-counts", f"{p.batchId}.json")
             with contextlib.suppress(OSError, ValueError):
                 doc = json.loads(fused.read_text())
                 # T-stages run in the sink's tasks; {"messages": .., "bytes": ..} (older runs: messages alone)
@@ -207,7 +207,7 @@ class Counts:
         if not self.run_id:
             return
         found: dict[str, list[Tally]] = {}
-        for t in read_all(tally_dir(Path(self.config.engine.checkpoint), self.run_id)):
+        for t in read_all(tally_dir(self.config, self.run_id)):
             found.setdefault(t.stage, []).append(t)
         for name, tallies in found.items():
             st = self.stats.get(name)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 import time
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -89,7 +88,7 @@ def test_the_progress_line_names_the_phase_under_way(pdir, caplog):
 
 def test_restarts_per_instance_under_spark_come_from_the_tallies_and_messages_stay_absent(pdir):
     counts = _counts(pdir, "run-1")
-    folder = tally_dir(Path(counts.config.engine.checkpoint), "run-1")
+    folder = tally_dir(counts.config, "run-1")  # the driver's folder for the engine's own files
     for partition, restarts in ((0, 2), (1, 0)):
         tally = Tally("up", partition)
         tally.stats.restarts = restarts
