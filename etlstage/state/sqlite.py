@@ -39,8 +39,19 @@ def connect(
         db.execute("PRAGMA journal_mode=WAL")
     db.execute(f"PRAGMA synchronous={synchronous}")
     if schema:
-        db.executescript(schema)
+        apply_schema(db, schema)
     return db
+
+
+def apply_schema(db: sqlite3.Connection, schema: str) -> None:
+    """``schema``'s statements in one transaction: a process killed halfway leaves none of
+    them (SQLite's DDL is transactional), never a store with some tables and not others."""
+    try:
+        db.executescript(f"BEGIN IMMEDIATE;\n{schema}\nCOMMIT;")
+    except BaseException:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        raise
 
 
 @contextmanager

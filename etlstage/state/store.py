@@ -32,7 +32,7 @@ from typing import NamedTuple, ParamSpec, TypeVar
 
 from etlstage.errors import StateError
 from etlstage.protocol.framing import split_block
-from etlstage.state.sqlite import connect, immediate
+from etlstage.state.sqlite import apply_schema, connect, immediate
 
 log = logging.getLogger("etlstage.state")
 SIDE_FILES = ("-wal", "-shm", "-journal")  # what SQLite creates beside the database
@@ -283,7 +283,7 @@ class StateStore:
                 self._open_file(stage_dirs)
                 self.db = connect(self.path)
                 self._check_schema()
-                self.db.executescript(SCHEMA)
+                apply_schema(self.db, SCHEMA)
             # see check_intact; closed with the store, or when it is collected unclosed
             self._watch = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
             self._unwatch = weakref.finalize(self, os.close, self._watch)
