@@ -66,12 +66,14 @@ class _Output:
         whether a result holds one; only then is each answer checked on its own).  When
         the worker's code fails, the answers completed before are written first."""
         eom, eop = self._markers.EOM, self._markers.EOP
+        end = eom + eop
+        process = w.process_fn()
         done: list[list[bytes]] = []
         parts: list[bytes] = []
         try:
             for message in messages:
-                results = w.process([message])
-                if not isinstance(results, list):
+                results = process([message])
+                if type(results) is not list:
                     results = list(results)
                 if results:
                     try:
@@ -79,7 +81,7 @@ class _Output:
                     except TypeError:
                         self._write(results)  # says which result is not bytes
                         raise
-                    parts.append(eom + eop)
+                    parts.append(end)
                 else:
                     parts.append(eop)
                 done.append(results)
@@ -90,7 +92,7 @@ class _Output:
 
     def _answered(self, done: list[list[bytes]], parts: list[bytes]) -> None:
         m = self._markers
-        block = b"".join(parts[: sum(2 if r else 1 for r in done)])
+        block = b"".join(parts)  # whole answers only: each one's parts go in after its results are in hand
         results_n = sum(map(len, done))
         if (
             block.count(m.EOM) == results_n
