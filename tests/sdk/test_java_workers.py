@@ -10,18 +10,14 @@ import pytest
 from tests.support.run_cli import etlstage
 
 ROOT = Path(__file__).resolve().parents[2]
-PROJECT = ROOT / "sdk" / "java"
-CLASSES = PROJECT / "target" / "classes"
 
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def java() -> list[str]:
-    """The SDK and its examples, compiled once; the command that runs one of them."""
-    proc = subprocess.run(["mvn", "-q", "-B", "compile"], cwd=PROJECT, capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return ["java", "-cp", str(CLASSES)]
+@pytest.fixture
+def java(java_classes: Path) -> list[str]:
+    """The command that runs one of the examples."""
+    return ["java", "-cp", str(java_classes)]
 
 
 @pytest.mark.parametrize(
@@ -64,3 +60,20 @@ def test_a_bad_environment_exits_2_naming_the_variable(java: list[str]) -> None:
     assert proc.returncode == 2
     assert proc.stdout == b""
     assert b'ETLSTAGE_BATCH_SIZE="zero"' in proc.stderr and b"Exception" not in proc.stderr
+
+
+def test_the_extractor_serves_supervisor_managed_windows(java: list[str]) -> None:
+    proc = subprocess.run(
+        [*java, "org.etlstage.examples.Counter", "3", "7"],
+        input=b'{"start": 5, "end": 9}\n{"start": 9, "end": 12}\n',
+        capture_output=True,
+        env={
+            "ETLSTAGE_TYPE": "E",
+            "ETLSTAGE_MODE": "cyclic",
+            "ETLSTAGE_OFFSETS": "supervisor",
+            "PATH": "/usr/bin:/bin",
+        },
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == b"record 5\nrecord 6\n\x00\x00"  # capped at TOTAL 7

@@ -13,6 +13,7 @@ const BLOCK: usize = 1 << 18; // written once this much is buffered
 pub struct Output<'a> {
     sink: &'a mut dyn Write,
     buf: Vec<u8>,
+    answered: usize, // bytes of buf up to the last EOP or BNC
     markers: Markers,
     all: ByteSet,
     stage: String,
@@ -21,7 +22,7 @@ pub struct Output<'a> {
 impl<'a> Output<'a> {
     pub(crate) fn new(sink: &'a mut dyn Write, markers: Markers, stage: &str) -> Self {
         let all = ByteSet::new([markers.eom, markers.eop, markers.eob, markers.bnc]);
-        Output { sink, buf: Vec::with_capacity(BLOCK + 4096), markers, all, stage: stage.to_string() }
+        Output { sink, buf: Vec::with_capacity(BLOCK + 4096), answered: 0, markers, all, stage: stage.to_string() }
     }
 
     /// One result.  A result holding a marker byte is refused (the stream is never
@@ -35,6 +36,7 @@ impl<'a> Output<'a> {
         if self.buf.len() >= BLOCK {
             self.sink.write_all(&self.buf)?;
             self.buf.clear();
+            self.answered = 0;
         }
         Ok(())
     }
@@ -57,15 +59,24 @@ impl<'a> Output<'a> {
 
     pub(crate) fn signal(&mut self, byte: u8) {
         self.buf.push(byte);
+        self.answered = self.buf.len();
     }
 
     pub(crate) fn flush(&mut self) -> Result<(), Error> {
         if !self.buf.is_empty() {
             self.sink.write_all(&self.buf)?;
             self.buf.clear();
+            self.answered = 0;
         }
         self.sink.flush()?;
         Ok(())
+    }
+
+    /// When the worker fails: send the answers it completed, not the failed request's
+    /// results (the supervisor sends that request again).
+    pub(crate) fn flush_answered(&mut self) {
+        self.buf.truncate(self.answered);
+        let _ = self.flush(); // the worker is failing already; its own error is the one to report
     }
 }
 

@@ -69,6 +69,9 @@ fn serve(mut role: Role<'_>, sc: &Scenario, input: &mut dyn Read, output: &mut d
     let mut out = Output::new(output, sc.markers, &sc.stage);
     role.worker().setup(sc)?;
     let result = conversation(&mut role, sc, input, &mut out);
+    if result.is_err() {
+        out.flush_answered();
+    }
     let down = role.worker().teardown();
     result.and(down)
 }

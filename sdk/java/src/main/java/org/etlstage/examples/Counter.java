@@ -10,18 +10,22 @@ import org.etlstage.worker.Request;
 import org.etlstage.worker.Scenario;
 
 /**
- * An extractor: {@code N} numbered messages per cycle (the first argument, 3 by default);
- * plain mode emits one cycle's worth.  With worker-managed offsets the next number is
- * committed to {@code offset-<instance>} in the stage's state folder once a cycle's
- * window is done (a new request came), never on end of input.
+ * An extractor of numbered records: {@code Counter [PER_CYCLE] [TOTAL]} (3 and no limit by
+ * default).  Plain mode emits records 0..TOTAL (PER_CYCLE of them without a TOTAL).
+ * Cyclic with worker-managed offsets: the next PER_CYCLE records each cycle, up to TOTAL;
+ * the next number is committed to {@code offset-<instance>} in the stage's state folder
+ * once a cycle's window is done (a new request came), never on end of input.  Cyclic with
+ * supervisor-managed offsets: records S..E-1 of the request's window.
  */
 public final class Counter implements Extractor {
-    private final int perCycle;
+    private final long perCycle;
+    private final long total;
     private long next;
     private Path committed;
 
-    Counter(int perCycle) {
+    Counter(long perCycle, long total) {
         this.perCycle = perCycle;
+        this.total = total;
     }
 
     @Override
@@ -33,7 +37,22 @@ public final class Counter implements Extractor {
 
     @Override
     public void extract(Request request, Output out) throws Exception {
-        for (int i = 0; i < perCycle; i++) out.emit("record " + next++);
+        long from;
+        long to;
+        boolean window = request != null && request.start() != null && request.end() != null;
+        if (window) {
+            from = Long.parseLong(request.start());
+            to = Long.parseLong(request.end());
+        } else if (request == null) {
+            from = 0;
+            to = total < Long.MAX_VALUE ? total : perCycle;
+        } else {
+            from = next;
+            to = next + perCycle;
+        }
+        to = Math.min(to, total);
+        for (long n = from; n < to; n++) out.emit("record " + n);
+        if (!window) next = Math.max(next, to);
     }
 
     @Override
@@ -45,6 +64,8 @@ public final class Counter implements Extractor {
     }
 
     public static void main(String[] args) {
-        Etlstage.runExtractor(new Counter(args.length > 0 ? Integer.parseInt(args[0]) : 3));
+        long perCycle = args.length > 0 ? Long.parseLong(args[0]) : 3;
+        long total = args.length > 1 ? Long.parseLong(args[1]) : Long.MAX_VALUE;
+        Etlstage.runExtractor(new Counter(perCycle, total));
     }
 }

@@ -24,36 +24,45 @@ final class ByteSet {
         for (byte b : new byte[] {m.eom(), m.eop(), m.eob(), m.bnc()}) table[b & 0xff] = true;
     }
 
-    private static long zeroes(long x) {
-        return (x - LO) & ~x & HI;
+    /** Whether {@code a[from:to]} holds no marker: no branch per word, the tail as one overlapping word. */
+    boolean clean(byte[] a, int from, int to) {
+        if (to - from < 8) {
+            for (int i = from; i < to; i++) {
+                if (table[a[i] & 0xff]) return false;
+            }
+            return true;
+        }
+        long acc = 0;
+        for (int i = from; i < to - 8; i += 8) acc |= flags((long) LONGS.get(a, i));
+        acc |= flags((long) LONGS.get(a, to - 8));
+        return (acc & HI) == 0;
     }
 
-    /** Whether {@code a[from:to]} holds no marker: one branch at the end, not one per word. */
-    boolean clean(byte[] a, int from, int to) {
-        long acc = 0;
-        int i = from;
-        for (; i + 8 <= to; i += 8) {
-            long w = (long) LONGS.get(a, i);
-            acc |= zeroes(w ^ w0) | zeroes(w ^ w1) | zeroes(w ^ w2) | zeroes(w ^ w3);
-        }
-        if (acc != 0) return false;
-        for (; i < to; i++) {
-            if (table[a[i] & 0xff]) return false;
-        }
-        return true;
+    /** A high bit in each byte equal to a marker (and maybe above one: only "any" is exact). */
+    private long flags(long w) {
+        long x0 = w ^ w0;
+        long x1 = w ^ w1;
+        long x2 = w ^ w2;
+        long x3 = w ^ w3;
+        return ((x0 - LO) & ~x0) | ((x1 - LO) & ~x1) | ((x2 - LO) & ~x2) | ((x3 - LO) & ~x3);
     }
 
     /** The index of the first byte of {@code a[from:to]} that is a marker, or -1. */
     int find(byte[] a, int from, int to) {
+        if (to - from < 8) {
+            for (int i = from; i < to; i++) {
+                if (table[a[i] & 0xff]) return i;
+            }
+            return -1;
+        }
         int i = from;
         for (; i + 8 <= to; i += 8) {
-            long w = (long) LONGS.get(a, i);
-            long hit = zeroes(w ^ w0) | zeroes(w ^ w1) | zeroes(w ^ w2) | zeroes(w ^ w3);
+            long hit = flags((long) LONGS.get(a, i)) & HI;
             if (hit != 0) return i + (Long.numberOfTrailingZeros(hit) >>> 3); // the lowest flag is exact
         }
-        for (; i < to; i++) {
-            if (table[a[i] & 0xff]) return i;
-        }
-        return -1;
+        if (i == to) return -1;
+        // the tail as the last eight bytes: those before i hold no marker, so the lowest flag is in the tail
+        long hit = flags((long) LONGS.get(a, to - 8)) & HI;
+        return hit == 0 ? -1 : to - 8 + (Long.numberOfTrailingZeros(hit) >>> 3);
     }
 }

@@ -18,6 +18,7 @@ public final class Output {
     private final String stage;
     private byte[] buf = new byte[BLOCK + 4096];
     private int len;
+    private int answered; // bytes of buf up to the last EOP or BNC
 
     Output(OutputStream sink, Markers markers, String stage) {
         this.sink = sink;
@@ -53,6 +54,20 @@ public final class Output {
     void signal(byte marker) throws IOException {
         if (len == buf.length) drain();
         buf[len++] = marker;
+        answered = len;
+    }
+
+    /**
+     * When the worker fails: send the answers it completed, not the failed request's
+     * results (the supervisor sends that request again).
+     */
+    void flushAnswered() {
+        len = answered;
+        try {
+            flush();
+        } catch (IOException e) {
+            // the worker is failing already; its own error is the one to report
+        }
     }
 
     void flush() throws IOException {
@@ -64,6 +79,7 @@ public final class Output {
         if (len > 0) {
             sink.write(buf, 0, len);
             len = 0;
+            answered = 0;
         }
     }
 

@@ -69,6 +69,9 @@ public final class Serve {
         call(() -> w.setup(sc));
         try {
             s.conversation();
+        } catch (WorkerException | IOException | RuntimeException e) {
+            s.out.flushAnswered();
+            throw e;
         } finally {
             call(w::teardown);
         }
