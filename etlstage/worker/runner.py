@@ -39,6 +39,7 @@ class _Output:
     def __init__(self, stream: BinaryIO, scenario: Scenario) -> None:
         self._stream = stream
         self._markers = scenario.markers
+        self._marker_bytes = b"".join(scenario.markers.named())
         self._who = f"stage {scenario.stage!r} (output of its worker)"
 
     def messages(self, messages: Iterable[bytes]) -> None:
@@ -93,13 +94,10 @@ class _Output:
     def _answered(self, done: list[list[bytes]], parts: list[bytes]) -> None:
         m = self._markers
         block = b"".join(parts)  # whole answers only: each one's parts go in after its results are in hand
-        results_n = sum(map(len, done))
-        if (
-            block.count(m.EOM) == results_n
-            and block.count(m.EOP) == len(done)
-            and m.EOB not in block
-            and m.BNC not in block
-        ):
+        # One pass: the block holds exactly the markers the SDK wrote (an EOM per result,
+        # an EOP per answer) unless a result holds one.
+        markers = len(block) - len(block.translate(None, self._marker_bytes))
+        if markers == sum(map(len, done)) + len(done):
             self._stream.write(block)
             return
         for results in done:  # a result holds a marker: the answers before it, then its error
