@@ -39,7 +39,7 @@ class _Output:
     def __init__(self, stream: BinaryIO, scenario: Scenario) -> None:
         self._stream = stream
         self._markers = scenario.markers
-        self._marker_bytes = b"".join(scenario.markers.named())
+        self._marker_list = list(scenario.markers.named())
         self._who = f"stage {scenario.stage!r} (output of its worker)"
 
     def messages(self, messages: Iterable[bytes]) -> None:
@@ -93,12 +93,11 @@ class _Output:
 
     def _answered(self, done: list[list[bytes]], parts: list[bytes]) -> None:
         m = self._markers
-        block = b"".join(parts)  # whole answers only: each one's parts go in after its results are in hand
-        # One pass: the block holds exactly the markers the SDK wrote (an EOM per result,
-        # an EOP per answer) unless a result holds one.
-        markers = len(block) - len(block.translate(None, self._marker_bytes))
-        if markers == sum(map(len, done)) + len(done):
-            self._stream.write(block)
+        # The results alone, joined, hold no marker (a search for a byte is memchr; a count
+        # or a translate of the framed block walks it byte by byte).
+        joined = b"".join(itertools.chain.from_iterable(done))
+        if not any(marker in joined for marker in self._marker_list):
+            self._stream.write(b"".join(parts))  # whole answers only: each one's parts go in together
             return
         for results in done:  # a result holds a marker: the answers before it, then its error
             self._write(results)
