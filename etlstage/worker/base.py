@@ -87,6 +87,10 @@ class Transformer(Worker):
         """Return (or yield) the results of a batch; zero, one or many per message."""
         raise NotImplementedError
 
+    def process_fn(self) -> Callable[[list[bytes]], Iterable[bytes]]:
+        """What the SDK calls for each batch (a plain function's transformer: the function itself)."""
+        return self.process
+
 
 class Loader(Worker):
     #: Batches that may still be finishing in the background (their futures not done)
@@ -118,6 +122,9 @@ class _FunctionTransformer(Transformer):
 
     def process(self, messages: list[bytes]) -> Iterable[bytes]:
         return self._fn(messages)
+
+    def process_fn(self) -> Callable[[list[bytes]], Iterable[bytes]]:
+        return self._fn
 
 
 class _FunctionLoader(Loader):

@@ -39,6 +39,7 @@ class _Output:
     def __init__(self, stream: BinaryIO, scenario: Scenario) -> None:
         self._stream = stream
         self._markers = scenario.markers
+        self._marker_list = list(scenario.markers.named())
         self._who = f"stage {scenario.stage!r} (output of its worker)"
 
     def messages(self, messages: Iterable[bytes]) -> None:
@@ -66,12 +67,14 @@ class _Output:
         whether a result holds one; only then is each answer checked on its own).  When
         the worker's code fails, the answers completed before are written first."""
         eom, eop = self._markers.EOM, self._markers.EOP
+        end = eom + eop
+        process = w.process_fn()
         done: list[list[bytes]] = []
         parts: list[bytes] = []
         try:
             for message in messages:
-                results = w.process([message])
-                if not isinstance(results, list):
+                results = process([message])
+                if type(results) is not list:
                     results = list(results)
                 if results:
                     try:
@@ -79,7 +82,7 @@ class _Output:
                     except TypeError:
                         self._write(results)  # says which result is not bytes
                         raise
-                    parts.append(eom + eop)
+                    parts.append(end)
                 else:
                     parts.append(eop)
                 done.append(results)
@@ -90,15 +93,11 @@ class _Output:
 
     def _answered(self, done: list[list[bytes]], parts: list[bytes]) -> None:
         m = self._markers
-        block = b"".join(parts[: sum(2 if r else 1 for r in done)])
-        results_n = sum(map(len, done))
-        if (
-            block.count(m.EOM) == results_n
-            and block.count(m.EOP) == len(done)
-            and m.EOB not in block
-            and m.BNC not in block
-        ):
-            self._stream.write(block)
+        # The results alone, joined, hold no marker (a search for a byte is memchr; a count
+        # or a translate of the framed block walks it byte by byte).
+        joined = b"".join(itertools.chain.from_iterable(done))
+        if not any(marker in joined for marker in self._marker_list):
+            self._stream.write(b"".join(parts))  # whole answers only: each one's parts go in together
             return
         for results in done:  # a result holds a marker: the answers before it, then its error
             self._write(results)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -38,3 +40,40 @@ def test_example_passes_check_worker(
     assert " 0 failed" in r.stdout
     if kind == "L":
         assert (tmp_path / "sink.out").stat().st_size > 0  # it loaded what it acknowledged
+
+
+def _stray_output_run(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[bytes]:
+    env = {**os.environ, "ETLSTAGE_TYPE": "T", "ETLSTAGE_MODE": "single"}
+    return subprocess.run(argv, input=b"a\nb\n", capture_output=True, env=env, cwd=cwd, timeout=120)
+
+
+def test_node_worker_stray_console_output_goes_to_stderr(tmp_path: Path) -> None:
+    if shutil.which("node") is None:
+        pytest.skip("node is not installed")
+    (tmp_path / "noisy.js").write_text(
+        f"const {{ runTransformer }} = require({str(SDK / 'node')!r});\n"
+        "runTransformer((ms) => { console.log('working on', ms.length); process.stdout.write('raw\\n'); return ms; });\n"
+    )
+    r = _stray_output_run(["node", "noisy.js"], tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == b"a\n\x00b\n\x00"
+    assert r.stderr.count(b"working on 1") == 2 and r.stderr.count(b"raw") == 2
+
+
+def test_go_worker_stray_print_goes_to_stderr(tmp_path: Path, go_examples: Path) -> None:
+    (tmp_path / "go.mod").write_text(
+        f"module noisy\n\ngo 1.21\n\nrequire etlstage/worker v0.0.0\n\nreplace etlstage/worker => {SDK / 'go'}\n"
+    )
+    (tmp_path / "main.go").write_text(
+        'package main\n\nimport (\n\t"fmt"\n\n\t"etlstage/worker"\n)\n\n'
+        "func main() {\n"
+        "\tworker.Main(worker.TransformFunc(func(ms [][]byte) ([][]byte, error) {\n"
+        '\t\tfmt.Println("working on", len(ms))\n'
+        "\t\treturn ms, nil\n"
+        "\t}))\n}\n"
+    )
+    subprocess.run(["go", "build", "-o", "noisy", "."], cwd=tmp_path, check=True, capture_output=True, timeout=600)
+    r = _stray_output_run([str(tmp_path / "noisy")], tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == b"a\n\x00b\n\x00"
+    assert r.stderr.count(b"working on 1") == 2

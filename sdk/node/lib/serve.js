@@ -266,8 +266,7 @@ function main(worker, kind) {
   const stdout = process.stdout;
   const write = stdout.write.bind(stdout);
   const toStderr = process.stderr.write.bind(process.stderr);
-  stdout.write = (...args) => toStderr(...args);
-  console.log = console.info = console.debug = console.error;
+  stdout.write = (...args) => toStderr(...args); // console.log and libraries too
   const output = { write, once: stdout.once.bind(stdout), off: stdout.off.bind(stdout) };
   stdout.on('error', (err) => {
     process.stderr.write(`the supervisor closed our stdout (${err.code || err.message}); stopping\n`);

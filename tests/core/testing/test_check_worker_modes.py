@@ -96,10 +96,11 @@ def _shout_js() -> str:
 
 
 def test_a_worker_that_garbles_non_ascii_fails(tmp_path: Path):
-    # the getting-started worker as it was: stdin read as Latin-1, stdout written as UTF-8
-    garbling = _shout_js().replace("setEncoding('utf8')", "setEncoding('latin1')")
+    # the getting-started worker with its messages decoded as Latin-1 (its results are encoded as UTF-8)
+    garbling = _shout_js().replace("toString('utf8')", "toString('latin1')")
     assert "latin1" in garbling
     (tmp_path / "shout.js").write_text(garbling)
+    (tmp_path / "sdk").symlink_to(ROOT / "sdk")  # saved in the checkout's folder, as the page says
     r = check_worker("--type", "T", "--mode", "single", "--", "node", str(tmp_path / "shout.js"))
     assert r.code == 1
     assert "FAIL  non-ASCII UTF-8 messages come back as UTF-8" in r.stdout
