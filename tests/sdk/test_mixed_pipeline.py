@@ -4,23 +4,16 @@ each on its SDK, in one pipeline, end to end on both engines with the exact outp
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.support.engines import ENGINES, Engine, spark_session
+from tests.support.engines import ENGINES, Engine
 from tests.support.run_cli import PY
 
 SDK = Path(__file__).resolve().parents[2] / "sdk"
 
 pytestmark = [pytest.mark.timeout(600), pytest.mark.slow]  # the Java stage starts a JVM
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    yield from spark_session("etlstage-sdk-mixed")
 
 
 @pytest.fixture(params=ENGINES)

@@ -3,13 +3,11 @@ the way, end to end on both engines with the exact output."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.support.engines import ENGINES, Engine, spark_session
+from tests.support.engines import ENGINES, Engine
 
 SDK = Path(__file__).resolve().parents[2] / "sdk"
 RUST = SDK / "rust" / "target" / "release" / "examples"  # built by the rust_examples fixture
@@ -44,11 +42,6 @@ stages:
     batch_size: 20
     command: ["java", "-cp", "{JAVA}", "org.etlstage.examples.AppendLoader", "output.txt"]
 """
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    yield from spark_session("etlstage-sdk-rust-java")
 
 
 @pytest.fixture(params=ENGINES)
