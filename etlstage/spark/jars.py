@@ -66,8 +66,18 @@ def s3_connector() -> list[str]:
     return [f"org.apache.hadoop:hadoop-aws:{hadoop_version()}"]
 
 
+DELTA_VERSION = "4.4.0"  # built for Spark 4.0-4.2; no Delta release runs on Spark 4.3 yet
+
+
+def delta_lake() -> list[str]:
+    """Delta Lake for the Spark that pyspark is (``delta-spark_<spark major.minor>_2.13``);
+    ``delta-storage`` comes with it."""
+    spark = ".".join(spark_version().split(".")[:2])
+    return [f"io.delta:delta-spark_{spark}_2.13:{DELTA_VERSION}"]
+
+
 # Named package sets, for the run and for pre-fetching (tests/support/downloads.py).
-PACKAGES: dict[str, Callable[[], list[str]]] = {"s3": s3_connector}
+PACKAGES: dict[str, Callable[[], list[str]]] = {"s3": s3_connector, "delta": delta_lake}
 
 
 def fetch_named(name: str) -> list[Path]:

@@ -226,6 +226,7 @@ def _run_query(
     extra_env: dict[str, str],
     attach: Callable[[Counts], Callable[[], None]] | None,
 ) -> int:
+    from etlstage.spark.native import session_conf
     from etlstage.spark.plan import Plan
     from etlstage.spark.session import SparkStartError, start_session
 
@@ -244,10 +245,21 @@ def _run_query(
         log.error("%s", exc)
         return exc.exit_code
     try:
+        native_conf = session_conf(plan)  # what native stages need at start: jars, SQL extensions
+    except EtlstageError as exc:
+        stop_http()
+        log.error("%s", exc)
+        return exc.exit_code
+    try:
         spark = start_session(
             engine.master,
             f"etlstage {config.name}",
-            {**ENGINE_CONF, **{f"spark.executorEnv.{k}": v for k, v in extra_env.items()}, **engine.conf},
+            {
+                **ENGINE_CONF,
+                **native_conf,
+                **{f"spark.executorEnv.{k}": v for k, v in extra_env.items()},
+                **engine.conf,
+            },
             connect_timeout=10,
             log_level=spark_log_level(),
         )
