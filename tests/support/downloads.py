@@ -1,5 +1,6 @@
 """What some tests download, fetched once into a cache: kinesis-local (npm) for the
-resharding tests, the amazon-kclpy sdist for the KCL adapter tests.
+resharding tests, the amazon-kclpy sdist for the KCL adapter tests, the Delta Lake and
+S3A jars (Maven) for the Spark loader's table tests.
 
 Standard library only, so that ``.ci/run`` fills the caches before the tests start:
 ``python tests/support/downloads.py`` (with the project's venv python: it has pip).
@@ -82,8 +83,25 @@ def fetch_kinesis_local() -> Path:
     return pkg
 
 
+JAR_SETS = ("delta", "s3")  # etlstage.spark.jars.PACKAGES the Delta and S3 tests use
+
+
+def fetch_jars() -> list[Path]:
+    """The jar sets of :data:`JAR_SETS`, fetched with Maven into the cache the runs use
+    (etlstage.spark.jars: it needs pyspark installed, to match its Spark and Hadoop)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    try:
+        from etlstage.spark.jars import JarFetchError, fetch_named
+    except ImportError as exc:
+        raise RuntimeError(f"cannot fetch the Spark jars yet ({exc}): install the project first") from None
+    try:
+        return [jar for name in JAR_SETS for jar in fetch_named(name)]
+    except (JarFetchError, ImportError) as exc:
+        raise RuntimeError(f"cannot fetch the Spark jars {', '.join(JAR_SETS)}: {exc}") from None
+
+
 def main() -> int:
-    for fetch in (fetch_kclpy, fetch_kinesis_local):
+    for fetch in (fetch_kclpy, fetch_kinesis_local, fetch_jars):
         try:
             print(f"{fetch.__name__}: {fetch()}")
         except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
