@@ -2,8 +2,8 @@
 
 The same messages loaded by the worker (supervisor engine) and then again by the native
 sink (``--engine spark``), with the pipeline's state forgotten in between so that every
-message comes again, leave each key once; a replayed micro-batch is skipped by Delta's
-idempotent write. The tables are read without Spark (delta-rs), as another engine would.
+message comes again, leave each key once; a micro-batch Spark replays is skipped by
+Delta's idempotent write (no new table version). The tables are read without Spark (delta-rs), as another engine would.
 """
 
 from __future__ import annotations
@@ -66,6 +66,19 @@ def test_supervisor_then_spark_then_supervisor_each_key_once(tmp_path: Path) -> 
     shutil.rmtree(tmp_path / ".etlstage")  # the extractor starts from line 0 again
     err = run(tmp_path, "spark")
     assert ids(str(tmp_path / "out")) == Counter(range(60)), err[-3000:]
+
+    # Spark forgets it committed its last micro-batch and replays it: Delta's idempotent
+    # write (txnAppId, txnVersion = the micro-batch id) skips it, no new table version
+    from deltalake import DeltaTable
+
+    version = DeltaTable(str(tmp_path / "out")).version()
+    commits = tmp_path / ".etlstage/stages/spark-checkpoint/commits"
+    last = max(int(p.name) for p in commits.glob("[0-9]*"))
+    (commits / str(last)).unlink()
+    (commits / f".{last}.crc").unlink(missing_ok=True)
+    err = run(tmp_path, "spark")
+    assert DeltaTable(str(tmp_path / "out")).version() == version, err[-3000:]
+    assert ids(str(tmp_path / "out")) == Counter(range(60))
 
     shutil.rmtree(tmp_path / ".etlstage")
     err = run(tmp_path, "supervisor")
