@@ -96,6 +96,7 @@ class SparkLoader(Loader):
                 merge_conf(lake.session_conf(self.config), self.config.conf),
                 connect_timeout=self.config.connect_timeout,
                 log_level=self.config.spark_log_level,
+                plain_files=not self.config.is_table,
             )
         self.parallelism = default_parallelism(self.spark)
         if self.store is None:
