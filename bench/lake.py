@@ -2,6 +2,8 @@
 and S3 (moto's server on loopback), in one run.
 
     python bench/lake.py [--small 5000] [--large 50000] [--repeat 3] [--no-s3] [--master local[2]]
+    python bench/lake.py --stock        # the stock pipeline (stages.yaml, 5,000 demo messages):
+                                        # one whole run with Delta, one with plain Parquet
 
 Rows (the same RDSS-like ~1.15 KB JSON messages, the loader's RDSS columns, parsed once
 with the loader's own ``prepare``; one warm-up batch per row first):
@@ -87,14 +89,42 @@ def fresh(prepared: Any, n: int) -> Any:
     return dataclasses.replace(prepared, keys=[f"{k}-{n}" for k in prepared.keys])
 
 
+def stock(fmt: str) -> float:
+    """Seconds of one whole ``etlstage run --once`` of the stock pipeline loading ``fmt``."""
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    with tempfile.TemporaryDirectory(prefix="bench-lake-stock-") as tmp:
+        text = (root / "stages.yaml").read_text().replace("--format, delta", f"--format, {fmt}")
+        Path(tmp, "stages.yaml").write_text(text)
+        t0 = time.perf_counter()
+        done = subprocess.run(
+            [sys.executable, "-m", "etlstage.cli", "run", "--once", "--no-progress", "stages.yaml"],
+            cwd=tmp,
+            capture_output=True,
+            text=True,
+        )
+        seconds = time.perf_counter() - t0
+        if done.returncode != 0:
+            raise SystemExit(f"the stock pipeline with {fmt} failed:\n{done.stderr[-3000:]}")
+    return seconds
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
+    ap.add_argument("--stock", action="store_true", help="the stock pipeline, Delta against Parquet")
     ap.add_argument("--small", type=int, default=5000)
     ap.add_argument("--large", type=int, default=50000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--no-s3", action="store_true")
     a = ap.parse_args()
+    if a.stock:
+        for fmt in ("delta", "parquet"):
+            seconds = stock(fmt)
+            print(f"stock pipeline, {fmt}: 5,000 messages in {seconds:.1f} s ({5000 / seconds:.0f} messages/s)")
+        return
 
     stores: dict[str, str] = {"local": tempfile.mkdtemp(prefix="bench-lake-")}
     s3_conf: dict[str, str] = {}

@@ -35,7 +35,8 @@ stages:
   - {{name: src, type: E, mode: cyclic, command: [{PY}, {FIXTURES / "lines.py"}, {data}, "{per_cycle}"]}}
   - {{name: load, type: L, mode: batch,
      command: [etlstage-spark-load, --format, delta, --output, {output}, --columns, "id:long=/id", "name=/name",
-               --key, /id, --master, "local[2]"]}}
+               --key, /id, --master, "local[2]"],
+     timeouts: {{startup: 600, request: 600}}}}
 """
     )
 

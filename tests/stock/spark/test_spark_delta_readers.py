@@ -74,7 +74,8 @@ stages:
   - {{name: src, type: E, mode: cyclic, command: [{PY}, {FIXTURES / "lines.py"}, {data}, "{PER_WINDOW}"]}}
   - {{name: load, type: L, mode: batch, batch_size: {PER_WINDOW},
      command: [etlstage-spark-load, --format, delta, --output, out, --columns, "id:long=/id", "name=/name",
-               --key, /id, --master, "local[1]"]}}
+               --key, /id, --master, "local[1]"],
+     timeouts: {{startup: 600, request: 600}}}}
 """
     )
     table = str(tmp_path / "out")

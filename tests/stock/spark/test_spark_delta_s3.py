@@ -32,7 +32,8 @@ stages:
   - {{name: src, type: E, mode: cyclic, command: [{PY}, {FIXTURES / "lines.py"}, {data}, "10"]}}
   - {{name: load, type: L, mode: batch,
      command: [etlstage-spark-load, --format, delta, --output, "{s3.uri("t/out")}", --columns, "id:long=/id",
-               "name=/name", --key, /id, --master, "local[2]", {worker_conf}]}}
+               "name=/name", --key, /id, --master, "local[2]", {worker_conf}],
+     timeouts: {{startup: 600, request: 600}}}}
 """
     )
 
