@@ -130,7 +130,7 @@ def main() -> None:
     s3_conf: dict[str, str] = {}
     server = None
     if not a.no_s3:
-        from tests.support.s3 import s3_server
+        from tests.support.lake_s3 import s3_server
 
         server = s3_server("bench")
         s3 = server.__enter__()

@@ -33,52 +33,86 @@ import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_TARGETS = ["etlstage/protocol", "etlstage/runtime", "etlstage/state", "etlstage/spark/conversation.py"]
+DEFAULT_TARGETS = [
+    "etlstage/protocol",
+    "etlstage/kit",
+    "etlstage/runtime",
+    "etlstage/state",
+    "etlstage/spark/conversation.py",
+]
 
 # The fast tests that exercise each module: the first entry whose key starts the path wins.
 CORE = "tests/core/"
+SUPERVISOR = [
+    "runtime/test_flow.py",
+    "runtime/test_claims_limits.py",
+    "pipeline/test_pipeline.py",
+    "runtime/test_misaligned_replies.py",
+    "pipeline/test_failures.py",
+    "testing/test_harness.py",
+    "pipeline/test_crash.py",
+    "docs/test_doctests.py",
+    "observe/test_claims_metrics.py",
+    "runtime/test_claims_survivors.py",
+    "runtime/test_hardening_spawn.py",
+    "runtime/test_memory_bound.py",
+]
 TESTS: list[tuple[str, list[str]]] = [
     (
         "etlstage/protocol/offsets.py",
-        ["test_pipeline.py", "test_crash.py", "test_doctests.py", "test_claims_limits.py"],
-    ),
-    ("etlstage/protocol/partition.py", ["test_pipeline.py", "test_doctests.py", "test_protocol.py"]),
-    (
-        "etlstage/protocol/",
-        ["test_protocol.py", "test_doctests.py", "test_harness.py", "test_sdk.py", "test_misaligned_replies.py"],
-    ),
-    ("etlstage/runtime/services.py", ["test_services.py"]),
-    ("etlstage/runtime/stats.py", ["test_observe_status.py", "test_claims_metrics.py", "test_pipeline.py"]),
-    (
-        "etlstage/runtime/",
         [
-            "test_flow.py",
-            "test_claims_limits.py",
-            "test_pipeline.py",
-            "test_misaligned_replies.py",
-            "test_failures.py",
-            "test_harness.py",
-            "test_crash.py",
-            "test_doctests.py",
-            "test_claims_metrics.py",
-            "test_claims_survivors.py",
-            "test_hardening_spawn.py",
-            "test_memory_bound.py",
+            "pipeline/test_pipeline.py",
+            "pipeline/test_crash.py",
+            "docs/test_doctests.py",
+            "runtime/test_claims_limits.py",
         ],
     ),
+    (
+        "etlstage/protocol/partition.py",
+        ["pipeline/test_pipeline.py", "docs/test_doctests.py", "protocol/test_protocol.py"],
+    ),
+    (
+        "etlstage/protocol/",
+        [
+            "protocol/test_protocol.py",
+            "docs/test_doctests.py",
+            "testing/test_harness.py",
+            "worker/test_sdk.py",
+            "runtime/test_misaligned_replies.py",
+        ],
+    ),
+    ("etlstage/kit/services.py", ["runtime/test_services.py"]),
+    (
+        "etlstage/kit/stats.py",
+        ["observe/test_observe_status.py", "observe/test_claims_metrics.py", "pipeline/test_pipeline.py"],
+    ),
+    ("etlstage/kit/progress.py", ["kit/test_progress.py", *SUPERVISOR]),
+    ("etlstage/kit/transport.py", ["kit/test_transport.py", *SUPERVISOR]),
+    ("etlstage/kit/", SUPERVISOR),  # what both engines use: the supervisor's tests reach it
+    ("etlstage/runtime/", SUPERVISOR),
     (
         "etlstage/state/",
         [
-            "test_claims_durability.py",
-            "test_hardening_state.py",
-            "test_doctests.py",
-            "test_claims_limits.py",
-            "test_pipeline.py",
+            "state/test_claims_durability.py",
+            "state/test_hardening_state.py",
+            "state/test_runlock.py",
+            "docs/test_doctests.py",
+            "runtime/test_claims_limits.py",
+            "pipeline/test_pipeline.py",
         ],
     ),
-    ("etlstage/spark/conversation.py", ["test_claims_spark_task.py", "test_spark_engine_spool.py"]),
+    (
+        "etlstage/spark/conversation.py",
+        [
+            "spark/test_claims_spark_task.py",
+            "spark/test_spark_conversation.py",
+            "spark/test_spark_handover.py",
+            "spark/test_spark_engine_spool.py",
+        ],
+    ),
 ]
 
 FLIP = {
@@ -293,10 +327,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds for one mutant's tests")
     ap.add_argument("--list", action="store_true", help="list the mutants and stop")
     ap.add_argument("--json", type=Path, help="also write every outcome to this file")
+    ap.add_argument(
+        "--survivors-of",
+        type=Path,
+        metavar="JSON",
+        help="run again only the survivors an earlier --json report lists (its sample, after new tests)",
+    )
     args = ap.parse_args(argv)
 
     mutants = [m for f in target_files(args.targets) for m in mutants_of(f)]
-    if args.sample and args.sample < len(mutants):
+    earlier: list[dict[str, Any]] = []
+    gone = 0  # survivors whose code changed since: counted as survivors still
+    if args.survivors_of:
+        earlier = json.loads(args.survivors_of.read_text())
+        mutants, missing = _same_mutants([o["mutant"] for o in earlier if o["status"] == "survived"], mutants)
+        gone = len(missing)
+        for m in missing:
+            print(f"no longer applies (the code changed), still counted a survivor: {describe(Mutant(**m))}")
+    elif args.sample and args.sample < len(mutants):
         mutants = sorted(random.Random(args.seed).sample(mutants, args.sample), key=lambda m: (m.path, m.start))
     if args.list:
         for m in mutants:
@@ -332,9 +380,30 @@ def main(argv: list[str] | None = None) -> int:
         print("survivors (changes no fast test notices):")
         for o in survivors:
             print(f"  {describe(o.mutant)}")
+    if earlier:  # a test added since cannot bring a killed mutant back: the earlier kills stand
+        total = len(earlier)
+        now = total - len(survivors) - gone
+        print(f"with the earlier report's kills: {now} of {total} mutants killed ({100 * now / max(1, total):.0f} %)")
     if args.json:
         args.json.write_text(json.dumps([asdict(o) for o in outcomes], indent=1))
     return 0
+
+
+def _same_mutants(wanted: list[dict[str, Any]], mutants: list[Mutant]) -> tuple[list[Mutant], list[dict[str, Any]]]:
+    """The mutants now that an earlier report named (the same file and change; of several,
+    the one nearest its line, which edits since may have moved), and the ones not found."""
+    found: list[Mutant] = []
+    missing = []
+    for w in wanted:
+        same = [
+            m for m in mutants if (m.path, m.kind, m.before, m.after) == (w["path"], w["kind"], w["before"], w["after"])
+        ]
+        if same:
+            found.append(min(same, key=lambda m: abs(m.line - w["line"])))
+        else:
+            missing.append(w)
+    unique = {id(m): m for m in found}.values()
+    return sorted(unique, key=lambda m: (m.path, m.start)), missing
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ from etlstage.config.listen import parse_listen
 from etlstage.config.loader import load_config, schema
 from etlstage.config.model import PipelineConfig
 from etlstage.errors import ConfigError, EtlstageError
-from etlstage.logs import FORMATS, log_env, setup_logging
+from etlstage.logs import FORMATS, escape_controls, log_env, setup_logging
 
 log = logging.getLogger("etlstage")
 
@@ -242,7 +242,7 @@ def validate(pipeline_file: str) -> None:
 
 def _check_commands(pipeline_file: str, config: PipelineConfig) -> None:
     """Every stage's program is found as the run would find it, and its script exists."""
-    from etlstage.runtime.transport import command_problem
+    from etlstage.kit.transport import command_problem
 
     problems = []
     for s in config.stages:
@@ -496,6 +496,102 @@ def check_worker(
             results.append(r)
     click.echo(report(results, stage_type))
     sys.exit(0 if all(r.passed for r in results) else 1)
+
+
+@main.command()
+@click.argument("args", nargs=-1, required=True)
+@click.option("--limit", type=click.IntRange(1), default=None, help="Stop after this many messages.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON document a line, as the pipeline sends them.")
+def tap(args: tuple[str, ...], limit: int | None, as_json: bool) -> None:
+    """Show the messages leaving STAGE of the running pipeline, live, without disturbing it:
+    etlstage tap [PIPELINE_FILE] STAGE (default stages.yaml; an L-stage: the messages it is given).
+    A tap that reads slower than the stage writes loses messages, and says how many."""
+    from etlstage.runtime.tap import connect, offered_as, read_taps
+    from etlstage.state.runlock import holder
+
+    if len(args) > 2:
+        raise ConfigError([f"expected [PIPELINE_FILE] STAGE, got {len(args)} arguments"])
+    pipeline_file, stage = (args[0], args[1]) if len(args) == 2 else ("stages.yaml", args[0])
+    config = load_config(pipeline_file)
+    stages = {s.name: s for s in config.stages}
+    if stage not in stages:
+        raise ConfigError([f"no stage {stage!r} in {pipeline_file} (its stages: {', '.join(stages)})"])
+    running = holder(config.state_dir)
+    engine = running.engine if running is not None else config.engine.kind
+    if engine == "spark":
+        raise ConfigError(
+            [
+                f"tap: pipeline {config.name!r} runs on the Spark engine, where a stage's messages pass "
+                "between Spark's tasks on the executors and never through this host's process: there is "
+                "nothing to tap; run it with --engine supervisor to tap it"
+            ]
+        )
+    stream, _ = connect(config, stage)
+    click.echo(f"etlstage tap: stage {stage!r} of {config.name!r}: {offered_as(stages[stage])}", err=True)
+    shown = 0
+    try:
+        for doc in read_taps(stream):
+            if as_json:
+                click.echo(json.dumps(doc, ensure_ascii=False))
+            elif "message" in doc:
+                click.echo(escape_controls(str(doc["message"])))
+            elif "dropped" in doc:
+                click.echo(
+                    f"etlstage tap: {doc['dropped']} message(s) dropped so far: this tap reads slower than the "
+                    "stage writes (the pipeline is not slowed)",
+                    err=True,
+                )
+            elif "end" in doc:
+                click.echo(f"etlstage tap: {doc['end']}", err=True)
+            shown += "message" in doc
+            if limit is not None and shown >= limit:
+                break
+    except KeyboardInterrupt:
+        pass
+    except (OSError, ValueError) as exc:
+        raise EtlstageError(f"tap: the connection to the pipeline broke: {exc}") from None
+    finally:
+        stream.close()
+
+
+@main.command("test")
+@click.argument("test_files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--case", "only", default=None, help="Run only the case of this name.")
+@click.option(
+    "--workdir",
+    default=None,
+    type=click.Path(file_okay=False),
+    help="Run the cases in folders here and keep them all (default: a temporary folder, kept for failed cases).",
+)
+def test_cmd(test_files: tuple[str, ...], only: str | None, workdir: str | None) -> None:
+    """Run pipeline fixture tests: each case runs the whole pipeline (--once, real processes) in a
+    fresh copy of its folder, from input files to expected outputs (docs/testing.md)."""
+    import shutil
+    import tempfile
+
+    from etlstage.testing.pipeline import load_tests
+
+    suites = [(f, load_tests(f)) for f in test_files]  # every file checked before any run
+    cases = [c for _, found in suites for c in found if only in (None, c.name)]
+    if not cases:
+        raise ConfigError([f"no case named {only!r} in {', '.join(test_files)}"])
+    if workdir is not None:
+        os.makedirs(workdir, exist_ok=True)
+    root = workdir or tempfile.mkdtemp(prefix="etlstage-test-")
+    failed = 0
+    for case in cases:
+        result = case.run(root)
+        click.echo(f"{'PASS' if result.passed else 'FAIL'}  {case.name} ({result.seconds:.1f}s)")
+        if not result.passed:
+            failed += 1
+            click.echo("\n".join(f"  {line}" for line in result.report().splitlines()))
+            click.echo(f"  (the case's folder: {result.folder})")
+        elif workdir is None:
+            shutil.rmtree(result.folder, ignore_errors=True)
+    if workdir is None and not failed:
+        shutil.rmtree(root, ignore_errors=True)
+    click.echo(f"{len(cases)} case(s): {len(cases) - failed} passed, {failed} failed")
+    sys.exit(1 if failed else 0)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ import logging
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, NoReturn, Protocol
 
 from etlstage.config.model import StageConfig
 from etlstage.errors import ConfigError
@@ -31,18 +31,30 @@ if TYPE_CHECKING:
 log = logging.getLogger("etlstage.native")
 
 
+class Keep(Protocol):
+    """``ctx.keep``: a stage's write-once files on the driver, reachable from any task."""
+
+    def __call__(self, name: str, data: bytes | None) -> bytes | None: ...
+
+    def to_option(self) -> str: ...
+
+
 @dataclass(frozen=True)
 class NativeContext:
     """What a native source or sink factory is given: its stage and what its worker would have had."""
 
     stage: StageConfig
     argv: list[str]  # the command's arguments after the program
-    checkpoint: str  # a directory of the stage's own under the query's checkpoint
+    checkpoint: str  # a directory of the stage's own on the driver, beside the query's checkpoint
     env: dict[str, str] = field(default_factory=dict)  # the worker's environment (ETLSTAGE_* included)
     state_dir: str = ""  # the stage's own state directory, as its worker gets it
     once: bool = False  # --once: a source ends when it has nothing more
     cwd: str = "."  # the directory the worker would have run in: relative paths in argv start here
     spark: SparkSession | None = None  # the engine's session (a sink also has its DataFrame's)
+    # from a task on any executor: keep(name, data) writes checkpoint/name once, durably, on the
+    # driver, and returns what it holds (data, or what an earlier attempt wrote); keep(name, None)
+    # reads it (None: absent). Picklable; as a string option: keep.to_option() / KeepOnce.from_option
+    keep: Keep | None = None
 
     @property
     def name(self) -> str:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -49,6 +51,20 @@ def c_build(tmp_path_factory: pytest.TempPathFactory) -> str:
         ["sh", str(HERE.parent / "workers" / "examples" / "build.sh"), str(out)], check=True, capture_output=True
     )
     return str(out)
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """The one local[2] SparkSession of a test run, set up as the engine sets up its own.
+
+    Every test shares it: a test never stops it (the next test would find it stopped)."""
+    from etlstage.spark.query import ENGINE_CONF
+    from etlstage.spark.session import quiet_spark, start_session
+
+    quiet_spark()
+    session = start_session("local[2]", "etlstage-tests", ENGINE_CONF, connect_timeout=10, log_level="WARN")
+    yield session
+    session.stop()
 
 
 JVM_FIXTURES = {"spark", "standalone_cluster"}  # each starts a JVM

@@ -258,163 +258,38 @@ def _env(env: dict[object, object]) -> dict[str, str]:
     return out
 
 
-def _resolve(data: dict[str, Any], at: Any, source: str, base_dir: str) -> PipelineConfig:
-    problems: list[str] = []
+class _Problems:
+    """Every problem found in the file, each told at its place (``at``)."""
 
-    def guard(path: Path_, fn: Any, *args: Any) -> Any:
+    def __init__(self, at: Any) -> None:
+        self.at = at
+        self.found: list[str] = []
+
+    def add(self, path: Path_, message: str) -> None:
+        self.found.append(self.at(path, message))
+
+    def guard(self, path: Path_, fn: Any, *args: Any) -> Any:
+        """``fn(*args)``; None, the problem noted at ``path``, when it raises an etlstage error."""
         try:
             return fn(*args)
         except EtlstageError as exc:
             msgs = exc.problems if isinstance(exc, ConfigError) else [str(exc)]
-            problems.extend(at(path, m) for m in msgs)
+            self.found.extend(self.at(path, m) for m in msgs)
             return None
 
-    markers = guard(("markers",), Markers.from_mapping, data.get("markers") or {}) or Markers()
-    defaults = data.get("defaults") or {}
-    stages: list[StageConfig] = []
-    names: set[str] = set()
-    for i, raw in enumerate(data["stages"]):
-        raw = {**defaults, **raw}
-        path: Path_ = ("stages", i)
-        name, typ = raw["name"], raw["type"]
-        guard((*path, "name"), _name, name)
-        if name in names:
-            problems.append(at((*path, "name"), f"stage name {name!r} is used twice; names must be unique"))
-        names.add(name)
-        mode = raw.get("mode") or default_mode(typ)
-        if mode not in MODES[typ]:
-            problems.append(
-                at((*path, "mode"), f"{mode!r} is not a mode of a {typ}-stage; expected one of {', '.join(MODES[typ])}")
-            )
-        merged = {**(data.get("markers") or {}), **(raw.get("markers") or {})}
-        stage_markers = guard((*path, "markers"), Markers.from_mapping, merged) or markers
-        offsets = raw.get("offsets", StageConfig.offsets)
-        policy = None
-        if "offset_policy" in raw:
-            op = raw["offset_policy"]
-            policy = OffsetPolicy(op["type"], op.get("start", 0), op.get("step", 1000), op.get("lag"))
-        if typ == StageType.E and mode == Mode.CYCLIC and offsets == Offsets.SUPERVISOR:
-            if policy is None:
-                problems.append(
-                    at(path, "offsets: supervisor needs an offset_policy (e.g. {type: counter, start: 0, step: 1000})")
-                )
-            else:
-                from etlstage.protocol.offsets import make_policy
 
-                guard(
-                    (*path, "offset_policy"),
-                    make_policy,
-                    policy.kind,
-                    policy.start,
-                    policy.step,
-                    policy.lag,
-                    "offset_policy",
-                )
-            # instances > 1 is for the Spark engine: checked with the engine, after the flags
-        elif policy is not None and not (typ == StageType.E and mode == Mode.CYCLIC):
-            problems.append(at((*path, "offset_policy"), "only a cyclic E-stage with offsets: supervisor uses it"))
-        if raw.get("partition_by") is not None and typ == StageType.E:
-            problems.append(at((*path, "partition_by"), "an E-stage has no input to partition"))
-        if isinstance(raw.get("native"), str) and typ == StageType.T:
-            problems.append(at((*path, "native"), "only E- and L-stages have native Spark implementations"))
-        protocol = raw.get("protocol", "marker")
-        if protocol == "kcl-multilang" and typ == StageType.E:
-            problems.append(at((*path, "protocol"), "kcl-multilang is for T- and L-stages"))
-        command = guard((*path, "command"), _command, raw["command"]) or []
-        if protocol == "kcl-multilang":
-            command = [
-                *KCL_ADAPTER,
-                "--protocol-version",
-                str(raw.get("protocol_version", 2)),
-                "--",
-                *command,
-            ]
-        cwd = guard((*path, "cwd"), _no_nul, raw["cwd"]) if raw.get("cwd") else None
-        t = raw.get("timeouts") or {}
-        r = raw.get("restart") or {}
-        sizes = ("max_message_bytes", "max_rss", "batch_bytes", "replay_bytes")
-        size_fields = {k: guard((*path, k), parse_size, raw[k]) for k in sizes if k in raw}
-        try:
-            stage = StageConfig(
-                name=name,
-                type=StageType(typ),
-                command=command,
-                mode=Mode(mode),
-                markers=stage_markers,
-                batch_size=raw.get("batch_size", StageConfig.batch_size if mode == Mode.BATCH else 1),
-                batch_driver=BatchDriver(raw.get("batch_driver", StageConfig.batch_driver)),
-                batch_bytes=size_fields.get("batch_bytes") or StageConfig.batch_bytes,
-                replay_bytes=size_fields.get("replay_bytes") or StageConfig.replay_bytes,
-                linger=float(raw.get("linger", StageConfig.linger)),
-                offsets=Offsets(offsets),
-                offset_policy=policy,
-                poll_interval=float(raw.get("poll_interval", StageConfig.poll_interval)),
-                instances=raw.get("instances", StageConfig.instances),
-                partition_by=raw.get("partition_by"),
-                native=raw.get("native", StageConfig.native),
-                env=guard((*path, "env"), _env, raw.get("env") or {}) or {},
-                cwd=str(Path(base_dir) / cwd) if cwd else None,
-                timeouts=replace(Timeouts(), **{k: t[k] for k in ("startup", "request", "idle") if k in t}),
-                restart=replace(
-                    RestartPolicy(), **{k: r[k] for k in ("max_restarts", "backoff", "backoff_max") if k in r}
-                ),
-                on_failure=OnFailure(raw.get("on_failure", StageConfig.on_failure)),
-                max_message_bytes=size_fields.get("max_message_bytes") or StageConfig.max_message_bytes,
-                prefetch=raw.get("prefetch", StageConfig.prefetch),
-                stop_timeout=float(raw.get("stop_timeout", StageConfig.stop_timeout)),
-                max_rss=size_fields.get("max_rss"),
-            )
-        except (TypeError, ValueError) as exc:
-            problems.append(at(path, str(exc)))
-            continue
-        guard(
-            (*path, "command"),
-            Scenario(
-                type=typ, mode=mode if mode in MODES[typ] else MODES[typ][0], markers=stage_markers, stage=name
-            ).expand,
-            command,
-        )
-        stages.append(stage)
-
-    types = [s.type for s in stages]
-    order = "".join(types)
-    if stages and not re.fullmatch(r"E+T*L+", order):
-        problems.append(
-            at(
-                ("stages",),
-                f"stages must be one or more E, then any T, then one or more L, in that order; got {' → '.join(types)}",
-            )
-        )
-    http = guard(("http",), parse_listen, data["http"], "") if data.get("http") is not None else None
-    name = guard(("name",), _name, data["name"]) if "name" in data else escape_controls(Path(source).stem)
-    root = Path(data.get("state_dir", ".etlstage"))
-    if not root.is_absolute():
-        root = Path(base_dir) / root
-    state_dir = pipeline_dir(root, name or "pipeline")  # each pipeline's state in a folder of its own
-    for problem in state_dir_problems(root) or (state_dir_problems(state_dir) if root.is_dir() else []):
-        problems.append(at(("state_dir",), problem) if "state_dir" in data else f"{source}: state_dir: {problem}")
-    buffer_bytes = guard(("buffer_bytes",), parse_size, data.get("buffer_bytes", 16 << 20))
-    services = []
-    for j, sv in enumerate(data.get("services") or []):
-        where: Path_ = ("services", j)
-        guard((*where, "name"), _name, sv["name"])
-        command = guard((*where, "command"), _command, sv["command"])
-        env = guard((*where, "env"), _env, sv.get("env") or {})
-        if sv.get("creates") is not None:
-            guard((*where, "creates"), _no_nul, sv["creates"])
-        services.append(
-            ServiceConfig(
-                name=sv["name"],
-                command=command or [],
-                ready=sv.get("ready", "line"),
-                timeout=float(sv.get("timeout", 120)),
-                enabled=sv.get("enabled", True),
-                creates=sv.get("creates"),
-                env=env or {},
-            )
-        )
-    if problems:
-        raise ConfigError(problems)
+def _resolve(data: dict[str, Any], at: Any, source: str, base_dir: str) -> PipelineConfig:
+    problems = _Problems(at)
+    markers = problems.guard(("markers",), Markers.from_mapping, data.get("markers") or {}) or Markers()
+    stages = _stages(data, markers, base_dir, problems)
+    _check_order(stages, problems)
+    http = problems.guard(("http",), parse_listen, data["http"], "") if data.get("http") is not None else None
+    name = problems.guard(("name",), _name, data["name"]) if "name" in data else escape_controls(Path(source).stem)
+    state_dir = _state_dir(data, name or "pipeline", source, base_dir, problems)
+    buffer_bytes = problems.guard(("buffer_bytes",), parse_size, data.get("buffer_bytes", 16 << 20))
+    services = _services(data, problems)
+    if problems.found:
+        raise ConfigError(problems.found)
     return PipelineConfig(
         services=services,
         stages=stages,
@@ -431,10 +306,176 @@ def _resolve(data: dict[str, Any], at: Any, source: str, base_dir: str) -> Pipel
     )
 
 
+def _stages(data: dict[str, Any], markers: Markers, base_dir: str, problems: _Problems) -> list[StageConfig]:
+    """Each stage with the file's ``defaults`` under it; names unique."""
+    defaults = data.get("defaults") or {}
+    stages: list[StageConfig] = []
+    names: set[str] = set()
+    for i, raw in enumerate(data["stages"]):
+        raw = {**defaults, **raw}
+        path: Path_ = ("stages", i)
+        name = raw["name"]
+        problems.guard((*path, "name"), _name, name)
+        if name in names:
+            problems.add((*path, "name"), f"stage name {name!r} is used twice; names must be unique")
+        names.add(name)
+        stage = _stage(raw, path, data.get("markers") or {}, markers, base_dir, problems)
+        if stage is not None:
+            stages.append(stage)
+    return stages
+
+
+def _stage(
+    raw: dict[str, Any], path: Path_, top_markers: dict[str, Any], markers: Markers, base_dir: str, problems: _Problems
+) -> StageConfig | None:
+    """One stage's StageConfig (None when it cannot be built: the problems say why)."""
+    name, typ = raw["name"], raw["type"]
+    mode = raw.get("mode") or default_mode(typ)
+    if mode not in MODES[typ]:
+        problems.add(
+            (*path, "mode"), f"{mode!r} is not a mode of a {typ}-stage; expected one of {', '.join(MODES[typ])}"
+        )
+    merged = {**top_markers, **(raw.get("markers") or {})}
+    stage_markers = problems.guard((*path, "markers"), Markers.from_mapping, merged) or markers
+    policy = _offset_policy(raw, typ, mode, path, problems)
+    _check_stage_keys(raw, typ, path, problems)
+    command = _stage_command(raw, path, problems)
+    cwd = problems.guard((*path, "cwd"), _no_nul, raw["cwd"]) if raw.get("cwd") else None
+    t = raw.get("timeouts") or {}
+    r = raw.get("restart") or {}
+    sizes = ("max_message_bytes", "max_rss", "batch_bytes", "replay_bytes")
+    size_fields = {k: problems.guard((*path, k), parse_size, raw[k]) for k in sizes if k in raw}
+    try:
+        stage = StageConfig(
+            name=name,
+            type=StageType(typ),
+            command=command,
+            mode=Mode(mode),
+            markers=stage_markers,
+            batch_size=raw.get("batch_size", StageConfig.batch_size if mode == Mode.BATCH else 1),
+            batch_driver=BatchDriver(raw.get("batch_driver", StageConfig.batch_driver)),
+            batch_bytes=size_fields.get("batch_bytes") or StageConfig.batch_bytes,
+            replay_bytes=size_fields.get("replay_bytes") or StageConfig.replay_bytes,
+            linger=float(raw.get("linger", StageConfig.linger)),
+            offsets=Offsets(raw.get("offsets", StageConfig.offsets)),
+            offset_policy=policy,
+            poll_interval=float(raw.get("poll_interval", StageConfig.poll_interval)),
+            instances=raw.get("instances", StageConfig.instances),
+            partition_by=raw.get("partition_by"),
+            native=raw.get("native", StageConfig.native),
+            env=problems.guard((*path, "env"), _env, raw.get("env") or {}) or {},
+            cwd=str(Path(base_dir) / cwd) if cwd else None,
+            timeouts=replace(Timeouts(), **{k: t[k] for k in ("startup", "request", "idle") if k in t}),
+            restart=replace(RestartPolicy(), **{k: r[k] for k in ("max_restarts", "backoff", "backoff_max") if k in r}),
+            on_failure=OnFailure(raw.get("on_failure", StageConfig.on_failure)),
+            max_message_bytes=size_fields.get("max_message_bytes") or StageConfig.max_message_bytes,
+            prefetch=raw.get("prefetch", StageConfig.prefetch),
+            stop_timeout=float(raw.get("stop_timeout", StageConfig.stop_timeout)),
+            max_rss=size_fields.get("max_rss"),
+        )
+    except (TypeError, ValueError) as exc:
+        problems.add(path, str(exc))
+        return None
+    scenario = Scenario(type=typ, mode=mode if mode in MODES[typ] else MODES[typ][0], markers=stage_markers, stage=name)
+    problems.guard((*path, "command"), scenario.expand, command)
+    return stage
+
+
+def _offset_policy(raw: dict[str, Any], typ: str, mode: str, path: Path_, problems: _Problems) -> OffsetPolicy | None:
+    """A stage's ``offset_policy``: required by a cyclic extractor whose offsets the
+    supervisor keeps, refused elsewhere."""
+    policy = None
+    if "offset_policy" in raw:
+        op = raw["offset_policy"]
+        policy = OffsetPolicy(op["type"], op.get("start", 0), op.get("step", 1000), op.get("lag"))
+    cyclic_extractor = typ == StageType.E and mode == Mode.CYCLIC
+    if cyclic_extractor and raw.get("offsets", StageConfig.offsets) == Offsets.SUPERVISOR:
+        if policy is None:
+            problems.add(
+                path, "offsets: supervisor needs an offset_policy (e.g. {type: counter, start: 0, step: 1000})"
+            )
+        else:
+            from etlstage.protocol.offsets import make_policy
+
+            args = (policy.kind, policy.start, policy.step, policy.lag, "offset_policy")
+            problems.guard((*path, "offset_policy"), make_policy, *args)
+        # instances > 1 is for the Spark engine: checked with the engine, after the flags
+    elif policy is not None and not cyclic_extractor:
+        problems.add((*path, "offset_policy"), "only a cyclic E-stage with offsets: supervisor uses it")
+    return policy
+
+
+def _check_stage_keys(raw: dict[str, Any], typ: str, path: Path_, problems: _Problems) -> None:
+    """Keys a stage of this type has no use for."""
+    if raw.get("partition_by") is not None and typ == StageType.E:
+        problems.add((*path, "partition_by"), "an E-stage has no input to partition")
+    if isinstance(raw.get("native"), str) and typ == StageType.T:
+        problems.add((*path, "native"), "only E- and L-stages have native Spark implementations")
+    if raw.get("protocol", "marker") == "kcl-multilang" and typ == StageType.E:
+        problems.add((*path, "protocol"), "kcl-multilang is for T- and L-stages")
+
+
+def _stage_command(raw: dict[str, Any], path: Path_, problems: _Problems) -> list[str]:
+    """The program a stage runs: a KCL worker behind the adapter that speaks markers for it."""
+    command = problems.guard((*path, "command"), _command, raw["command"]) or []
+    if raw.get("protocol", "marker") == "kcl-multilang":
+        version = str(raw.get("protocol_version", 2))
+        command = [*KCL_ADAPTER, "--protocol-version", version, "--", *command]
+    return command
+
+
+def _check_order(stages: list[StageConfig], problems: _Problems) -> None:
+    types = [s.type for s in stages]
+    if stages and not re.fullmatch(r"E+T*L+", "".join(types)):
+        problems.add(
+            ("stages",),
+            f"stages must be one or more E, then any T, then one or more L, in that order; got {' → '.join(types)}",
+        )
+
+
+def _state_dir(data: dict[str, Any], name: str, source: str, base_dir: str, problems: _Problems) -> Path:
+    """The pipeline's own folder under ``state_dir`` (relative to the file), checked."""
+    root = Path(data.get("state_dir", ".etlstage"))
+    if not root.is_absolute():
+        root = Path(base_dir) / root
+    state_dir = pipeline_dir(root, name)  # each pipeline's state in a folder of its own
+    for problem in state_dir_problems(root) or (state_dir_problems(state_dir) if root.is_dir() else []):
+        if "state_dir" in data:
+            problems.add(("state_dir",), problem)
+        else:
+            problems.found.append(f"{source}: state_dir: {problem}")
+    return state_dir
+
+
+def _services(data: dict[str, Any], problems: _Problems) -> list[ServiceConfig]:
+    services = []
+    for j, sv in enumerate(data.get("services") or []):
+        where: Path_ = ("services", j)
+        problems.guard((*where, "name"), _name, sv["name"])
+        command = problems.guard((*where, "command"), _command, sv["command"])
+        env = problems.guard((*where, "env"), _env, sv.get("env") or {})
+        if sv.get("creates") is not None:
+            problems.guard((*where, "creates"), _no_nul, sv["creates"])
+        services.append(
+            ServiceConfig(
+                name=sv["name"],
+                command=command or [],
+                ready=sv.get("ready", "line"),
+                timeout=float(sv.get("timeout", 120)),
+                enabled=sv.get("enabled", True),
+                creates=sv.get("creates"),
+                env=env or {},
+            )
+        )
+    return services
+
+
 def _engine(raw: dict[str, Any], base_dir: str, state_dir: str) -> EngineConfig:
     """The ``engine:`` block (already checked by the schema), paths resolved."""
-    checkpoint = Path(raw.get("checkpoint") or Path(state_dir) / "spark-checkpoint")
-    if not checkpoint.is_absolute():
+    checkpoint: Path | str = Path(raw.get("checkpoint") or Path(state_dir) / "spark-checkpoint")
+    if "://" in str(raw.get("checkpoint") or ""):  # a Hadoop URI (s3a://, hdfs://, abfss://...): as given
+        checkpoint = str(raw["checkpoint"])
+    elif not Path(checkpoint).is_absolute():
         checkpoint = Path(base_dir) / checkpoint
     conf = {k: (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in (raw.get("conf") or {}).items()}
     return EngineConfig(

@@ -13,7 +13,7 @@ from etlstage.protocol.vocabulary import BatchDriver, Mode, Offsets, OnFailure, 
 
 @dataclass(frozen=True)
 class ServiceConfig:
-    """A program started before the stages (see ``etlstage.runtime.services``)."""
+    """A program started before the stages (see ``etlstage.kit.services``)."""
 
     name: str
     command: list[str]

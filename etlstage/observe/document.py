@@ -41,6 +41,19 @@ class QueuedDoc(TypedDict):
     bytes: int
 
 
+# One worker instance of a stage, across its restarts (functional form: "in" is a keyword).
+InstanceDoc = TypedDict(
+    "InstanceDoc",
+    {
+        "instance": int,  # under Spark: the partition
+        "restarts": int,
+        # messages it took in and produced: counted by the supervisor only
+        "in": NotRequired[int],
+        "out": NotRequired[int],
+    },
+)
+
+
 class ErrorDoc(TypedDict):
     at: float
     error: str
@@ -65,6 +78,7 @@ StageDoc = TypedDict(
         "reports": dict[str, object],  # what the workers reported (SDK ``Worker.report``)
         "rate": float,  # messages/s, last ~10 s
         "history": list[tuple[float, float]],  # (seconds ago, messages/s)
+        "instances": list[InstanceDoc],  # supervisor: every instance; Spark: each partition with a tally
         # known to the supervisor only: its own workers and queues
         "in_flight": NotRequired[int],
         "queued": NotRequired[QueuedDoc],
@@ -99,6 +113,14 @@ class SourceDoc(TypedDict):
     windows_opened: int
     windows_committed: int
     windows_in_flight: int
+    # window opened (under Spark: micro-batch started) to committed, seconds; one per window
+    commit_latency: LatencyDoc
+
+
+# running; draining: stopping gracefully (no new requests, what is in flight finishes);
+# failed: a stage failed and the run is ending with an error
+PipelineState = Literal["running", "draining", "failed"]
+PIPELINE_STATES: tuple[PipelineState, ...] = ("running", "draining", "failed")
 
 
 class LiveDoc(TypedDict):
@@ -108,6 +130,7 @@ class LiveDoc(TypedDict):
     time: float
     started_at: float
     elapsed: float
+    state: PipelineState
     stages: dict[str, StageDoc]
     windows_in_flight: int
     windows: list[WindowDoc]
@@ -115,6 +138,16 @@ class LiveDoc(TypedDict):
     # the Spark engine's own
     micro_batches_this_run: NotRequired[int]
     checkpoint: NotRequired[str]
+    startup: NotRequired[list[PhaseDoc]]  # in order; elapsed counts them (the run's start, not the query's)
+
+
+class PhaseDoc(TypedDict):
+    """One phase of a run's start-up (the Spark engine's: JVM start, session, pre-flight job,
+    query start, first micro-batch)."""
+
+    name: str
+    seconds: float  # so far, while it runs
+    done: bool
 
 
 class RunDoc(TypedDict):
@@ -211,6 +244,7 @@ ABSENT: dict[Engine, frozenset[str]] = {
             "spark_checkpoint",
             "running.progress.micro_batches_this_run",
             "running.progress.checkpoint",
+            "running.progress.startup",
         }
     ),
     "spark": frozenset(
@@ -221,6 +255,8 @@ ABSENT: dict[Engine, frozenset[str]] = {
             "running.progress.stages.cpu",
             "running.progress.stages.workers",
             "running.progress.stages.resent",
+            "running.progress.stages.instances.in",
+            "running.progress.stages.instances.out",
         }
     ),
 }
@@ -243,11 +279,15 @@ def encode(doc: StatusDoc | LiveDoc, indent: int | None = None) -> str:
 
 __all__ = [
     "ABSENT",
+    "PIPELINE_STATES",
     "CheckpointDoc",
     "DeadLettersDoc",
     "DeadRunDoc",
+    "InstanceDoc",
     "LastRunDoc",
     "LiveDoc",
+    "PhaseDoc",
+    "PipelineState",
     "RunDoc",
     "RunLockDoc",
     "SourceDoc",

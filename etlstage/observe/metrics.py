@@ -23,7 +23,7 @@ from prometheus_client.metrics_core import (
 )
 
 from etlstage import __version__
-from etlstage.observe.document import CheckpointDoc, SourceDoc, StageDoc
+from etlstage.observe.document import PIPELINE_STATES, CheckpointDoc, LatencyDoc, SourceDoc, StageDoc
 from etlstage.observe.live import Snapshot
 
 
@@ -65,6 +65,20 @@ _STAGE_COUNTERS = (
 )
 
 
+# (metric, help, key in a stage's ``instances`` records); labels pipeline, stage, instance
+_INSTANCE_COUNTERS = (
+    ("etlstage_instance_input_messages", "Messages one worker instance took in (T, L), across its restarts.", "in"),
+    ("etlstage_instance_output_messages", "Messages one worker instance produced (E, T), across its restarts.", "out"),
+    ("etlstage_instance_restarts", "Restarts of one worker instance (Spark: of a partition's worker).", "restarts"),
+)
+
+
+def _histogram(fams: _Families, name: str, doc: str, names: list[str], labels: list[str], latency: LatencyDoc) -> None:
+    hist = fams.by_name.setdefault(name, HistogramMetricFamily(name, doc, labels=names))
+    assert isinstance(hist, HistogramMetricFamily)
+    hist.add_metric(labels, buckets=[(b, float(n)) for b, n in latency["buckets"]], sum_value=latency["sum"])
+
+
 class PipelineCollector:
     """A ``prometheus_client`` collector over ``snapshot()``, called once per scrape."""
 
@@ -87,6 +101,14 @@ class PipelineCollector:
         fams.gauge(
             "etlstage_pipeline_windows_in_flight", "Windows opened and not yet committed, all sources.", ["pipeline"]
         ).add_metric([pipeline], float(live["windows_in_flight"]))
+        if "state" in live:
+            state = fams.gauge(
+                "etlstage_pipeline_state",
+                "1 for the run's state (running; draining: stopping gracefully; failed: ending with an error).",
+                ["pipeline", "state"],
+            )
+            for name in PIPELINE_STATES:
+                state.add_metric([pipeline, name], float(live["state"] == name))
         for stage, st in live["stages"].items():
             _stage(fams, pipeline, stage, st)
         for src in live.get("sources", []):
@@ -129,18 +151,21 @@ def _stage(fams: _Families, pipeline: str, stage: str, st: StageDoc) -> None:
             "Bytes waiting in a stage's input buffer (bounded by buffer_bytes).",
             ["pipeline", "stage"],
         ).add_metric(labels, float(st["queued"]["bytes"]))
-    latency = st["latency"]
-    if latency:
-        hist = fams.by_name.setdefault(
+    if st["latency"]:
+        _histogram(
+            fams,
             "etlstage_stage_request_duration_seconds",
-            HistogramMetricFamily(
-                "etlstage_stage_request_duration_seconds",
-                "Time a worker took to answer a request, batch or cycle (from when it was first in line).",
-                labels=["pipeline", "stage"],
-            ),
+            "Time a worker took to answer a request, batch or cycle (from when it was first in line).",
+            ["pipeline", "stage"],
+            labels,
+            st["latency"],
         )
-        assert isinstance(hist, HistogramMetricFamily)
-        hist.add_metric(labels, buckets=[(b, float(n)) for b, n in latency["buckets"]], sum_value=latency["sum"])
+    for one in st.get("instances", []):
+        il, names = [*labels, str(one["instance"])], ["pipeline", "stage", "instance"]
+        # in and out are absent where the engine does not count them per instance (Spark)
+        for name, doc, key in _INSTANCE_COUNTERS:
+            if key in one:
+                fams.counter(name, doc, names).add_metric(il, float(one[key]))  # type: ignore[literal-required]
     for w in st.get("workers", []):  # absent under the Spark engine: its workers are on the executors
         wl = [*labels, str(w["instance"])]
         fams.gauge(
@@ -212,6 +237,16 @@ def _source(fams: _Families, pipeline: str, src: SourceDoc) -> None:
     fams.gauge(
         "etlstage_source_windows_in_flight", "Windows of an E-stage instance opened and not yet committed.", names
     ).add_metric(labels, float(src["windows_in_flight"]))
+    if "commit_latency" in src:
+        _histogram(
+            fams,
+            "etlstage_source_end_to_end_latency_seconds",
+            "Extracted to committed: from a window's opening (under Spark: its micro-batch's start) "
+            "to its commit, once per window.",
+            names,
+            labels,
+            src["commit_latency"],
+        )
 
 
 def _checkpoint(fams: _Families, pipeline: str, c: CheckpointDoc) -> None:

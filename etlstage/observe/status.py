@@ -18,8 +18,8 @@ from typing import Any, cast
 
 import psutil
 
+from etlstage.kit.progress import resent_line
 from etlstage.observe.document import LastRunDoc, LiveDoc, RunDoc, RunLockDoc, StatusDoc, WindowInFlightDoc, deadletters
-from etlstage.runtime.progress import resent_line
 from etlstage.state.lastrun import last_run
 from etlstage.state.runlock import Holder, holder
 from etlstage.state.store import StateStore

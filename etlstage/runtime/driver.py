@@ -19,6 +19,8 @@ from collections.abc import Awaitable, Callable
 from etlstage.config.model import StageConfig
 from etlstage.conversation import policy
 from etlstage.errors import PipelineError, ProtocolViolation, UnaskedReply, WorkerError, WorkerGone, WorkerTimeout
+from etlstage.kit.stats import StageStats
+from etlstage.kit.transport import Transport
 from etlstage.protocol.framing import EOP, count_eom, split_block
 from etlstage.protocol.replies import unasked_before_request
 from etlstage.protocol.scenario import Scenario
@@ -26,9 +28,7 @@ from etlstage.protocol.vocabulary import Mode
 from etlstage.runtime.confirm import RECHECK, Unconfirmed
 from etlstage.runtime.flow import Inbox, Job, Piece, Window
 from etlstage.runtime.session import STARTUP_QUIET, WorkerSession
-from etlstage.runtime.stats import StageStats
 from etlstage.runtime.tasks import run_all, run_until
-from etlstage.runtime.transport import Transport
 
 log = logging.getLogger("etlstage.stage")
 
@@ -190,7 +190,7 @@ class TransformDriver(_Driver):
                     job.resent = True
                     self.stats.resent += sum(p.count for p in job.pieces)
                 retry[:0] = again + resend
-                self.stats.failed(exc)
+                self.stats.failed(exc, i)
                 await restarts.wait(exc, failed[0] if failed else None)
                 continue
             worked = worked or session.completed > 0
@@ -248,121 +248,11 @@ class TransformDriver(_Driver):
 
         Returns True when the worker should be replaced between batches (``max_rss``).
         """
-        worker_driven = session.scenario.worker_driven
-        slots = asyncio.Semaphore(self.stage.jobs_in_flight)
-        drained = asyncio.Event()  # set whenever nothing is in flight
-        drained.set()
-        bnc = asyncio.Event()
-        answered = asyncio.Event()  # set at each completed job
-        unanswered_bytes = 0  # input written and not yet answered: at most replay_bytes (or one job)
-        recycle = False
-        first = True  # the first job waits for the worker's start-up output, if any
-        next_rss_check = 0.0
-
-        def too_big() -> bool:
-            nonlocal next_rss_check
-            if not self.stage.max_rss or time.monotonic() < next_rss_check:
-                return False
-            next_rss_check = time.monotonic() + 0.25
-            used = session.transport.resources()
-            if used is None or used[0] <= self.stage.max_rss:
-                return False
-            log.info(
-                "%s uses %.0f MB, over max_rss %.0f MB: replacing it between batches",
-                session.label,
-                used[0] / 1e6,
-                self.stage.max_rss / 1e6,
-            )
-            return True
-
-        async def feed() -> None:
-            nonlocal recycle, unanswered_bytes, first
-            while True:
-                if too_big():
-                    recycle = True
-                    await drained.wait()
-                    return
-                await slots.acquire()
-                while not policy.may_write(unanswered_bytes, self.stage.batch_bytes, self.stage.replay_bytes):
-                    answered.clear()
-                    await answered.wait()
-                while held and held.due() and not (inbox.closed and not len(inbox)):  # at the end: EOF confirms
-                    try:  # the reader confirms once the worker is quiet; the end of input may come first
-                        async with asyncio.timeout(RECHECK):
-                            await held.empty.wait()
-                    except TimeoutError:
-                        pass
-                # Every wait comes before the job is taken: a worker that dies meanwhile must
-                # find it still in ``retry`` or the inbox, not in a local variable of this task.
-                if first:
-                    first = False
-                    await session.startup_quiet()
-                if retry and (retry[0].alone or retry[0].after_confirmation):
-                    await drained.wait()
-                    held.wanted = True  # blame stays exact: what went before is in step first
-                    await held.empty.wait()
-                    held.wanted = False
-                job = retry.pop(0) if retry else await self._assemble(inbox)
-                if job is None:
-                    await drained.wait()
-                    return
-                session.add_job(job)
-                drained.clear()
-                self.stats.in_flight += 1
-                job.size = sum(len(p.block) for p in job.pieces)
-                unanswered_bytes += job.size
-                if worker_driven:
-                    await self._feed_worker_driven(session, inbox, job, bnc)
-                else:
-                    await self._write_job(session, job)
-                if job.alone:
-                    await drained.wait()
-
-        async def read() -> None:
-            nonlocal unanswered_bytes
-            while True:
-                tokens = await session.read_tokens()
-                if tokens is None:
-                    raise await session.gone(
-                        "exited with requests unanswered"
-                        if session.inflight
-                        else "exited while waiting for work (its stdin was still open)"
-                    )
-                if not tokens:  # quiet for the settle time with nothing outstanding: in step
-                    session.quiet_until = None
-                    # A quiet check counts only while a held window waits on it, or the feed
-                    # does: quiet alone is weak evidence.  (At the end of input the feed ends
-                    # at once, and only the worker's clean end confirms: _close.)
-                    if (held.wanted or held.due()) and held.confirm():
-                        restarts.succeeded()
-                    if held:  # checked again: suspects need a second check; else polled for a window
-                        pressing = held.wanted or held.due()
-                        session.quiet_until = time.monotonic() + (held.settle() if pressing else RECHECK)
-                    continue
-                reading = session.rules.feed(tokens)
-                for job in reading.completed:
-                    unanswered_bytes -= job.size
-                    await self._complete(job, held)
-                    session.completed += 1
-                    slots.release()
-                    answered.set()
-                    if not job.resent:
-                        restarts.succeeded()  # new work goes through: failures are no longer "in a row"
-                if not session.inflight:
-                    drained.set()
-                    if held:
-                        session.quiet_until = time.monotonic() + held.settle()
-                if reading.bnc:
-                    bnc.set()
-                if reading.violation is not None:
-                    raise session.violation(reading.violation)
-
-        await run_until(feed(), read())
-        return recycle
+        return await _Conversation(self, session, inbox, retry, restarts, held).run()
 
     # --- assembling and framing jobs ------------------------------------------------------
 
-    async def _assemble(self, inbox: Inbox) -> Job | None:
+    async def _assemble(self, inbox: Inbox, instance: int) -> Job | None:
         """The next job from the inbox; None once it is closed and empty."""
         st = self.stage
         single = st.mode == Mode.SINGLE
@@ -396,8 +286,7 @@ class TransformDriver(_Driver):
             await inbox.wait_changed(deadline)
         batch = st.mode == Mode.BATCH
         job = Job(pieces=pieces, requests=1 if batch else n, batch=batch)
-        self.stats.messages_in += n
-        self.stats.bytes_in += sum(len(p.block) for p in pieces)
+        self.stats.took(instance, n, sum(len(p.block) for p in pieces))
         return job
 
     async def _write_job(self, session: WorkerSession, job: Job) -> None:
@@ -436,8 +325,7 @@ class TransformDriver(_Driver):
                 break
             job.add(more)
             size += len(more.block)
-            self.stats.messages_in += 1
-            self.stats.bytes_in += len(more.block)
+            self.stats.took(session.scenario.instance, 1, len(more.block))
             job.awaiting_bnc = policy.bnc_due(job.messages, st.batch_size)
             job.closed = not job.awaiting_bnc
             await session.write(more.block)
@@ -470,7 +358,7 @@ class TransformDriver(_Driver):
 
     # --- completion -----------------------------------------------------------------------
 
-    async def _complete(self, job: Job, held: Unconfirmed) -> None:
+    async def _complete(self, job: Job, held: Unconfirmed, instance: int) -> None:
         self.stats.in_flight -= 1
         self.stats.answered(time.monotonic() - job.started)
         if self.on_job_done is not None:
@@ -479,8 +367,7 @@ class TransformDriver(_Driver):
             block = b"".join(job.results) if len(job.results) > 1 else job.results[0]
             job.results.clear()  # handed on; a job held for confirmation keeps its input only
             n = count_eom(block, self.eom)
-            self.stats.messages_out += n
-            self.stats.bytes_out += len(block)
+            self.stats.produced(instance, n, len(block))
             await self.emit(Piece(block, n, job.oldest_window()))
         # Held until the worker is known to be in step, an L-worker's EOP as a T's answer: a
         # stray EOP may have acknowledged a batch the worker then dies on (docs/protocol.md).
@@ -490,6 +377,163 @@ class TransformDriver(_Driver):
     def _release(self, job: Job) -> None:
         for p in job.pieces:
             p.window.release(self.level, p.count)
+
+
+class _Conversation:
+    """One worker session's conversation: :meth:`feed` writes jobs, :meth:`read` takes
+    their answers, until the inbox is closed, empty and everything answered."""
+
+    def __init__(
+        self,
+        driver: TransformDriver,
+        session: WorkerSession,
+        inbox: Inbox,
+        retry: list[Job],
+        restarts: Restarts,
+        held: Unconfirmed,
+    ) -> None:
+        self.driver, self.stage, self.session = driver, driver.stage, session
+        self.inbox, self.retry, self.restarts, self.held = inbox, retry, restarts, held
+        self.slots = asyncio.Semaphore(self.stage.jobs_in_flight)
+        self.drained = asyncio.Event()  # set whenever nothing is in flight
+        self.drained.set()
+        self.bnc = asyncio.Event()
+        self.answered = asyncio.Event()  # set at each completed job
+        self.unanswered_bytes = 0  # input written and not yet answered: at most replay_bytes (or one job)
+        self.recycle = False
+        self.first = True  # the first job waits for the worker's start-up output, if any
+        self.next_rss_check = 0.0
+
+    async def run(self) -> bool:
+        """True when the worker should be replaced between batches (``max_rss``)."""
+        await run_until(self.feed(), self.read())
+        return self.recycle
+
+    def too_big(self) -> bool:
+        if not self.stage.max_rss or time.monotonic() < self.next_rss_check:
+            return False
+        self.next_rss_check = time.monotonic() + 0.25
+        used = self.session.transport.resources()
+        if used is None or used[0] <= self.stage.max_rss:
+            return False
+        log.info(
+            "%s uses %.0f MB, over max_rss %.0f MB: replacing it between batches",
+            self.session.label,
+            used[0] / 1e6,
+            self.stage.max_rss / 1e6,
+        )
+        return True
+
+    # --- writing ----------------------------------------------------------------------------------
+
+    async def feed(self) -> None:
+        while True:
+            if self.too_big():
+                self.recycle = True
+                await self.drained.wait()
+                return
+            await self.slots.acquire()
+            await self._wait_for_room()
+            # Every wait comes before the job is taken: a worker that dies meanwhile must
+            # find it still in ``retry`` or the inbox, not in a local variable of this task.
+            await self._wait_before_taking()
+            job = (
+                self.retry.pop(0)
+                if self.retry
+                else await self.driver._assemble(self.inbox, self.session.scenario.instance)
+            )
+            if job is None:
+                await self.drained.wait()
+                return
+            await self._send(job)
+
+    async def _wait_for_room(self) -> None:
+        """Input written and unanswered stays within ``replay_bytes``; answers held for
+        confirmation are confirmed first once due."""
+        stage, held, inbox = self.stage, self.held, self.inbox
+        while not policy.may_write(self.unanswered_bytes, stage.batch_bytes, stage.replay_bytes):
+            self.answered.clear()
+            await self.answered.wait()
+        while held and held.due() and not (inbox.closed and not len(inbox)):  # at the end: EOF confirms
+            try:  # the reader confirms once the worker is quiet; the end of input may come first
+                async with asyncio.timeout(RECHECK):
+                    await held.empty.wait()
+            except TimeoutError:
+                pass
+
+    async def _wait_before_taking(self) -> None:
+        """The first job waits for the worker's start-up quiet; an isolated or blamed job
+        for the worker to be in step with what went before."""
+        if self.first:
+            self.first = False
+            await self.session.startup_quiet()
+        if self.retry and (self.retry[0].alone or self.retry[0].after_confirmation):
+            await self.drained.wait()
+            self.held.wanted = True  # blame stays exact: what went before is in step first
+            await self.held.empty.wait()
+            self.held.wanted = False
+
+    async def _send(self, job: Job) -> None:
+        session = self.session
+        session.add_job(job)
+        self.drained.clear()
+        self.driver.stats.in_flight += 1
+        job.size = sum(len(p.block) for p in job.pieces)
+        self.unanswered_bytes += job.size
+        if session.scenario.worker_driven:
+            await self.driver._feed_worker_driven(session, self.inbox, job, self.bnc)
+        else:
+            await self.driver._write_job(session, job)
+        if job.alone:
+            await self.drained.wait()
+
+    # --- reading ----------------------------------------------------------------------------------
+
+    async def read(self) -> None:
+        session = self.session
+        while True:
+            tokens = await session.read_tokens()
+            if tokens is None:
+                raise await session.gone(
+                    "exited with requests unanswered"
+                    if session.inflight
+                    else "exited while waiting for work (its stdin was still open)"
+                )
+            if not tokens:  # quiet for the settle time with nothing outstanding: in step
+                self._quiet()
+                continue
+            reading = session.rules.feed(tokens)
+            for job in reading.completed:
+                await self._answered(job)
+            if not session.inflight:
+                self.drained.set()
+                if self.held:
+                    session.quiet_until = time.monotonic() + self.held.settle()
+            if reading.bnc:
+                self.bnc.set()
+            if reading.violation is not None:
+                raise session.violation(reading.violation)
+
+    def _quiet(self) -> None:
+        session, held = self.session, self.held
+        session.quiet_until = None
+        # A quiet check counts only while a held window waits on it, or the feed
+        # does: quiet alone is weak evidence.  (At the end of input the feed ends
+        # at once, and only the worker's clean end confirms: _close.)
+        if (held.wanted or held.due()) and held.confirm():
+            self.restarts.succeeded()
+        if held:  # checked again: suspects need a second check; else polled for a window
+            pressing = held.wanted or held.due()
+            session.quiet_until = time.monotonic() + (held.settle() if pressing else RECHECK)
+
+    async def _answered(self, job: Job) -> None:
+        self.unanswered_bytes -= job.size
+        await self.driver._complete(job, self.held, self.session.scenario.instance)
+        self.session.completed += 1
+        self.slots.release()
+        self.answered.set()
+        if not job.resent:
+            self.restarts.succeeded()  # new work goes through: failures are no longer "in a row"
 
 
 class ExtractDriver(_Driver):
@@ -567,7 +611,7 @@ class ExtractDriver(_Driver):
                 worked = worked or session.completed > 0
                 if isinstance(exc, WorkerGone) and not worked and session.gone_before_asked():
                     raise session.never_answered(exc) from exc
-                self.stats.failed(exc)
+                self.stats.failed(exc, i)
                 await restarts.wait(exc)
 
     async def _plain(self, session: WorkerSession, window: Window) -> None:
@@ -578,7 +622,7 @@ class ExtractDriver(_Driver):
             session.completed += 1
             for tok in tokens:
                 assert isinstance(tok, bytes)
-                await self._forward(tok, window)
+                await self._forward(tok, window, session.scenario.instance)
 
     async def _cycle(self, session: WorkerSession, window: Window, request: object) -> bool:
         """Send one request, forward its messages as they come; True when it was empty."""
@@ -602,7 +646,7 @@ class ExtractDriver(_Driver):
                     self.stats.answered(time.monotonic() - job.started)
                     return window.messages == before
                 assert isinstance(tok, bytes)
-                await self._forward(tok, window)
+                await self._forward(tok, window, session.scenario.instance)
 
     async def _nothing_unasked(self, session: WorkerSession) -> None:
         """Before a request: anything the worker wrote since its last EOP (a stray EOP would
@@ -616,11 +660,10 @@ class ExtractDriver(_Driver):
         if unasked is not None:
             raise session.violation(unasked)
 
-    async def _forward(self, block: bytes, window: Window) -> None:
+    async def _forward(self, block: bytes, window: Window, instance: int) -> None:
         n = count_eom(block, self.eom)
         window.messages += n
-        self.stats.messages_out += n
-        self.stats.bytes_out += len(block)
+        self.stats.produced(instance, n, len(block))
         await self.emit(Piece(block, n, window))
 
 

@@ -19,19 +19,20 @@ from pathlib import Path
 
 from etlstage.config.model import PipelineConfig, StageConfig
 from etlstage.errors import PipelineError, StateError
+from etlstage.kit.admit import admit, refuse
+from etlstage.kit.replays import marked_for_replay
+from etlstage.kit.services import Services
+from etlstage.kit.stats import LatencyHistogram, RateHistory, StageStats
+from etlstage.kit.transport import ProcessTransport, Transport
 from etlstage.protocol.framing import split_block
 from etlstage.protocol.offsets import make_policy
 from etlstage.protocol.partition import parse_pointer, partition_key, partition_of
 from etlstage.protocol.scenario import Scenario
 from etlstage.protocol.vocabulary import Mode, Offsets, StageType
-from etlstage.runtime.admit import admit, refuse
 from etlstage.runtime.driver import STOP, EmitFn, ExtractDriver, TransformDriver
 from etlstage.runtime.flow import Inbox, Job, Piece, Window
-from etlstage.runtime.replays import marked_for_replay
-from etlstage.runtime.services import Services
-from etlstage.runtime.stats import RateHistory, StageStats
+from etlstage.runtime.tap import Taps
 from etlstage.runtime.tasks import cancel, run_all
-from etlstage.runtime.transport import ProcessTransport, Transport
 from etlstage.state.store import StateStore, ensure_private_dir
 
 log = logging.getLogger("etlstage.pipeline")
@@ -48,6 +49,7 @@ class Source:
     next_seq: int = 0
     next_start: object = None  # supervisor-managed offsets: start of the next request
     changed: asyncio.Event = field(default_factory=asyncio.Event)
+    commit_latency: LatencyHistogram = field(default_factory=LatencyHistogram)  # opened -> committed
 
 
 class Pipeline:
@@ -63,7 +65,11 @@ class Pipeline:
         self.levels: list[list[StageConfig]] = [ext, *([t] for t in trans), loads]
         self.n_levels = len(self.levels)
         self.stats = {s.name: StageStats(s.name, s.type) for s in config.stages}
+        for s in config.stages:  # every instance has its series from the start: an idle one shows 0
+            for i in range(s.instances):
+                self.stats[s.name].instance(i)
         self.history = RateHistory()  # sampled with each heartbeat: current rates, charts
+        self.taps = Taps(config)  # etlstage tap: what leaves a stage, offered without waiting
         self.inputs: dict[str, list[Inbox]] = {}
         for level, stages in enumerate(self.levels[1:], start=1):
             for s in stages:
@@ -75,6 +81,7 @@ class Pipeline:
         self.sources: dict[str, Source] = {}
         self._extractors: list[ExtractDriver] = []
         self.stopping = False
+        self.failed = False  # a stage failed: the run ends with an error
         self.drain_timed_out = asyncio.Event()  # a graceful stop ran out of drain_timeout
         self._drivers_running: list[ExtractDriver | TransformDriver] = []
         self.started = time.monotonic()
@@ -111,6 +118,7 @@ class Pipeline:
         targets = self.levels[level + 1]
 
         async def emit(piece: Piece) -> None:
+            self.taps.offer(stage.name, piece.block, piece.count)
             for t in targets:
                 block, count, refused = admit(
                     piece.block, piece.count, stage.markers, t.markers, t.max_message_bytes, f"stage {t.name!r}"
@@ -119,6 +127,8 @@ class Pipeline:
                     self._refuse(t, refused)
                 if not count:
                     continue
+                if t.type == StageType.L:
+                    self.taps.offer(t.name, block, count)  # a loader's tap: what it is given
                 piece.window.add(level + 1, count)
                 boxes = self.inputs[t.name]
                 for i, part, n in _routed(block, count, t):
@@ -163,6 +173,7 @@ class Pipeline:
             w = src.windows.popleft()
             end = json.loads(w.request).get("end") if isinstance(w.request, bytes) and w.request else None
             self.store.commit(src.label, w.seq, end, w.messages)
+            src.commit_latency.observe(max(0.0, time.time() - w.opened))
             committed = True
         if committed:
             src.changed.set()
@@ -255,6 +266,9 @@ class Pipeline:
         try:
             self.extra_env.update(await services.start(self.extra_env))
             await self._run()
+        except Exception:
+            self.failed = True
+            raise
         finally:
             await services.stop()
 
@@ -280,6 +294,7 @@ class Pipeline:
 
         self.store.heartbeat(self.progress())
         beat = asyncio.ensure_future(self._heartbeat())
+        await self.taps.serve()
         try:
             await run_all(*(run_level(level) for level in range(self.n_levels)))
         except BaseException:
@@ -290,6 +305,7 @@ class Pipeline:
             raise
         finally:
             await cancel([beat])
+            await self.taps.close("the pipeline ended")
             self.store.end_run()
         undone = [w for src in self.sources.values() for w in src.windows if not w.done]
         if undone and not self.stopping:
@@ -321,6 +337,11 @@ class Pipeline:
     async def stop_workers(self) -> None:
         """Give every worker its stage's stop sequence (none is started again)."""
         await asyncio.gather(*(d.stop_all() for d in self._drivers_running))
+
+    @property
+    def state(self) -> str:
+        """``running``, ``draining`` or ``failed`` (:data:`etlstage.observe.document.PIPELINE_STATES`)."""
+        return "failed" if self.failed else "draining" if self.stopping else "running"
 
     def progress(self) -> dict[str, object]:
         """The live state of this run: the document ``etlstage status`` reads from the
@@ -366,6 +387,10 @@ class Pipeline:
                 "reports": s.reports(),
                 "rate": round(self.history.rate(name), 1),
                 "history": self.history.series(name),
+                "instances": [
+                    {"instance": i, "restarts": c.restarts, "in": c.messages_in, "out": c.messages_out}
+                    for i, c in sorted(s.instances.items())
+                ],
             }
         return {
             "engine": "supervisor",
@@ -374,6 +399,7 @@ class Pipeline:
             "time": now,
             "started_at": now - elapsed,
             "elapsed": round(elapsed, 3),
+            "state": self.state,
             "stages": stages,
             "windows_in_flight": sum(len(src.windows) for src in self.sources.values()),
             "windows": [
@@ -397,6 +423,10 @@ class Pipeline:
                     "windows_opened": src.next_seq,  # counted across runs: a window's seq is its number
                     "windows_committed": src.next_seq - len(src.windows),
                     "windows_in_flight": len(src.windows),
+                    "commit_latency": {
+                        "buckets": src.commit_latency.cumulative(),
+                        "sum": round(src.commit_latency.sum, 6),
+                    },
                 }
                 for label, src in self.sources.items()
             ],

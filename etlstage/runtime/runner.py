@@ -10,8 +10,8 @@ from typing import Any
 
 from etlstage.config.model import PipelineConfig
 from etlstage.errors import EtlstageError
+from etlstage.kit.progress import report, summary
 from etlstage.runtime.pipeline import Pipeline, install_signal_handlers
-from etlstage.runtime.progress import report, summary
 from etlstage.runtime.tasks import cancel
 
 log = logging.getLogger("etlstage")
@@ -66,6 +66,7 @@ async def run_pipeline(
         log.exception("pipeline failed on an internal error (please report it with this traceback)")
         code = 1
     finally:
+        pipeline.failed = pipeline.failed or code != 0  # what the metrics written at the end say
         tasks = [t for t in (runner, reporter, drain_over) if t is not None]
         await cancel(tasks)
         if detach is not None:

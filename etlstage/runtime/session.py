@@ -26,12 +26,12 @@ from etlstage.errors import (
     escape_bytes,
     went_away,
 )
+from etlstage.kit.transport import Transport
 from etlstage.protocol.framing import ReplyParser, Token
 from etlstage.protocol.replies import ReplyRules
 from etlstage.protocol.scenario import Scenario
 from etlstage.protocol.vocabulary import StageType
 from etlstage.runtime.flow import Job
-from etlstage.runtime.transport import Transport
 
 # A fresh worker's output is looked for this long before its first request: a banner or
 # log line written at start-up (before it reads anything) is then bytes with no request

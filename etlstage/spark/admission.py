@@ -2,7 +2,7 @@
 
 A message that holds one of the receiving stage's markers (possible when stages use
 different markers) or is over its ``max_message_bytes`` is refused, exactly as the
-supervisor refuses it (:func:`etlstage.runtime.admit.admit`), and the stage's
+supervisor refuses it (:func:`etlstage.kit.admit.admit`), and the stage's
 ``on_failure`` decides: ``deadletter`` sets it aside in the dead-letter store and the
 rest goes on; ``fail`` stops the query with an error naming the stage, the partition,
 the host and the escaped bytes.
@@ -14,8 +14,8 @@ import socket
 from collections.abc import Callable, Iterable, Iterator
 
 from etlstage.config.model import StageConfig
+from etlstage.kit.admit import admit
 from etlstage.protocol.markers import Markers
-from etlstage.runtime.admit import admit
 
 RefuseFn = Callable[[StageConfig, list[tuple[bytes, str]], str], None]
 

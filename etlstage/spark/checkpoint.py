@@ -16,6 +16,7 @@ and named with what to do (:func:`check_checkpoint`), instead of Spark failing o
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -24,9 +25,11 @@ import struct
 import zlib
 from pathlib import Path
 
+from etlstage.config.model import PipelineConfig
 from etlstage.errors import StateError
 
 log = logging.getLogger("etlstage.spark")
+
 
 ABANDONED = re.compile(r"^\.\.?\d+\.[0-9a-f-]{36}\.tmp(\.crc)?$")
 LOGS = ("offsets", "commits")
@@ -139,6 +142,41 @@ def _damaged(root: Path, path: Path, problem: str, last_of: str | None) -> State
     return StateError(f"the Spark checkpoint is damaged: {path} {problem}. {todo}")
 
 
+def is_local(checkpoint: str) -> bool:
+    """Whether ``engine.checkpoint`` is a local path (else a Hadoop URI: ``s3a://``, ``hdfs://``...).
+
+    >>> is_local("/var/lib/cp"), is_local("s3a://lake/cp"), is_local("file:///tmp/cp")
+    (True, False, False)
+    """
+    return "://" not in checkpoint
+
+
+def engine_dir(config: PipelineConfig) -> Path:
+    """The driver's folder for the engine's own files (spooled windows, counts, tallies):
+    ``etlstage/`` inside a local checkpoint, else one per checkpoint URI under ``state_dir``.
+    Only processes on the driver's host use it; tasks reach it through the driver's inbox
+    (:mod:`etlstage.spark.inbox`)."""
+    checkpoint = config.engine.checkpoint
+    if is_local(checkpoint):
+        return Path(checkpoint) / "etlstage"
+    return Path(config.state_dir) / "spark" / hashlib.sha256(checkpoint.encode()).hexdigest()[:16]
+
+
+def own_path(config: PipelineConfig, kind: str, *names: str) -> Path:
+    """Where the engine keeps its own files of ``kind`` (spool, counts, workers, native,
+    ship, batch-counts): in :func:`engine_dir`, on the driver — the one place that says so.
+
+    >>> from etlstage.config.model import EngineConfig, PipelineConfig
+    >>> local = PipelineConfig([], "/st", None, engine=EngineConfig(checkpoint="/ck"))  # type: ignore[arg-type]
+    >>> own_path(local, "spool", "t").as_posix()
+    '/ck/etlstage/spool/t'
+    >>> remote = PipelineConfig([], "/st", None, engine=EngineConfig(checkpoint="s3a://b/ck"))  # type: ignore[arg-type]
+    >>> own_path(remote, "spool", "t").as_posix()
+    '/st/spark/a710d324f583454c/spool/t'
+    """
+    return engine_dir(config).joinpath(kind, *names)
+
+
 def private_folder(path: Path) -> Path:
     """``path`` with every missing level created 0700: what the engine writes beside Spark's
     logs (spooled windows, counts, tallies) holds message data or its traces."""
@@ -160,4 +198,4 @@ def owner_only(path: str, flags: int) -> int:
     return os.open(path, flags, 0o600)
 
 
-__all__ = ["check_checkpoint", "owner_only", "private_folder", "remove_abandoned"]
+__all__ = ["check_checkpoint", "engine_dir", "is_local", "own_path", "owner_only", "private_folder", "remove_abandoned"]

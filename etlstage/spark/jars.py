@@ -76,14 +76,33 @@ def delta_lake() -> list[str]:
     return [f"io.delta:delta-spark_{spark}_2.13:{DELTA_VERSION}"]
 
 
+def kafka_connector() -> list[str]:
+    """Spark's own Kafka source and sink, at exactly pyspark's version (Scala 2.13)."""
+    return [f"org.apache.spark:spark-sql-kafka-0-10_2.13:{spark_version()}"]
+
+
+KAFKA_BROKER_VERSION = "4.4.0"
+
+
+def kafka_broker() -> list[str]:
+    """Apache Kafka's broker (KRaft), a program of its own: not put beside Spark."""
+    return [f"org.apache.kafka:kafka_2.13:{KAFKA_BROKER_VERSION}"]
+
+
 # Named package sets, for the run and for pre-fetching (tests/support/downloads.py).
-PACKAGES: dict[str, Callable[[], list[str]]] = {"s3": s3_connector, "delta": delta_lake}
+PACKAGES: dict[str, Callable[[], list[str]]] = {
+    "s3": s3_connector,
+    "delta": delta_lake,
+    "kafka-spark": kafka_connector,
+    "kafka-broker": kafka_broker,
+}
+ALONE = {"kafka-broker"}  # sets for a JVM program that is not Spark: fetched whole
 
 
 def fetch_named(name: str) -> list[Path]:
     if name not in PACKAGES:
         raise JarFetchError(f"package set {name!r}: expected one of {', '.join(sorted(PACKAGES))}")
-    return fetch(PACKAGES[name]())
+    return fetch(PACKAGES[name](), beside_spark=name not in ALONE)
 
 
 def fetch(coordinates: Sequence[str], *, beside_spark: bool = True, timeout: float = 900) -> list[Path]:

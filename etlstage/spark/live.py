@@ -25,7 +25,10 @@ from etlstage.observe.document import (
     CheckpointDoc,
     DeadLettersDoc,
     LastRunDoc,
+    LatencyDoc,
     LiveDoc,
+    PhaseDoc,
+    PipelineState,
     RunLockDoc,
     StageDoc,
     StatusDoc,
@@ -39,7 +42,7 @@ from etlstage.state.runlock import holder
 from etlstage.state.store import StateStore
 
 
-def live_state(counts: Counts, checkpoint: CheckpointStatus, started_at: float) -> LiveDoc:
+def live_state(counts: Counts, checkpoint: CheckpointStatus) -> LiveDoc:
     """The document :func:`etlstage.observe.live.live_state` makes for a supervisor."""
     config = counts.config
     now = time.time()
@@ -63,16 +66,25 @@ def live_state(counts: Counts, checkpoint: CheckpointStatus, started_at: float) 
                 "reports": s.reports(),
                 "rate": round(counts.history.rate(name), 1),
                 "history": counts.history.series(name),
+                "instances": [{"instance": i, "restarts": c.restarts} for i, c in sorted(s.instances.items())],
             }
-        elapsed = time.monotonic() - counts.started
+        now_mono = time.monotonic()
+        elapsed = now_mono - counts.run_started  # one clock, from the run's start: never goes back
+        startup: list[PhaseDoc] = [
+            {"name": p.name, "seconds": round(p.seconds(now_mono), 3), "done": p.ended is not None}
+            for p in counts.phases
+        ]
+        batches = counts.commit_latency
+        latency: LatencyDoc = {"buckets": batches.cumulative(), "sum": round(batches.sum, 6)}
     windows = _in_flight(checkpoint, now)
     return {
         "engine": "spark",
         "pid": os.getpid(),
         "pipeline": config.name,
         "time": now,
-        "started_at": started_at,
+        "started_at": now - elapsed,
         "elapsed": round(elapsed, 3),
+        "state": cast(PipelineState, counts.state),
         "stages": stages,
         "windows_in_flight": len(checkpoint.in_flight),
         "windows": windows,
@@ -84,12 +96,14 @@ def live_state(counts: Counts, checkpoint: CheckpointStatus, started_at: float) 
                 "windows_opened": opened,  # micro-batch ids, counted across runs like window numbers
                 "windows_committed": committed + 1,
                 "windows_in_flight": len(checkpoint.in_flight),
+                "commit_latency": latency,
             }
             for e in config.stages
             if e.type == "E"
         ],
         "micro_batches_this_run": counts.batches,
         "checkpoint": checkpoint.path,
+        "startup": startup,
     }
 
 
@@ -173,11 +187,10 @@ def documents(counts: Counts) -> Callable[[], tuple[LiveDoc, StatusDoc]]:
     """What the HTTP endpoints read, ``(live state, status document)``, from the driver's
     counters; the CLI hands it to :mod:`etlstage.observe.server` (a layer this one does
     not import)."""
-    started_at = time.time()
 
     def take() -> tuple[LiveDoc, StatusDoc]:
         checkpoint = read_checkpoint(counts.config)
-        live = live_state(counts, checkpoint, started_at)
+        live = live_state(counts, checkpoint)
         return live, status_document(counts.config, live, checkpoint)
 
     return take

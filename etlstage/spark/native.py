@@ -40,8 +40,9 @@ from etlstage.config.model import StageConfig
 from etlstage.errors import ConfigError
 from etlstage.native import NativeContext
 from etlstage.protocol.vocabulary import StageType
-from etlstage.spark.checkpoint import private_folder
+from etlstage.spark.checkpoint import own_path, private_folder
 from etlstage.spark.conversation import worker_env
+from etlstage.spark.inbox import KeepOnce
 from etlstage.spark.plan import Plan
 from etlstage.spark.transform import partition_id
 
@@ -112,8 +113,7 @@ def session_conf(plan: Plan) -> dict[str, str]:
 
 def context_for(stage: StageConfig, plan: Plan, spark: SparkSession | None) -> NativeContext:
     """The public context (:mod:`etlstage.native`) the engine gives ``stage``'s native factory."""
-    checkpoint = plan.checkpoint / "etlstage" / "native" / stage.name
-    private_folder(checkpoint)
+    checkpoint = private_folder(own_path(plan.config, "native", stage.name))  # tasks write there with ctx.keep
     state_dir = plan.stage_dir(stage, 0)
     scenario = stage.scenario(0, state_dir)
     return NativeContext(
@@ -125,6 +125,7 @@ def context_for(stage: StageConfig, plan: Plan, spark: SparkSession | None) -> N
         once=plan.once,
         cwd=str(Path(stage.cwd or plan.config.base_dir).resolve()),
         spark=spark,
+        keep=KeepOnce(plan.inbox, stage.name) if plan.inbox is not None else None,
     )
 
 

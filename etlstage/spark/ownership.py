@@ -130,7 +130,7 @@ def retired_marker(run_id: str) -> Path:
 
 
 def retire(run_id: str) -> None:
-    """Mark ``run_id`` as ended on this host (see :meth:`etlstage.spark.process.Registry`)."""
+    """Mark ``run_id`` as ended on this host (see :class:`etlstage.spark.pool.Registry`)."""
     run_folder(run_id)
     os.close(open_private(retired_marker(run_id), os.O_WRONLY))
 

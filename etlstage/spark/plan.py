@@ -15,14 +15,22 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 from etlstage.config.model import PipelineConfig, StageConfig
+from etlstage.errors import PipelineError
+from etlstage.spark.checkpoint import engine_dir, own_path
 from etlstage.spark.conversation import Job, StageWorker, worker_env
 from etlstage.spark.extract import ExtractWorker
+from etlstage.spark.inbox import InboxAddress
 from etlstage.spark.ownership import Ownership
-from etlstage.spark.process import REGISTRY, WATCHDOG_GRACE
+from etlstage.spark.pool import REGISTRY
+from etlstage.spark.process import WATCHDOG_GRACE
 from etlstage.spark.shipping import Shipped, localize
-from etlstage.spark.tally import Tally, tally_dir, write
+from etlstage.spark.tally import Tally, owner_name
+
+if TYPE_CHECKING:
+    from etlstage.state.store import StateStore
 
 _TALLIES: dict[tuple[str, str, int], Tally] = {}  # this Python process's, by (run, stage, partition)
 
@@ -36,6 +44,7 @@ class Plan:
     extra_env: dict[str, str] = field(default_factory=dict)
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     shipped: Shipped = ()  # engine.ship as added to the context: (path here, name of the copy)
+    inbox: InboxAddress | None = None  # the driver's, while the query runs (tasks reach the driver there)
 
     def encode(self) -> str:
         return base64.b64encode(pickle.dumps(self)).decode()
@@ -50,14 +59,20 @@ class Plan:
 
     @property
     def checkpoint(self) -> Path:
+        """Spark's checkpoint as a local path (meaningful only when :func:`is_local`)."""
         return Path(self.config.engine.checkpoint)
 
+    @property
+    def engine_dir(self) -> Path:
+        """The driver's folder for the engine's own files (never opened by a task)."""
+        return engine_dir(self.config)
+
     def spool_dir(self, stage: StageConfig) -> Path:
-        """Driver-side extractors' output by batch, read by the tasks (a shared path on a cluster)."""
-        return self.checkpoint / "etlstage" / "spool" / stage.name
+        """Driver-side extractors' output by batch; tasks read it through the driver's inbox."""
+        return own_path(self.config, "spool", stage.name)
 
     def counts_dir(self, stage: StageConfig) -> Path:
-        return self.checkpoint / "etlstage" / "counts" / stage.name
+        return own_path(self.config, "counts", stage.name)
 
     def stage_dir(self, stage: StageConfig, partition: int) -> str:
         """The worker's ETLSTAGE_STATE_DIR: the supervisor's for one instance, one per partition for more."""
@@ -66,6 +81,12 @@ class Plan:
         base = Path(self.config.state_dir) / "stages" / stage.name
         path = base if stage.instances == 1 else base / f"partition-{partition}"
         return str(ensure_private_dir(path))
+
+    def reach(self) -> InboxAddress:
+        """The driver's inbox, as a task reaches it."""
+        if self.inbox is None:
+            raise PipelineError("this plan has no driver inbox: its query was not started by run_in")
+        return self.inbox
 
     # --- workers -------------------------------------------------------------------------------
 
@@ -125,29 +146,41 @@ class Plan:
             w.in_use.release()
 
     def record(self, worker: StageWorker) -> None:
-        """Publish what ``worker`` did so far for the driver (:mod:`etlstage.spark.tally`)."""
-        write(tally_dir(self.checkpoint, self.run_id), worker.tally)
+        """Publish what ``worker`` did so far for the driver (:mod:`etlstage.spark.tally`); never fails a task."""
+        if self.inbox is not None:
+            with contextlib.suppress(PipelineError):
+                self.inbox.call("tally", {"owner": owner_name(worker.tally)}, worker.tally.to_json().encode())
 
     def refuse(self, stage: StageConfig, refused: list[tuple[bytes, str]], where: str) -> None:
         """Messages ``stage`` cannot take (a marker of its own inside, over its size limit):
-        dead letters, or the error that fails the task and stops the query."""
-        from etlstage.runtime.admit import refuse
-        from etlstage.state.store import StateStore
+        dead letters in the driver's state, or the error that fails the task and stops the query."""
+        from etlstage.kit.admit import refuse
 
-        store = StateStore(self.config.state_dir)
-        try:
-            refuse(store, stage, refused, where)
-        finally:
-            store.close()
+        refuse(cast("StateStore", DriverStore(self.inbox)), stage, refused, where)
 
     def deadletter(self, stage: StageConfig, job: Job, error: str) -> None:
-        from etlstage.state.store import StateStore
-
-        store = StateStore(self.config.state_dir)
-        try:
-            store.set_aside(stage.name, job.attempts, error, job.block, job.messages, stage.markers.eom)
-        finally:
-            store.close()
+        DriverStore(self.inbox).set_aside(stage.name, job.attempts, error, job.block, job.messages, stage.markers.eom)
 
 
-__all__ = ["Plan"]
+@dataclass(frozen=True)
+class DriverStore:
+    """The dead-letter part of the pipeline's state, in the driver's ``state_dir``, as a task
+    reaches it: each call returns once the driver has written it."""
+
+    inbox: InboxAddress | None
+
+    def add_deadletter(self, stage: str, attempts: int, error: str, inputs: bytes, messages: int, eom: int) -> int:
+        return self._put(False, stage, attempts, error, inputs, messages, eom)
+
+    def set_aside(self, stage: str, attempts: int, error: str, inputs: bytes, messages: int, eom: int) -> int:
+        return self._put(True, stage, attempts, error, inputs, messages, eom)
+
+    def _put(self, logged: bool, stage: str, attempts: int, error: str, inputs: bytes, messages: int, eom: int) -> int:
+        if self.inbox is None:
+            raise PipelineError(f"stage {stage!r}: a dead letter, and no driver inbox to send it to (not run_in)")
+        header = {"stage": stage, "attempts": attempts, "error": error, "messages": messages, "eom": eom}
+        answer, _ = self.inbox.call("deadletter", {**header, "log": logged}, inputs)
+        return int(answer["id"])
+
+
+__all__ = ["DriverStore", "Plan"]

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from etlstage.config.model import StageConfig
-from etlstage.runtime.transport import resolve_program
+from etlstage.kit.transport import resolve_program
 from etlstage.spark.conversation import worker_env
 from etlstage.spark.ownership import retire
 from etlstage.spark.plan import Plan

@@ -14,6 +14,7 @@ import logging
 import os
 import re
 import signal
+import socket
 import sys
 import threading
 from collections.abc import Callable
@@ -22,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from etlstage.config.model import PipelineConfig, StageConfig
 from etlstage.errors import EtlstageError
 from etlstage.protocol.markers import Markers
-from etlstage.spark.checkpoint import check_checkpoint, remove_abandoned
+from etlstage.spark.checkpoint import check_checkpoint, is_local, own_path, remove_abandoned
 from etlstage.spark.report import Counts
 from etlstage.state.store import ensure_private_dir
 
@@ -41,96 +42,163 @@ ENGINE_CONF = {
 }
 
 
-def build(spark: SparkSession, plan: Plan) -> Any:
-    """The query's DataStreamWriter, ready to start."""
-    from pyspark.sql import functions as F
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """Where each stage runs in the query, decided from the stages alone (no DataFrame yet)."""
 
-    from etlstage.spark.native import context_for, frame_task, natives
-    from etlstage.spark.transform import reframe_task, transform_task
+    extractors: list[StageConfig]
+    transforms: list[StageConfig]
+    load: StageConfig  # the first L-stage: the sink's own instances
+    consumer: StageConfig  # the stage the sources feed
+    spool_partitions: int  # partitions of a driver-side extractor's spool
+    native: frozenset[str]  # stages that run as Spark itself (a source, a sink) instead of a worker
+    bare: bool  # native sources straight into a native sink: bare messages all the way, never framed
+    fused: list[StageConfig]  # the last T-stages, run inside the sink's tasks
+    handoff: bool  # the sink's tasks read the one extractor's spool files themselves
+    markers: Markers  # what the sources' messages are framed with for their consumer
 
-    config = plan.config
-    encoded = plan.encode()
+    def source_parts(self, e: StageConfig) -> int:
+        """The partitions an extractor's messages arrive on."""
+        return e.instances if e.mode == "cyclic" and e.offsets == "supervisor" else self.spool_partitions
+
+
+def layout(config: PipelineConfig, native: set[str] | frozenset[str]) -> Layout:
+    """How ``config`` runs as one query, ``native`` naming the stages that run as Spark itself.
+
+    >>> from etlstage.config.loader import parse_config
+    >>> config = parse_config(
+    ...     "stages:\\n"
+    ...     "  - {name: src, type: E, command: [cat, in.txt]}\\n"
+    ...     "  - {name: up, type: T, command: [tr, a-z, A-Z]}\\n"
+    ...     "  - {name: sink, type: L, command: [tee, out.txt]}\\n"
+    ... )
+    >>> plain = layout(config, native=set())
+    >>> [t.name for t in plain.fused], plain.handoff, plain.bare
+    (['up'], True, False)
+    >>> natively = layout(config, native={"sink"})
+    >>> natively.fused, natively.handoff
+    ([], False)
+    """
     extractors = [s for s in config.stages if s.type == "E"]
     transforms = [s for s in config.stages if s.type == "T"]
-    loads = [s for s in config.stages if s.type == "L"]
-    consumer = transforms[0] if transforms else loads[0]
+    load = next(s for s in config.stages if s.type == "L")
+    consumer = transforms[0] if transforms else load
     spool_partitions = consumer.instances if not consumer.keyed else 1
-    native = natives(plan)  # stages that run as Spark itself (a source, a sink) instead of a worker
-    native_sink = native.get(loads[0].name)
-    # Native sources straight into a native sink: bare messages all the way, never framed.
-    bare = native_sink is not None and not transforms and all(e.name in native for e in extractors)
+    native_sink = load.name in native
+    bare = native_sink and not transforms and all(e.name in native for e in extractors)
 
-    def observed(df: DataFrame, stage: StageConfig) -> DataFrame:
-        return df.observe(
-            Counts.metric(stage), F.count(F.lit(1)).alias("rows"), F.sum(F.length("value")).alias("bytes")
-        )
-
-    def source_parts(e: StageConfig) -> int:
+    def parts(e: StageConfig) -> int:
         return e.instances if e.mode == "cyclic" and e.offsets == "supervisor" else spool_partitions
 
-    fused = [] if native_sink else fusable(transforms, loads[0], sum(source_parts(e) for e in extractors))
+    fused = [] if native_sink else fusable(transforms, load, sum(parts(e) for e in extractors))
     # One driver-side extractor whose spool partitions are the sink's and every T-stage in the
     # sink's tasks: the tasks read the spool files themselves; no message crosses the JVM.
     handoff = (
         not native
         and len(extractors) == 1
-        and source_parts(extractors[0]) == spool_partitions
+        and parts(extractors[0]) == spool_partitions
         and not (extractors[0].mode == "cyclic" and extractors[0].offsets == "supervisor")
         and len(fused) == len(transforms)
-        and spool_partitions == loads[0].instances
-        and not (loads[0].keyed and loads[0].instances > 1)
+        and spool_partitions == load.instances
+        and not (load.keyed and load.instances > 1)
     )
-    frames: list[tuple[DataFrame, int]] = []
     markers = extractors[0].markers
     if any(e.markers != markers for e in extractors):
         markers = consumer.markers  # each extractor's messages admitted to the consumer, as under the supervisor
-    for e in extractors:
+    return Layout(
+        extractors, transforms, load, consumer, spool_partitions, frozenset(native), bare, fused, handoff, markers
+    )
+
+
+def build(spark: SparkSession, plan: Plan) -> Any:
+    """The query's DataStreamWriter, ready to start."""
+    from etlstage.spark.native import natives
+
+    native = natives(plan)
+    lay = layout(plan.config, set(native))
+    encoded = plan.encode()
+    df, parts = _sources(spark, plan, encoded, lay, native)
+    markers = lay.markers
+    for t in lay.transforms[: len(lay.transforms) - len(lay.fused)]:
+        df, parts, markers = _transform(df, parts, plan, t, markers)
+    native_sink = native.get(lay.load.name)
+    if native_sink is not None:
+        from etlstage.spark.native import context_for
+
+        if not lay.bare:  # the sink takes messages without their EOM
+            from pyspark.sql import functions as F
+
+            df = df.select(F.expr("substring(value, 1, length(value) - 1)").alias("value"))
+        df = _observed(df, lay.load)
+        writer = native_sink(df, context_for(lay.load, plan, spark))
+        return _started_by_engine(writer.option("checkpointLocation", plan.config.engine.checkpoint), plan)
+    return _started_by_engine(_sink(df, parts, plan.config, encoded, lay, markers), plan)
+
+
+def _observed(df: DataFrame, stage: StageConfig) -> DataFrame:
+    """``df`` counted (rows, bytes) for the stage's figures."""
+    from pyspark.sql import functions as F
+
+    return df.observe(Counts.metric(stage), F.count(F.lit(1)).alias("rows"), F.sum(F.length("value")).alias("bytes"))
+
+
+def _sources(
+    spark: SparkSession, plan: Plan, encoded: str, lay: Layout, native: dict[str, Any]
+) -> tuple[DataFrame, int]:
+    """Every extractor's messages, unioned, framed with ``lay.markers``; and their partitions."""
+    from etlstage.spark.native import context_for, frame_task
+    from etlstage.spark.transform import reframe_task
+
+    frames: list[tuple[DataFrame, int]] = []
+    for e in lay.extractors:
         if e.name in native:
-            df = observed(native[e.name](spark, context_for(e, plan, spark)), e)
-            if not bare:  # rows become messages framed for their consumer
-                df = df.mapInArrow(frame_task(plan, consumer.name, markers.eom), "value binary")
+            df = _observed(native[e.name](spark, context_for(e, plan, spark)), e)
+            if not lay.bare:  # rows become messages framed for their consumer
+                df = df.mapInArrow(frame_task(plan, lay.consumer.name, lay.markers.eom), "value binary")
             frames.append((df, 0))  # its partitions are the source's own: placed anew below
             continue
         df = (
             spark.readStream.format("etlstage-extract")
             .option("plan", encoded)
             .option("stage", e.name)
-            .option("partitions", str(spool_partitions))
-            .option("handoff", "1" if handoff else "")
+            .option("partitions", str(lay.spool_partitions))
+            .option("handoff", "1" if lay.handoff else "")
             .load()
         )
-        parts = source_parts(e)
-        if not handoff:  # with the handoff, the sink's tasks count the extracted messages
-            df = observed(df, e)
-        if e.markers != markers:
-            df = df.mapInArrow(reframe_task(plan, e.markers, consumer.name), "value binary")
-        frames.append((df, parts))
+        if not lay.handoff:  # with the handoff, the sink's tasks count the extracted messages
+            df = _observed(df, e)
+        if e.markers != lay.markers:
+            df = df.mapInArrow(reframe_task(plan, e.markers, lay.consumer.name), "value binary")
+        frames.append((df, lay.source_parts(e)))
     df, parts = frames[0]
     for other, n in frames[1:]:
         df, parts = df.unionAll(other), parts + n
+    return df, parts
 
-    for t in transforms[: len(transforms) - len(fused)]:
-        df, parts = place(df, parts, t, markers)
-        df = observed(df.mapInArrow(transform_task(plan, t.name, markers), "value binary"), t)
-        markers = t.markers
-    engine = config.engine
-    if native_sink is not None:
-        if not bare:  # the sink takes messages without their EOM
-            df = df.select(F.expr("substring(value, 1, length(value) - 1)").alias("value"))
-        df = observed(df, loads[0])
-        writer = native_sink(df, context_for(loads[0], plan, spark))
-        return _started_by_engine(writer.option("checkpointLocation", engine.checkpoint), plan)
-    if not fused:
-        df, parts = place(df, parts, loads[0], markers)
-    writer = (
+
+def _transform(
+    df: DataFrame, parts: int, plan: Plan, t: StageConfig, markers: Markers
+) -> tuple[DataFrame, int, Markers]:
+    """A T-stage on its own partitions: its output, their number, its markers."""
+    from etlstage.spark.transform import transform_task
+
+    df, parts = place(df, parts, t, markers)
+    df = _observed(df.mapInArrow(transform_task(plan, t.name, markers), "value binary"), t)
+    return df, parts, t.markers
+
+
+def _sink(df: DataFrame, parts: int, config: PipelineConfig, encoded: str, lay: Layout, markers: Markers) -> Any:
+    """The workers' sink (the fused T-stages in its tasks), its writer ready to start."""
+    if not lay.fused:
+        df, parts = place(df, parts, lay.load, markers)
+    return (
         df.writeStream.format("etlstage-load")
         .option("plan", encoded)
         .option("markers", markers.to_option())
-        .option("chain", ",".join(t.name for t in fused))
-        .option("handoff", extractors[0].name if handoff else "")
-        .option("checkpointLocation", engine.checkpoint)
+        .option("chain", ",".join(t.name for t in lay.fused))
+        .option("handoff", lay.extractors[0].name if lay.handoff else "")
+        .option("checkpointLocation", config.engine.checkpoint)
     )
-    return _started_by_engine(writer, plan)
 
 
 def place(df: DataFrame, parts: int, stage: StageConfig, source: Markers) -> tuple[DataFrame, int]:
@@ -234,7 +302,9 @@ def _run_query(
     plain_only = all(s.mode == "plain" for s in config.stages if s.type == "E")
     plan = Plan(config, once=once or plain_only, extra_env=extra_env)
     try:
-        ensure_private_dir(plan.checkpoint)  # ours, 0700, not a link, wherever engine.checkpoint puts it
+        if is_local(engine.checkpoint):
+            ensure_private_dir(plan.checkpoint)  # ours, 0700, not a link, wherever engine.checkpoint puts it
+        connector_conf = connectors(config)
     except EtlstageError as exc:
         log.error("engine.checkpoint: %s", exc)
         return exc.exit_code
@@ -244,8 +314,10 @@ def _run_query(
     except EtlstageError as exc:
         log.error("%s", exc)
         return exc.exit_code
+    counts.phase("session" if engine.master.startswith("sc://") else "JVM start")
     try:
         native_conf = session_conf(plan)  # what native stages need at start: jars, SQL extensions
+        native_jars = [j for j in native_conf.pop("spark.jars", "").split(",") if j]
     except EtlstageError as exc:
         stop_http()
         log.error("%s", exc)
@@ -258,10 +330,11 @@ def _run_query(
                 **ENGINE_CONF,
                 **native_conf,
                 **{f"spark.executorEnv.{k}": v for k, v in extra_env.items()},
-                **engine.conf,
+                **_with_jars(engine.conf, list(dict.fromkeys([*native_jars, *connector_conf]))),
             },
             connect_timeout=10,
             log_level=spark_log_level(),
+            on_jvm=lambda: counts.phase("session"),
         )
     except SparkStartError as exc:
         stop_http()
@@ -273,6 +346,34 @@ def _run_query(
         stop_http()
         with contextlib.suppress(Exception):  # the JVM may be gone already (a signal to the process group)
             spark.stop()
+
+
+def connectors(config: PipelineConfig) -> list[str]:
+    """The jars the run's Hadoop URIs need (``s3a://``: hadoop-aws and the AWS SDK bundle),
+    fetched once into the jar cache; a :class:`StateError` saying how to provide them when
+    they cannot be fetched."""
+    from etlstage.errors import StateError
+    from etlstage.spark.jars import JarFetchError, fetch_named
+
+    places = [config.engine.checkpoint, *(a for s in config.stages for a in s.command)]
+    if not any(p.startswith("s3a://") for p in places):
+        return []
+    if "hadoop-aws" in config.engine.conf.get("spark.jars", "") + config.engine.conf.get("spark.jars.packages", ""):
+        return []  # the user's own
+    try:
+        return [str(jar) for jar in fetch_named("s3")]
+    except JarFetchError as exc:
+        raise StateError(
+            f"s3a:// needs hadoop-aws and the AWS SDK bundle: {exc}. Give them in engine.conf "
+            "(spark.jars, or spark.jars.packages: org.apache.hadoop:hadoop-aws:<pyspark's Hadoop version>)"
+        ) from None
+
+
+def _with_jars(conf: dict[str, str], jars: list[str]) -> dict[str, str]:
+    if not jars:
+        return conf
+    given = [j for j in conf.get("spark.jars", "").split(",") if j]
+    return {**conf, "spark.jars": ",".join([*given, *jars])}
 
 
 def spark_log_level() -> str:
@@ -299,15 +400,19 @@ def missing_programs(spark: SparkSession, plan: Plan) -> list[str]:
 
 def run_in(spark: SparkSession, plan: Plan, *, progress: bool = True, counts: Counts | None = None) -> int:
     """Run ``plan``'s query in an existing session until it ends; print the summary."""
+    from etlstage.spark.inbox import driver_inbox
     from etlstage.spark.replay import replay_deadletters
     from etlstage.spark.shipping import ship
     from etlstage.spark.sink import LoadSink
     from etlstage.spark.source import ExtractSource
 
     config = plan.config
+    counts = counts or Counts(config, plan.run_id)
+    counts.phase("pre-flight job")
     try:
-        check_checkpoint(plan.checkpoint)
-        packs = plan.checkpoint / "etlstage" / "ship"
+        if is_local(config.engine.checkpoint):  # a URI's checkpoint is Spark's to check
+            check_checkpoint(plan.checkpoint)
+        packs = own_path(config, "ship")
         plan = dataclasses.replace(plan, shipped=ship(spark, config.engine.ship, packs, plan.run_id[:12]))
     except EtlstageError as exc:
         log.error("%s", exc)
@@ -324,7 +429,7 @@ def run_in(spark: SparkSession, plan: Plan, *, progress: bool = True, counts: Co
     spark.dataSource.register(LoadSink)
     from etlstage.spark.native import natives
 
-    counts = counts or Counts(config, plan.run_id)
+    counts.phase("query start")
     counts.adopt_reports(list(natives(plan)))
     counts.begin()
     spark.streams.addListener(counts.listener())
@@ -340,15 +445,20 @@ def run_in(spark: SparkSession, plan: Plan, *, progress: bool = True, counts: Co
     code = 0
     query: StreamingQuery | None = None
     stop = threading.Event()
+    inbox = driver_inbox(plan, *_inbox_places(spark)).__enter__()  # tasks reach the driver's files there
+    plan = dataclasses.replace(plan, inbox=inbox.address)
     restore = _on_signals(stop)
     try:
-        remove_abandoned(config.engine.checkpoint)
+        if is_local(config.engine.checkpoint):
+            remove_abandoned(config.engine.checkpoint)
         replay_deadletters(spark, plan)  # before new data, as the supervisor injects them first
         query = build(spark, plan).start()
+        counts.phase("first micro-batch")
         reporter = counts.reporter(progress)
         while not query.awaitTermination(1):
             reporter()
             if stop.is_set():
+                counts.state = "draining"
                 log.warning("stopping: the micro-batch in flight is not committed; it is replayed next run")
                 query.stop()
                 break
@@ -370,12 +480,29 @@ def run_in(spark: SparkSession, plan: Plan, *, progress: bool = True, counts: Co
         code = 1
     finally:
         restore()
+        counts.phase(None)  # a run that ends before its first micro-batch: its start-up ends here
+        counts.state = "failed" if code else counts.state  # what the metrics written at the end say
         with contextlib.suppress(Exception):  # a JVM that is gone cannot report any more
             counts.finish(query)
             spark.streams.removeListener(counts.listener())
         _retire_workers(spark, plan)
+        inbox.__exit__(None, None, None)
     print(counts.summary(), file=sys.stderr)
     return code
+
+
+def _inbox_places(spark: SparkSession) -> tuple[str, str]:
+    """(address the driver's inbox listens on, host the tasks reach it at): loopback for a
+    local master; else every interface, and the host Spark's executors reach the driver at
+    (the client's host name through Spark Connect, whose executors reach the client)."""
+    from etlstage.spark.session import is_connect
+
+    master = str(spark.conf.get("spark.master", "") or "")
+    if master.startswith("local"):
+        return "127.0.0.1", "127.0.0.1"
+    if is_connect(spark):
+        return "0.0.0.0", socket.getfqdn()
+    return "0.0.0.0", str(spark.conf.get("spark.driver.host", "") or socket.getfqdn())
 
 
 def _retire_workers(spark: SparkSession, plan: Plan) -> None:

@@ -1,7 +1,7 @@
 """Dead letters marked by `etlstage deadletter replay`, sent again under the Spark engine.
 
 Before the query starts, a batch job per stage takes its marked dead letters
-(:func:`etlstage.runtime.replays.marked_for_replay`, the supervisor's choice) through
+(:func:`etlstage.kit.replays.marked_for_replay`, the supervisor's choice) through
 that stage and every later one, placed on their partitions exactly as the query places
 messages (by key under ``partition_by``), and loads them with the same tasks as the
 sink.  Once the job has succeeded they are marked ``replayed``; if it fails, they stay
@@ -14,7 +14,7 @@ import logging
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from etlstage.runtime.replays import Replay, marked_for_replay
+from etlstage.kit.replays import Replay, marked_for_replay
 from etlstage.spark.plan import Plan
 from etlstage.state.store import StateStore
 

@@ -3,7 +3,7 @@
 Each source and each T-stage's output carries an observed row count
 (``DataFrame.observe``); a T-stage's input is its upstream's output and every L-stage
 receives the last level's output, so the counts add up as under the supervisor.  The
-table and summary are the supervisor engine's own (:mod:`etlstage.runtime.progress`).
+table and summary are the supervisor engine's too (:mod:`etlstage.kit.progress`).
 """
 
 from __future__ import annotations
@@ -16,18 +16,18 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from etlstage.config.model import PipelineConfig, StageConfig
-from etlstage.runtime.stats import LAST_ERRORS, LatencyHistogram, RateHistory, StageStats
+from etlstage.kit.stats import LAST_ERRORS, InstanceCounts, LatencyHistogram, RateHistory, StageStats
+from etlstage.spark.checkpoint import own_path
 from etlstage.spark.status import read_checkpoint
 from etlstage.spark.tally import Tally, forget_other_runs, read_all, tally_dir
 
 if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQuery
-
-    from etlstage.runtime.pipeline import Pipeline
 
 log = logging.getLogger("etlstage.progress")
 
@@ -37,6 +37,18 @@ class _Batches:
 
     def __init__(self) -> None:
         self.windows: list[int] = []
+
+
+@dataclass
+class Phase:
+    """One phase of the Spark engine's start-up (monotonic seconds; ``ended`` None while it runs)."""
+
+    name: str
+    started: float
+    ended: float | None = None
+
+    def seconds(self, now: float) -> float:
+        return (self.ended if self.ended is not None else now) - self.started
 
 
 class Counts:
@@ -51,9 +63,14 @@ class Counts:
         for s in config.stages:  # where the SDK's report files are (one folder per partition below)
             self.stats[s.name].state_dir = str(Path(config.state_dir) / "stages" / s.name)
         self.history = RateHistory()
-        self.started = time.monotonic()
+        self.started = time.monotonic()  # the query's start (begin): the summary's rates count from here
+        self.run_started = self.started  # never moved: the run's elapsed time counts from here
+        self.phases: list[Phase] = []  # start-up, in order: JVM, session, pre-flight job, query, first batch
         self.sources = {"micro-batches": _Batches()}
         self.batches = 0
+        self._counted: set[int] = set()  # batch ids added: the listener and finish() may both bring one
+        self.state = "running"  # draining once a stop is asked, failed when the run ends in error
+        self.commit_latency = LatencyHistogram()  # a micro-batch's start to its commit
         self.lock = threading.RLock()  # progress events arrive on another thread than the readers
         self._observed: dict[str, int] = {}
         self._bytes: dict[str, int] = {}
@@ -74,7 +91,25 @@ class Counts:
         """The query starts now (rates and the summary's time count from here)."""
         self.started = time.monotonic()
         if self.run_id:
-            forget_other_runs(Path(self.config.engine.checkpoint), self.run_id)
+            forget_other_runs(self.config, self.run_id)
+
+    def phase(self, name: str | None) -> None:
+        """Start-up: the current phase (if any) ends now, logged with its duration; ``name`` begins."""
+        now = time.monotonic()
+        with self.lock:
+            if self.phases and self.phases[-1].ended is None:
+                done = self.phases[-1]
+                done.ended = now
+                log.info("start-up: %s took %.1fs", done.name, done.ended - done.started)
+            if name is not None:
+                self.phases.append(Phase(name, now))
+
+    def startup(self) -> str:
+        """The start-up phases so far, for the progress line and the summary."""
+        now = time.monotonic()
+        with self.lock:
+            shown = [f"{p.name} {p.seconds(now):.1f}s{'' if p.ended else '…'}" for p in self.phases]
+        return ", ".join(shown)
 
     # --- from Spark ----------------------------------------------------------------------------
 
@@ -103,13 +138,20 @@ class Counts:
     def progress(self, p: Any) -> None:
         """One micro-batch's progress: add its observed counts."""
         with self.lock:
+            if p.batchId in self._counted:
+                return
+            self._counted.add(p.batchId)
             extracted = self._extracted()
             self.batches += 1
+            if self.batches == 1:
+                self.phase(None)  # the first micro-batch is committed: start-up is over
+            with contextlib.suppress(AttributeError, KeyError, TypeError, ValueError):
+                self.commit_latency.observe(int(p.durationMs["triggerExecution"]) / 1000)
             for name, row in (p.observedMetrics or {}).items():
                 self._observed[name] = self._observed.get(name, 0) + int(row["rows"] or 0)
                 with contextlib.suppress(KeyError, IndexError, ValueError):
                     self._bytes[name] = self._bytes.get(name, 0) + int(row["bytes"] or 0)
-            fused = Path(self.config.engine.checkpoint) / "etlstage" / "batch-counts" / f"{p.batchId}.json"
+            fused = own_path(self.config, "batch-counts", f"{p.batchId}.json")
             with contextlib.suppress(OSError, ValueError):
                 doc = json.loads(fused.read_text())
                 # T-stages run in the sink's tasks; {"messages": .., "bytes": ..} (older runs: messages alone)
@@ -165,7 +207,7 @@ class Counts:
         if not self.run_id:
             return
         found: dict[str, list[Tally]] = {}
-        for t in read_all(tally_dir(Path(self.config.engine.checkpoint), self.run_id)):
+        for t in read_all(tally_dir(self.config, self.run_id)):
             found.setdefault(t.stage, []).append(t)
         for name, tallies in found.items():
             st = self.stats.get(name)
@@ -182,6 +224,9 @@ class Counts:
             st.last_errors.extend(sorted(e for w in each for e in w.last_errors)[-LAST_ERRORS:])
             st.latency = LatencyHistogram.sum_of(w.latency for w in each)
             st.pids = [pid for w in each for pid in w.pids]
+            st.instances = {}  # a partition's worker is an instance; its messages are not counted apart
+            for t in tallies:
+                st.instances.setdefault(t.partition, InstanceCounts()).restarts += t.stats.restarts
 
     def _deadletters(self) -> dict[str, int]:
         from etlstage.state.store import StateStore
@@ -204,9 +249,10 @@ class Counts:
                 self.history.sample(self.stats, now)
 
     def finish(self, query: StreamingQuery | None) -> None:
-        """Progress events arrive asynchronously: take the query's last ones before the summary."""
-        time.sleep(0.2)
-        if query is not None and self.batches == 0:
+        """Progress events reach the listener asynchronously, possibly after the query ended:
+        the query's own record of its last batches is taken before the summary (each batch
+        is added once, whichever brings it first)."""
+        if query is not None:
             for p in query.recentProgress:
                 self.progress(p)
         self._update()
@@ -214,7 +260,7 @@ class Counts:
     # --- to the user ---------------------------------------------------------------------------
 
     def reporter(self, enabled: bool, interval: float = 10.0) -> Callable[[], None]:
-        from etlstage.runtime.progress import table
+        from etlstage.kit.progress import table
 
         tty = sys.stderr.isatty()
         state = {"next": time.monotonic() + (1.0 if tty else interval), "drawn": 0}
@@ -224,7 +270,9 @@ class Counts:
             if not enabled or time.monotonic() < state["next"]:
                 return
             state["next"] = time.monotonic() + (1.0 if tty else interval)
-            rows = table(self.view(), live=False)
+            rows = table(self, live=False)
+            if self.phases and self.phases[-1].ended is None:
+                rows.append(f"start-up: {self.startup()}")
             if tty:
                 if state["drawn"]:
                     sys.stderr.write(f"\x1b[{state['drawn']}F\x1b[J")
@@ -237,15 +285,17 @@ class Counts:
 
         return tick
 
-    def view(self) -> Pipeline:
-        """This object where the supervisor's progress table expects a pipeline (same fields)."""
-        return cast("Pipeline", self)
-
     def summary(self) -> str:
-        from etlstage.runtime.progress import summary
+        from etlstage.kit.progress import summary
 
-        ran = time.monotonic() - self.started
-        return summary(self.view()) + f"\nmicro-batches committed in this run: {self.batches}; query ran {ran:.2f}s"
+        now = time.monotonic()
+        ran, total = now - self.started, now - self.run_started
+        started = f"\nstart-up: {self.startup()}" if self.phases else ""
+        return (
+            summary(self)
+            + f"\nmicro-batches committed in this run: {self.batches}; query ran {ran:.2f}s"
+            + f"{started}\nthe run took {total:.2f}s in all, start-up included"
+        )
 
 
 __all__ = ["Counts"]

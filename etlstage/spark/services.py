@@ -1,6 +1,6 @@
 """The pipeline's services (an emulator, a data generator) under the Spark engine.
 
-The supervisor engine's :class:`~etlstage.runtime.services.Services` runs them on its
+The supervisor engine's :class:`~etlstage.kit.services.Services` runs them on its
 event loop; the Spark driver has none, so they get one of their own in a thread: started
 in order before the Spark session (their exports reach every stage's environment), kept
 running (and their output read) while the query runs, stopped after it.  They run on the
@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from etlstage.config.model import PipelineConfig
-from etlstage.runtime.services import Services
+from etlstage.kit.services import Services
 
 T = TypeVar("T")
 

@@ -14,6 +14,7 @@ import socket
 import subprocess
 import threading
 import warnings
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
@@ -120,9 +121,15 @@ def quiet_spark() -> None:
 
 
 def start_session(
-    master: str, app_name: str, conf: dict[str, str], *, connect_timeout: float, log_level: str
+    master: str,
+    app_name: str,
+    conf: dict[str, str],
+    *,
+    connect_timeout: float,
+    log_level: str,
+    on_jvm: Callable[[], None] = lambda: None,
 ) -> SparkSession:
-    """One SparkSession for the life of this process."""
+    """One SparkSession for the life of this process; ``on_jvm`` is called once its JVM runs."""
     quiet_spark()
     try:
         from pyspark.sql import SparkSession
@@ -137,6 +144,7 @@ def start_session(
         builder = builder.config(key, value)
     try:
         _launch_jvm({"spark.master": master, "spark.app.name": app_name, **DEFAULT_CONF, **conf})
+        on_jvm()
         spark = builder.getOrCreate()
     except Exception as exc:
         raise SparkStartError(f"Spark did not start with --master {master}: {_first_line(exc)}") from None

@@ -27,7 +27,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamArrowWriter, Writ
 
 from etlstage.protocol.markers import Markers
 from etlstage.spark.blocks import to_block
-from etlstage.spark.checkpoint import owner_only, private_folder
+from etlstage.spark.checkpoint import own_path, owner_only, private_folder
 from etlstage.spark.plan import Plan
 from etlstage.spark.transform import framed_for, partition_id
 
@@ -66,7 +66,7 @@ class LoadWriter(DataSourceStreamArrowWriter):
         self.plan = plan
         self.source = source
         self.chain = chain
-        self.handoff = handoff  # the extractor whose spool files arrive as rows (their paths)
+        self.handoff = handoff  # the extractor whose spool files arrive as rows (their names)
         self.loads = loads  # the L-stages that load (None: all; a replayed dead letter: its own)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> Loaded:
@@ -82,9 +82,10 @@ class LoadWriter(DataSourceStreamArrowWriter):
         if self.handoff:
             from etlstage.spark.spool import spool_blocks
 
-            paths = (p for batch in iterator for p in batch.column(0).to_pylist())
+            names = (n.decode() for batch in iterator for n in batch.column(0).to_pylist())
             eom = markers.eom  # bound now: the generator runs after `markers` moves on down the chain
-            extracted = _Counter((b for p in paths for b in spool_blocks(p.decode(), eom)), eom)
+            inbox, source = self.plan.reach(), self.handoff
+            extracted = _Counter((b for n in names for b in spool_blocks(inbox.read(source, n), eom, n)), eom)
             counters.append((self.handoff, extracted))
             blocks = extracted
         for name in self.chain:
@@ -118,7 +119,7 @@ class LoadWriter(DataSourceStreamArrowWriter):
                 for name, n in m.sizes.items():
                     sizes[name] = sizes.get(name, 0) + n
         if totals:
-            path = self.plan.checkpoint / "etlstage" / "batch-counts" / f"{batchId}.json"
+            path = own_path(self.plan.config, "batch-counts", f"{batchId}.json")  # commit runs on the driver
             private_folder(path.parent)
             tmp = path.with_suffix(".tmp")
             with open(tmp, "w", opener=owner_only) as f:

@@ -29,7 +29,6 @@ from pyspark.sql.streaming.datasource import ReadLimit, SupportsTriggerAvailable
 from etlstage.config.model import StageConfig
 from etlstage.errors import PipelineError, WorkerError
 from etlstage.spark.blocks import message_ends, to_batches
-from etlstage.spark.checkpoint import owner_only, private_folder
 from etlstage.spark.extract import ExtractWorker
 from etlstage.spark.plan import Plan
 from etlstage.spark.readahead import ReadAhead
@@ -61,8 +60,11 @@ class ExtractSource(DataSource):
 
 
 class SpoolPartition(InputPartition):
-    def __init__(self, files: list[str], eom: int) -> None:
+    """Spool files by name (in the driver's spool of ``stage``, read through its inbox)."""
+
+    def __init__(self, stage: str, files: list[str], eom: int) -> None:
         super().__init__(files)
+        self.stage = stage
         self.files = files
         self.eom = eom
 
@@ -135,18 +137,18 @@ class DriverReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         first, stop = int(start["seq"]), int(end["seq"])
         if first == stop:
             return []
-        return [
-            SpoolPartition([str(self.spool / f"{s}-{p}.bin") for s in range(first, stop)], self.stage.markers.eom)
-            for p in range(self.partitions_per_batch)
-        ]
+        eom = self.stage.markers.eom
+        names = [[f"{s}-{p}.bin" for s in range(first, stop)] for p in range(self.partitions_per_batch)]
+        return [SpoolPartition(self.stage.name, files, eom) for files in names]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, SpoolPartition)
         if self.handoff:
             yield pa.RecordBatch.from_arrays([pa.array([f.encode() for f in partition.files], pa.binary())], ["value"])
             return
+        inbox = self.plan.reach()
         for name in partition.files:
-            for block in spool_blocks(name, partition.eom):
+            for block in spool_blocks(inbox.read(partition.stage, name), partition.eom, name):
                 yield from to_batches(block, partition.eom)
 
     def commit(self, end: dict) -> None:
@@ -224,10 +226,9 @@ class PolicyReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 block = worker.cycle(request)
             except WorkerError as exc:
                 raise PipelineError(str(exc)) from exc
-        private_folder(self.counts)
         n = len(message_ends(block, self.stage.markers.eom))
-        with open(self.counts / f"{_safe(partition.request['end'])}-{partition.instance}", "w", opener=owner_only) as f:
-            f.write(str(n))
+        name = f"{_safe(partition.request['end'])}-{partition.instance}"
+        self.plan.reach().call("count", {"stage": self.stage.name, "name": name, "n": n})  # on the driver
         yield from to_batches(block, self.stage.markers.eom)
 
     def commit(self, end: dict) -> None:

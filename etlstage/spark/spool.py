@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from etlstage.errors import PipelineError
@@ -29,29 +29,18 @@ def write_window(folder: Path, name: str, block: bytes, eom: int, parts: int) ->
     fsync_path(folder, directory=True)
 
 
-SPOOL_READ = 8 << 20  # a spooled window is read in pieces of about this size
-
-
-def spool_blocks(name: str, eom: int, size: int = SPOOL_READ) -> Iterator[bytes]:
-    """A spooled window's messages in blocks of about ``size`` bytes, each ending with EOM
-    (a task holds one piece, not the window), or a clear error when the file is missing."""
-    try:
-        f = open(name, "rb")  # noqa: SIM115  (closed below; a generator keeps it open between pieces)
-    except FileNotFoundError:
-        raise PipelineError(
-            f"spooled window {name} is missing: the checkpoint directory must be a path every "
-            "executor sees (engine.checkpoint), and must not be cleaned while the query runs"
-        ) from None
-    with f:
-        carry = b""
-        while piece := f.read(size):
-            block = carry + piece
-            cut = block.rfind(bytes([eom])) + 1
-            if cut:
-                yield block[:cut]
-            carry = block[cut:]
-        if carry:  # written by write_window: every message ends with EOM
-            raise PipelineError(f"spooled window {name} ends in the middle of a message ({len(carry)} bytes)")
+def spool_blocks(pieces: Iterable[bytes], eom: int, name: str) -> Iterator[bytes]:
+    """A spooled window's messages in blocks, each ending with EOM, from the file's pieces as
+    the driver's inbox serves them (a task holds one piece, not the window)."""
+    carry = b""
+    for piece in pieces:
+        block = carry + piece
+        cut = block.rfind(bytes([eom])) + 1
+        if cut:
+            yield block[:cut]
+        carry = block[cut:]
+    if carry:  # written by write_window: every message ends with EOM
+        raise PipelineError(f"spooled window {name} ends in the middle of a message ({len(carry)} bytes)")
 
 
 __all__ = ["spool_blocks", "write_window"]

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from etlstage.config.model import PipelineConfig
-from etlstage.spark.checkpoint import check_checkpoint
+from etlstage.spark.checkpoint import check_checkpoint, is_local
 
 
 @dataclass
@@ -32,6 +32,8 @@ def _batches(folder: Path) -> list[int]:
 
 
 def read_checkpoint(config: PipelineConfig) -> CheckpointStatus:
+    if not is_local(config.engine.checkpoint):  # Spark's logs on a Hadoop URI: not read from here
+        return CheckpointStatus(config.engine.checkpoint)
     root = Path(config.engine.checkpoint)
     check_checkpoint(root)  # damaged: named, with what to do (exit 2), as `run` does
     status = CheckpointStatus(str(root))

@@ -2,10 +2,11 @@
 
 A worker lives in one of Spark's Python processes, usually on another host than the
 driver, and its restarts happen inside tasks — some of which fail and are retried, so
-they never return a commit message.  Each Python process therefore writes one small
-JSON file per (stage, partition) it runs a worker for, under the checkpoint (a path
-every node sees): after every task, and at once when its worker fails.  The driver sums
-its run's files for the progress display, the summary and ``/metrics``.
+they never return a commit message.  Each Python process therefore sends one small JSON
+document per (stage, partition) it runs a worker for to the driver's inbox
+(:mod:`etlstage.spark.inbox`): after every task, and at once when its worker fails.  The
+driver keeps the latest of each as a file in its engine folder and sums its run's files
+for the progress display, the summary and ``/metrics``.
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from etlstage.runtime.stats import StageStats
-from etlstage.spark.checkpoint import owner_only, private_folder
+from etlstage.config.model import PipelineConfig
+from etlstage.kit.stats import StageStats
+from etlstage.spark.checkpoint import own_path, owner_only, private_folder
 
 
 @dataclass
@@ -66,13 +68,21 @@ class Tally:
         return cls(st.name, int(doc["partition"]), int(doc["starts"]), st)
 
 
-def tally_dir(checkpoint: Path, run_id: str) -> Path:
-    return checkpoint / "etlstage" / "workers" / run_id
+def tally_dir(config: PipelineConfig, run_id: str) -> Path:
+    """A run's tallies, in the driver's folder for the engine's own files."""
+    return own_path(config, "workers", run_id)
 
 
-def write(folder: Path, tally: Tally) -> None:
-    """Replace this process's file for the tally's (stage, partition); never fails a task."""
-    name = f"{tally.stage}-{tally.partition}-{socket.gethostname()}-{os.getpid()}.json"
+def owner_name(tally: Tally) -> str:
+    """The file name of this Python process's tally for its (stage, partition)."""
+    return f"{tally.stage}-{tally.partition}-{socket.gethostname()}-{os.getpid()}.json"
+
+
+def write(folder: Path, tally: Tally, name: str | None = None) -> None:
+    """Replace the file ``name`` (this process's) for the tally's (stage, partition); never fails."""
+    name = name or owner_name(tally)
+    if "/" in name or not name.endswith(".json") or name.startswith("."):
+        return
     with contextlib.suppress(OSError):
         private_folder(folder)
         tmp = folder / f".{name}.tmp"
@@ -91,12 +101,12 @@ def read_all(folder: Path) -> list[Tally]:
     return found
 
 
-def forget_other_runs(checkpoint: Path, run_id: str) -> None:
+def forget_other_runs(config: PipelineConfig, run_id: str) -> None:
     """Earlier runs' files (a driver that died left them); the summary counts this run's only."""
-    parent = tally_dir(checkpoint, run_id).parent
+    parent = tally_dir(config, run_id).parent
     for old in parent.iterdir() if parent.is_dir() else ():
         if old.name != run_id:
             shutil.rmtree(old, ignore_errors=True)
 
 
-__all__ = ["Tally", "forget_other_runs", "read_all", "tally_dir", "write"]
+__all__ = ["Tally", "forget_other_runs", "owner_name", "read_all", "tally_dir", "write"]

@@ -23,6 +23,8 @@ from typing import Any
 
 from etlstage.config.model import RestartPolicy, StageConfig, Timeouts
 from etlstage.errors import EtlstageError, PipelineError
+from etlstage.kit.stats import StageStats
+from etlstage.kit.transport import ProcessTransport, Transport
 from etlstage.logs import escape_controls
 from etlstage.protocol.framing import split_block
 from etlstage.protocol.markers import DEFAULT_MARKERS, Markers
@@ -30,9 +32,7 @@ from etlstage.protocol.scenario import Scenario
 from etlstage.protocol.vocabulary import BatchDriver, Mode, Offsets, OnFailure, StageType, default_mode, word_of
 from etlstage.runtime.driver import STOP, ExtractDriver, TransformDriver
 from etlstage.runtime.flow import Inbox, Job, Piece, Window
-from etlstage.runtime.stats import StageStats
 from etlstage.runtime.tasks import run_all
-from etlstage.runtime.transport import ProcessTransport, Transport
 from etlstage.testing.transport import InProcessTransport
 from etlstage.worker.base import Worker
 from etlstage.worker.runner import serve

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from etlstage.runtime.transport import READ_CHUNK, STDERR_TAIL, Transport, grow_pipe
+from etlstage.kit.transport import READ_CHUNK, STDERR_TAIL, Transport, grow_pipe
 
 log = logging.getLogger("etlstage.worker")
 

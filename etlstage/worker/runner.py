@@ -60,6 +60,50 @@ class _Output:
             raise TypeError(f"a worker result must be bytes, got {type(bad).__name__}: {bad!r:.80}") from None
         self._stream.write(block)
 
+    def answers(self, w: Transformer, messages: list[bytes]) -> None:
+        """Single mode, a transformer without reports: each message's results and EOP,
+        checked and written as one block (the counts of the markers in the block tell
+        whether a result holds one; only then is each answer checked on its own).  When
+        the worker's code fails, the answers completed before are written first."""
+        eom, eop = self._markers.EOM, self._markers.EOP
+        done: list[list[bytes]] = []
+        parts: list[bytes] = []
+        try:
+            for message in messages:
+                results = w.process([message])
+                if not isinstance(results, list):
+                    results = list(results)
+                if results:
+                    try:
+                        parts.append(eom.join(results))
+                    except TypeError:
+                        self._write(results)  # says which result is not bytes
+                        raise
+                    parts.append(eom + eop)
+                else:
+                    parts.append(eop)
+                done.append(results)
+        except BaseException:
+            self._answered(done, parts)
+            raise
+        self._answered(done, parts)
+
+    def _answered(self, done: list[list[bytes]], parts: list[bytes]) -> None:
+        m = self._markers
+        block = b"".join(parts[: sum(2 if r else 1 for r in done)])
+        results_n = sum(map(len, done))
+        if (
+            block.count(m.EOM) == results_n
+            and block.count(m.EOP) == len(done)
+            and m.EOB not in block
+            and m.BNC not in block
+        ):
+            self._stream.write(block)
+            return
+        for results in done:  # a result holds a marker: the answers before it, then its error
+            self._write(results)
+            self.signal(m.EOP)
+
     def signal(self, byte: bytes) -> None:
         self._stream.write(byte)
 
@@ -177,8 +221,11 @@ def _serve_requests(
                     out.flush()
                     cycle += 1
             elif not sc.is_batch:
-                for message in token:
-                    _run_batch(w, [message], out, m.EOP, acks)
+                if isinstance(w, Transformer) and type(w).report is Worker.report:
+                    out.answers(w, token)
+                else:
+                    for message in token:
+                        _run_batch(w, [message], out, m.EOP, acks)
             elif sc.worker_driven:
                 for message in token:
                     batch.append(message)
@@ -250,28 +297,38 @@ def main(
     Exit status: 0 clean end, 1 the worker's own code failed, 2 bad run instruction
     (configuration), 3 protocol violation by the supervisor's input.
     """
-    from etlstage.errors import EtlstageError
     from etlstage.logs import setup_logging
 
     name = app or os.path.basename(sys.argv[0]) or "worker"
     setup_logging(name, log_format, level=log_level, syslog_address=syslog_address)
     try:
         code = serve(worker, kind=kind)
-    except KeyboardInterrupt:
-        code = 130
-    except BrokenPipeError:
-        log.error("%s: the supervisor closed our stdout; stopping", name)
-        code = 1
-    except ProtocolViolation as exc:
-        log.error("%s: protocol violation: %s", name, exc)
-        code = 3
-    except EtlstageError as exc:
-        log.error("%s: %s", name, exc)
-        code = exc.exit_code
-    except Exception as exc:  # the worker's own code: say what failed, then the traceback
-        log.error("%s failed: %s: %s", name, type(exc).__name__, exc, exc_info=True)
-        code = 1
+    except BaseException as exc:  # every ending gets its exit status (SystemExit goes on up)
+        code = exit_status(exc, name)
     sys.exit(code)
+
+
+def exit_status(exc: BaseException, name: str = "worker") -> int:
+    """The exit status for how a worker ended, logged: 1 its own code failed (or the
+    supervisor closed our stdout), 2 bad run instruction, 3 protocol violation in its
+    input, 130 interrupted.  Anything else (SystemExit) goes on up."""
+    from etlstage.errors import EtlstageError
+
+    if isinstance(exc, KeyboardInterrupt):
+        return 130
+    if isinstance(exc, BrokenPipeError):
+        log.error("%s: the supervisor closed our stdout; stopping", name)
+        return 1
+    if isinstance(exc, ProtocolViolation):
+        log.error("%s: protocol violation: %s", name, exc)
+        return 3
+    if isinstance(exc, EtlstageError):
+        log.error("%s: %s", name, exc)
+        return exc.exit_code
+    if isinstance(exc, Exception):  # the worker's own code: say what failed, then the traceback
+        log.error("%s failed: %s: %s", name, type(exc).__name__, exc, exc_info=exc)
+        return 1
+    raise exc
 
 
 def run_extractor(fn: Callable[[Request | None], Iterable[bytes]]) -> None:

@@ -1,8 +1,9 @@
 """The package's layers point one way: a module imports only from layers below its own.
 
-    7  cli
-    6  testing, spark, observe      (the harness, the Spark engine, metrics)
-    5  runtime, worker, native      (the supervisor engine; the worker SDK; the native-stage API)
+    8  cli
+    7  testing, observe             (the harness; metrics, status page and status)
+    6  runtime, spark               (the two engines: the supervisor, the Spark query)
+    5  kit, worker, native          (what both engines use; the worker SDK; the native-stage API)
     4  conversation, observe.document  (the conversation rules both engines follow; the status
                                     document both engines fill: types only)
     3  config
@@ -27,13 +28,14 @@ LAYERS = {
     "config": 3,
     "conversation": 4,
     "observe.document": 4,
-    "runtime": 5,
+    "kit": 5,
     "worker": 5,
     "native": 5,
-    "testing": 6,
+    "runtime": 6,
     "spark": 6,
-    "observe": 6,
-    "cli": 7,
+    "testing": 7,
+    "observe": 7,
+    "cli": 8,
 }
 
 
@@ -85,6 +87,29 @@ def test_imports_point_down():
         if LAYERS.get(target, 99) >= LAYERS[package]
     ]
     assert not wrong, "\n".join(wrong)
+
+
+def test_neither_engine_imports_the_other():
+    """What both engines need is in ``kit`` (or below): the supervisor and the Spark
+    engine are siblings, whatever layer numbers they are given."""
+    for engine, other in (("runtime", "spark"), ("spark", "runtime")):
+        wrong = [f"{f}:{line}" for f, target, line in imports_of(engine) if target == other]
+        assert not wrong, f"{engine} imports {other}: " + ", ".join(wrong)
+
+
+def test_every_package_is_installed():
+    """setup.cfg lists packages by name: a package missing there is missing from a wheel."""
+    import configparser
+
+    setup = configparser.ConfigParser()
+    setup.read(ROOT / "setup.cfg")
+    listed = set(setup["options"]["packages"].split())
+    found = {
+        ".".join(p.parent.relative_to(ROOT).parts)
+        for p in (ROOT / "etlstage").rglob("__init__.py")
+        if "__pycache__" not in p.parts
+    }
+    assert found - listed == set(), "add these to packages in setup.cfg"
 
 
 def test_the_conversation_rules_import_no_engine_and_do_no_io():

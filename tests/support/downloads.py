@@ -1,6 +1,7 @@
 """What some tests download, fetched once into a cache: kinesis-local (npm) for the
-resharding tests, the amazon-kclpy sdist for the KCL adapter tests, the Delta Lake and
-S3A jars (Maven) for the Spark loader's table tests.
+resharding tests, the amazon-kclpy sdist for the KCL adapter tests, Apache Kafka's
+broker jars (Maven) for the Kafka tests and Spark's Kafka connector when pyspark is there,
+and then too the Delta Lake and S3A jars (Maven) for the Spark loader's table tests.
 
 Standard library only, so that ``.ci/run`` fills the caches before the tests start:
 ``python tests/support/downloads.py`` (with the project's venv python: it has pip).
@@ -83,25 +84,41 @@ def fetch_kinesis_local() -> Path:
     return pkg
 
 
-JAR_SETS = ("delta", "s3")  # etlstage.spark.jars.PACKAGES the Delta and S3 tests use
-
-
-def fetch_jars() -> list[Path]:
-    """The jar sets of :data:`JAR_SETS`, fetched with Maven into the cache the runs use
-    (etlstage.spark.jars: it needs pyspark installed, to match its Spark and Hadoop)."""
+def fetch_kafka_jars() -> str:
+    """Apache Kafka's broker jars; Spark's Kafka connector too once pyspark is installed
+    (its version follows pyspark's). The cache is :mod:`etlstage.spark.jars`' own."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from etlstage.spark import jars  # standard library only, like this file
+
     try:
-        from etlstage.spark.jars import JarFetchError, fetch_named
-    except ImportError as exc:
-        raise RuntimeError(f"cannot fetch the Spark jars yet ({exc}): install the project first") from None
+        sets = ["kafka-broker", "kafka-spark"] if _has("pyspark") else ["kafka-broker"]
+        return ", ".join(f"{name}: {len(jars.fetch_named(name))} jars" for name in sets)
+    except jars.JarFetchError as exc:
+        raise RuntimeError(str(exc)) from exc
+
+
+def fetch_lake_jars() -> str:
+    """Delta Lake and the S3A connector, once pyspark is installed (both follow its Spark and
+    Hadoop versions)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from etlstage.spark import jars
+
+    if not _has("pyspark"):
+        return "pyspark not installed yet: nothing to fetch"
     try:
-        return [jar for name in JAR_SETS for jar in fetch_named(name)]
-    except (JarFetchError, ImportError) as exc:
-        raise RuntimeError(f"cannot fetch the Spark jars {', '.join(JAR_SETS)}: {exc}") from None
+        return ", ".join(f"{name}: {len(jars.fetch_named(name))} jars" for name in ("delta", "s3"))
+    except jars.JarFetchError as exc:
+        raise RuntimeError(str(exc)) from exc
+
+
+def _has(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
 
 
 def main() -> int:
-    for fetch in (fetch_kclpy, fetch_kinesis_local, fetch_jars):
+    for fetch in (fetch_kclpy, fetch_kinesis_local, fetch_kafka_jars, fetch_lake_jars):
         try:
             print(f"{fetch.__name__}: {fetch()}")
         except (RuntimeError, OSError, subprocess.SubprocessError) as exc:

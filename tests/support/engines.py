@@ -1,17 +1,15 @@
 """One pipeline on either engine, for tests that hold both to the same outcome.
 
 ``Engine.run`` runs a stages.yaml in the test's folder: the supervisor as the CLI a
-user runs, the Spark engine in the module's local session (the ``spark`` fixture the
-test module defines with :func:`spark_session`).  It returns the exit code and what the
+user runs, the Spark engine in the test run's local session (the ``spark`` fixture of
+tests/conftest.py).  It returns the exit code and what the
 run wrote to its log and summary.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -21,17 +19,6 @@ from tests.support.run_cli import PY, etlstage
 TW = str(FIXTURES / "tw.py")
 MISBEHAVE = str(FIXTURES / "misbehave.py")
 ENGINES = ["supervisor", pytest.param("spark", marks=pytest.mark.slow)]
-
-
-def spark_session(name: str) -> Iterator[Any]:
-    """A local[2] session for a test module (the body of its module-scoped fixture)."""
-    from etlstage.spark.query import ENGINE_CONF
-    from etlstage.spark.session import quiet_spark, start_session
-
-    quiet_spark()
-    session = start_session("local[2]", name, ENGINE_CONF, connect_timeout=10, log_level="WARN")
-    yield session
-    session.stop()
 
 
 class Engine:

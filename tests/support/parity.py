@@ -19,13 +19,13 @@ from dataclasses import dataclass, field
 
 from etlstage.config.model import StageConfig
 from etlstage.errors import PipelineError, WorkerError
+from etlstage.kit.stats import StageStats
+from etlstage.kit.transport import ProcessTransport, Transport
 from etlstage.protocol.framing import count_eom, split_block
 from etlstage.protocol.scenario import Scenario
 from etlstage.runtime.driver import STOP, ExtractDriver, TransformDriver
 from etlstage.runtime.flow import Inbox, Job, Piece, Window
-from etlstage.runtime.stats import StageStats
 from etlstage.runtime.tasks import run_all
-from etlstage.runtime.transport import ProcessTransport, Transport
 from etlstage.spark.conversation import StageWorker, worker_env
 from etlstage.spark.extract import ExtractWorker
 

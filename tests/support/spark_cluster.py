@@ -55,9 +55,23 @@ def _wait_for_line(path: str, text: str, proc: subprocess.Popen, timeout: float)
     raise TimeoutError(f"{text!r} not seen within {timeout}s in {path}: {_tail(path)}")
 
 
+def hidden(folders: list[Path]) -> list[str]:
+    """A command prefix: the command runs in its own mount namespace, ``folders`` empty there."""
+    if not folders:
+        return []
+    mounts = " && ".join(f'mount -t tmpfs -o mode=0700 tmpfs "${i + 1}"' for i in range(len(folders)))
+    script = f'{mounts} && shift {len(folders)} && exec "$@"'
+    return ["unshare", "-m", "--propagation", "private", "sh", "-c", script, "hide", *map(str, folders)]
+
+
 @contextlib.contextmanager
-def standalone_cluster(work: Path, workers: int = 1, memory: str = "1g") -> Iterator[str]:
-    """``spark://127.0.0.1:PORT`` with ``workers`` one-core workers, for the ``with`` block."""
+def standalone_cluster(
+    work: Path, workers: int = 1, memory: str = "1g", hide: list[Path] | None = None
+) -> Iterator[str]:
+    """``spark://127.0.0.1:PORT`` with ``workers`` one-core workers, for the ``with`` block.
+
+    ``hide``: folders the workers (and their executors) must not see: each worker starts in
+    a mount namespace of its own (``unshare -m``) with an empty tmpfs over each."""
     import pyspark
 
     home = os.path.dirname(pyspark.__file__)
@@ -73,11 +87,11 @@ def standalone_cluster(work: Path, workers: int = 1, memory: str = "1g") -> Iter
     master_url = f"spark://127.0.0.1:{port}"
     procs: list[subprocess.Popen] = []
 
-    def start(name: str, argv: list[str]) -> tuple[subprocess.Popen, str]:
+    def start(name: str, argv: list[str], prefix: list[str] | None = None) -> tuple[subprocess.Popen, str]:
         log = str(work / f"{name}.log")
         with open(log, "wb") as out:
             proc = subprocess.Popen(
-                [spark_class, *argv],
+                [*(prefix or []), spark_class, *argv],
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 env=env,
@@ -106,6 +120,7 @@ def standalone_cluster(work: Path, workers: int = 1, memory: str = "1g") -> Iter
                     *("--host", "127.0.0.1", "--webui-port", str(free_port())),
                     *("--cores", "1", "--memory", memory, "--work-dir", str(work / f"worker-{i}")),
                 ],
+                hidden(hide or []),
             )
             _wait_for_line(worker_log, "Successfully registered with master", worker, 120)
         yield master_url

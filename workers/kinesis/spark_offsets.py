@@ -32,6 +32,7 @@ from etlstage_workers.kinesis.output import Position
 from etlstage_workers.kinesis.store import ShardRow, position_key
 
 from etlstage.errors import PipelineError
+from etlstage.spark.inbox import KeepOnce
 from etlstage.state.durable import fsync_path
 
 
@@ -105,11 +106,17 @@ class Reached:
 class ReachedLog:
     """``<checkpoint>/kinesis-reached/<batch>/<shard>.json``: one file per (batch, shard), written once.
 
-    The directory must be one every executor and the driver see (the query's checkpoint).
+    ``checkpoint`` is the stage's folder on the driver. Tasks, which need not see it, pass
+    ``keep`` (the context's :class:`~etlstage.spark.inbox.KeepOnce`): their reads and writes
+    then go through the driver's inbox, with the same write-once rule.
     """
 
-    def __init__(self, checkpoint: str) -> None:
+    def __init__(self, checkpoint: str, keep: KeepOnce | None = None) -> None:
         self.root = Path(checkpoint) / "kinesis-reached"
+        self.keep = keep
+
+    def _name(self, batch: int, shard_id: str) -> str:
+        return f"kinesis-reached/{batch}/{shard_id.replace('/', '_')}.json"
 
     def _path(self, batch: int, shard_id: str) -> Path:
         return self.root / str(batch) / f"{shard_id.replace('/', '_')}.json"
@@ -117,7 +124,13 @@ class ReachedLog:
     def load(self, batch: int, shard_id: str) -> Reached | None:
         path = self._path(batch, shard_id)
         try:
-            doc = json.loads(path.read_text())
+            if self.keep is not None:
+                held = self.keep(self._name(batch, shard_id), None)
+                if held is None:
+                    return None
+                doc = json.loads(held)
+            else:
+                doc = json.loads(path.read_text())
         except FileNotFoundError:
             return None
         except ValueError as exc:
@@ -126,6 +139,10 @@ class ReachedLog:
 
     def record(self, batch: int, shard_id: str, reached: Reached) -> Reached:
         """Write ``reached`` durably unless a file is there already; return what the file holds."""
+        if self.keep is not None:
+            held = self.keep(self._name(batch, shard_id), json.dumps(asdict(reached), separators=(",", ":")).encode())
+            assert held is not None
+            return Reached(**json.loads(held))
         path = self._path(batch, shard_id)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.{id(reached)}.tmp")

@@ -32,6 +32,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 
 from etlstage.errors import PipelineError
+from etlstage.spark.inbox import KeepOnce
 from etlstage.worker.runner import write_report_file
 
 log = logging.getLogger("etlstage.kinesis.spark")
@@ -67,7 +68,9 @@ class KinesisReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, settings: Settings) -> None:
         self.s = settings
         self.o = settings.options
-        self.reached = ReachedLog(settings.checkpoint)
+        self.reached = ReachedLog(settings.checkpoint)  # the driver's planning: its own folder
+        # the tasks': through the driver's inbox (they need not see the driver's folders)
+        self.task_reached = ReachedLog(settings.checkpoint, KeepOnce.from_option(settings.keep))
         self.available_now = settings.once
         self._api: KinesisApi | None = None
         # the driver's view of the shards at the start offset it was last asked about
@@ -282,10 +285,10 @@ class KinesisReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, ShardPartition)
         sid, batch = partition.row.shard_id, partition.batch
-        target = self.reached.load(batch, sid)
+        target = self.task_reached.load(batch, sid)
         reached = yield from self._read_shard(partition, target)
         if target is None:
-            found = self.reached.record(batch, sid, reached)
+            found = self.task_reached.record(batch, sid, reached)
             if not found.same_end(reached):
                 raise PipelineError(
                     f"stage {self.s.stage!r}: another attempt of batch {batch}, {sid} recorded a different end"

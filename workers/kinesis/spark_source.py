@@ -24,7 +24,8 @@ Exact replay
     A GetRecords call with a limit may stop anywhere before it, so an offset cannot say
     where a batch will end.  Instead the task that reads shard S in batch B writes where it
     stopped (last sequence and sub-sequence number, whether the shard ended or the limit
-    cut it short) to ``<ctx.checkpoint>/kinesis-reached/B/S.json`` — fsync'd, written once
+    cut it short) to ``<ctx.checkpoint>/kinesis-reached/B/S.json`` on the driver, through its
+    inbox (``ctx.keep``) — fsync'd, written once
     (a hard link: a second attempt never replaces it) — before its rows leave the task.
     The driver plans batch B+1 (``latestOffset``) only after batch B committed, from those
     reached positions.  When Spark replays batch B (its commit was not logged), each task
@@ -85,6 +86,7 @@ class Settings:
     once: bool
     report_dir: str = ""  # the stage's state directory: where its report (lag, records) goes
     report_pid: int = 0  # the etlstage process that built the query: the report is this run's
+    keep: str = ""  # the context's KeepOnce as an option: tasks record reached positions on the driver
 
     def to_options(self) -> dict[str, str]:
         return {
@@ -94,6 +96,7 @@ class Settings:
             "checkpoint": self.checkpoint,
             "once": "true" if self.once else "false",
             "report": json.dumps([self.report_dir, self.report_pid]),
+            "keep": self.keep,
         }
 
     @classmethod
@@ -107,6 +110,7 @@ class Settings:
             once=options["once"] == "true",
             report_dir=report_dir,
             report_pid=int(report_pid),
+            keep=options.get("keep", ""),
         )
 
 
@@ -146,6 +150,7 @@ def settings_from(ctx: NativeContext) -> Settings:
         ctx.once,
         report_dir=ctx.state_dir,
         report_pid=os.getpid(),
+        keep=ctx.keep.to_option() if ctx.keep is not None else "",
     )
 
 

@@ -149,6 +149,18 @@ function card(name, st) {
   );
 }
 
+// The Spark engine's start-up phases (JVM, session, pre-flight job, query start, first
+// micro-batch) with their durations; the one still running ends with an ellipsis.
+function startup(phases) {
+  if (!phases || !phases.length) return [];
+  const total = phases.reduce((sum, p) => sum + p.seconds, 0);
+  const parts = phases.map((p) =>
+    el("span", { class: "phase", "data-phase": p.name, "data-done": String(p.done) }, `${p.name} ${secs(p.seconds)}${p.done ? "" : "…"}`)
+  );
+  const joined = parts.flatMap((p, i) => (i ? [" · ", p] : [p]));
+  return [el("span", {}, "start-up ", el("b", { "data-figure": "startup" }, secs(total)), " (", ...joined, ")")];
+}
+
 function render(doc) {
   const run = (doc.running || [])[0];
   const live = (run && run.progress) || {};
@@ -159,6 +171,7 @@ function render(doc) {
   summary.replaceChildren(
     el("span", {}, live.engine === "spark" ? "Spark driver " : "supervisor ", el("b", { "data-figure": "state" }, run ? `pid ${run.pid}, ${run.state}` : "not running")),
     el("span", {}, "elapsed ", el("b", { "data-figure": "elapsed" }, secs(live.elapsed))),
+    ...startup(live.startup),
     el("span", {}, "windows in flight ", el("b", { "data-figure": "windows" }, num((doc.windows_in_flight || []).length))),
     el("span", {}, "dead letters ", el("b", { "data-figure": "deadletters", class: dead ? "bad" : undefined }, `${num(dead)} (${num((doc.deadletters || {}).new || 0)} new)`)),
     el("span", {}, "as of ", el("b", {}, clock(doc.time)))

@@ -41,19 +41,6 @@ def context(
 kinesis_mock = reshard.kinesis_mock  # kinesis-local on loopback: a mock that closes split and merged shards
 
 
-@pytest.fixture(scope="module")
-def spark() -> Any:
-    from etlstage.spark.query import ENGINE_CONF
-    from etlstage.spark.session import quiet_spark, start_session
-
-    quiet_spark()
-    session = start_session(
-        "local[2]", "etlstage-kinesis-source-tests", ENGINE_CONF, connect_timeout=10, log_level="ERROR"
-    )
-    yield session
-    session.stop()
-
-
 def args(stream: str, url: str, *more: str) -> list[str]:
     return ["--stream", stream, "--endpoint-url", url, "--region", "us-east-1", *more]
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import PY
+from tests.support.lake_s3 import ACCESS_KEY, S3, SECRET_KEY, s3_server
 from tests.support.paths import FIXTURES
 from tests.support.run_cli import etlstage
-from tests.support.s3 import ACCESS_KEY, S3, SECRET_KEY, s3_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 

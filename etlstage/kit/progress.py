@@ -1,0 +1,136 @@
+"""Progress while a pipeline runs, and the summary at its end.
+
+On a terminal: a table redrawn in place every second.  Otherwise: one plain log line
+per stage every ``interval`` seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+import time
+from collections.abc import Mapping, Sized
+from typing import Protocol, TextIO
+
+from etlstage.kit.stats import StageStats
+from etlstage.protocol.vocabulary import StageType
+
+log = logging.getLogger("etlstage.progress")
+
+
+class Opened(Protocol):
+    """What an extractor has open: the supervisor's windows, the Spark engine's micro-batches."""
+
+    @property
+    def windows(self) -> Sized: ...
+
+
+class Running(Protocol):
+    """What the table and the summary read of a run, whichever engine runs it."""
+
+    @property
+    def started(self) -> float: ...  # time.monotonic() at the start
+    @property
+    def stats(self) -> Mapping[str, StageStats]: ...
+    @property
+    def sources(self) -> Mapping[str, Opened]: ...
+
+
+def _rate(n: int, seconds: float) -> str:
+    return f"{n / seconds:,.0f}/s" if seconds > 0 else "-"
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:,.0f} MB"
+
+
+def table(pipeline: Running, live: bool = True) -> list[str]:
+    elapsed = time.monotonic() - pipeline.started
+    head = f"{'stage':<16} {'type':<4} {'in':>12} {'out':>12} {'rate':>12} {'in flight':>9} {'restarts':>8}"
+    if live:
+        head += f" {'rss':>8} {'cpu':>6}"
+    rows = [head]
+    for s in pipeline.stats.values():
+        n = s.messages_out if s.type == StageType.E else s.messages_in
+        row = (
+            f"{s.name:<16} {s.type:<4} {s.messages_in:>12,} {s.messages_out:>12,} {_rate(n, elapsed):>12} "
+            f"{s.in_flight:>9} {s.restarts:>8}"
+        )
+        if live:
+            rss, cpu = s.resources()
+            row += f" {_mb(rss):>8} {cpu:>5.0f}%"
+        rows.append(row)
+    rows.append(
+        f"windows in flight: {sum(len(src.windows) for src in pipeline.sources.values())}   elapsed: {elapsed:,.1f}s"
+    )
+    if live:  # what the workers report (per-shard lag, outcomes), refreshed as they write it
+        rows.extend(counter_lines(pipeline))
+    return rows
+
+
+def counter_lines(pipeline: Running) -> list[str]:
+    lines = []
+    for s in pipeline.stats.values():
+        counters = s.reports()
+        if counters:
+            lines.append(f"{s.name}: " + ", ".join(_counter(k, v) for k, v in counters.items()))
+    return lines
+
+
+async def report(pipeline: Running, stream: TextIO | None = None, interval: float = 10.0) -> None:
+    stream = stream or sys.stderr
+    tty = stream.isatty()
+    drawn = 0
+    try:
+        while True:
+            await asyncio.sleep(1.0 if tty else interval)
+            rows = table(pipeline)
+            if tty:
+                if drawn:
+                    stream.write(f"\x1b[{drawn}F\x1b[J")
+                stream.write("\n".join(rows) + "\n")
+                stream.flush()
+                drawn = len(rows)
+            else:
+                for r in rows[1:]:
+                    log.info("progress %s", " ".join(r.split()))
+    finally:
+        if drawn:  # the summary replaces the live table
+            stream.write(f"\x1b[{drawn}F\x1b[J")
+            stream.flush()
+
+
+def _counter(key: str, value: object) -> str:
+    if isinstance(value, dict):
+        inner = " ".join(f"{k} {v:,}" for k, v in sorted(value.items()))
+        return f"{key} ({inner})" if inner else f"{key} (none)"
+    return f"{key} {value:,}" if isinstance(value, int) else f"{key} {value}"
+
+
+def summary(pipeline: Running) -> str:
+    elapsed = time.monotonic() - pipeline.started
+    rows = table(pipeline, live=False)
+    rows.extend(counter_lines(pipeline))
+    extract = sum(s.messages_out for s in pipeline.stats.values() if s.type == StageType.E)
+    dead = sum(s.deadletters for s in pipeline.stats.values())
+    rows.append(
+        f"extracted {extract:,} messages in {elapsed:,.2f}s ({_rate(extract, elapsed)})"
+        + (f"; {dead:,} message(s) in the dead-letter store" if dead else "")
+    )
+    resent = resent_line({name: s.resent for name, s in pipeline.stats.items()})
+    if resent:
+        rows.append(resent)
+    return "\n".join(rows)
+
+
+def resent_line(resent: dict[str, int]) -> str:
+    """Messages sent to a stage again after a worker failure, by stage ("" when none).
+
+    >>> resent_line({"t": 12, "sink": 0})
+    "sent again after a worker failure: 12 message(s) to stage 't' (a loader not idempotent may have them twice)"
+    """
+    parts = [f"{n:,} message(s) to stage {name!r}" for name, n in resent.items() if n]
+    if not parts:
+        return ""
+    return f"sent again after a worker failure: {', '.join(parts)} (a loader not idempotent may have them twice)"

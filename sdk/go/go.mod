@@ -1,0 +1,3 @@
+module etlstage/worker
+
+go 1.21

@@ -1,0 +1,58 @@
+package org.etlstage.worker;
+
+import java.io.FileDescriptor;
+import java.io.FileInputStream;
+import java.io.FileOutputStream;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+
+/**
+ * Entry points for a worker program: the scenario from the environment, the process's
+ * stdin and stdout, errors on stderr, the exit status (0 clean end, 1 the worker
+ * failed, 2 bad run instruction, 3 protocol violation).
+ */
+public final class Etlstage {
+    private Etlstage() {}
+
+    public static void runExtractor(Extractor w) {
+        run("extractor", (sc, in, out) -> Serve.extractor(w, sc, in, out), w);
+    }
+
+    public static void runTransformer(Transformer w) {
+        run("transformer", (sc, in, out) -> Serve.transformer(w, sc, in, out), w);
+    }
+
+    public static void runLoader(Loader w) {
+        run("loader", (sc, in, out) -> Serve.loader(w, sc, in, out), w);
+    }
+
+    private interface Body {
+        void serve(Scenario sc, InputStream in, OutputStream out) throws WorkerException, IOException;
+    }
+
+    private static void run(String fallback, Body body, Worker w) {
+        String name = w.getClass().getSimpleName().isEmpty() ? fallback : w.getClass().getSimpleName();
+        // the protocol's own stdout; System.out goes to stderr so a stray println cannot break the stream
+        OutputStream out = new FileOutputStream(FileDescriptor.out);
+        System.out.flush();
+        System.setOut(System.err);
+        int code = 0;
+        try {
+            body.serve(Scenario.fromEnv(), new FileInputStream(FileDescriptor.in), out);
+        } catch (WorkerException e) {
+            System.err.println(name + ": " + e.getMessage());
+            if (e.getCause() != null) e.getCause().printStackTrace();
+            code = e.exitCode();
+        } catch (IOException e) {
+            boolean pipe = String.valueOf(e.getMessage()).contains("Broken pipe");
+            System.err.println(name + ": " + (pipe ? "the supervisor closed our stdout; stopping" : e));
+            code = 1;
+        } catch (RuntimeException e) {
+            System.err.println(name + " failed: " + e);
+            e.printStackTrace();
+            code = 1;
+        }
+        System.exit(code);
+    }
+}

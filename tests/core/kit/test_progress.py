@@ -1,0 +1,67 @@
+"""The live progress table (kit.progress) of any run: drawn in place on a terminal, and
+erased when the run ends so that the summary takes its place."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import time
+from dataclasses import dataclass, field
+
+from etlstage.kit.progress import report, summary, table
+from etlstage.kit.stats import StageStats
+from etlstage.protocol.vocabulary import StageType
+
+
+@dataclass
+class Opened:
+    windows: list[int] = field(default_factory=list)
+
+
+@dataclass
+class Run:
+    """Shaped like a run, as the Spark engine's counts are: no supervisor needed."""
+
+    started: float = field(default_factory=time.monotonic)
+    stats: dict[str, StageStats] = field(default_factory=dict)
+    sources: dict[str, Opened] = field(default_factory=lambda: {"src": Opened([1, 2])})
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def a_run() -> Run:
+    run = Run()
+    run.stats = {"src": StageStats("src", StageType.E), "sink": StageStats("sink", StageType.L)}
+    run.stats["src"].messages_out = 30
+    run.stats["sink"].messages_in = 30
+    return run
+
+
+def test_the_table_is_drawn_in_place_and_erased_at_the_end():
+    run, screen = a_run(), Terminal()
+
+    async def main() -> None:
+        task = asyncio.create_task(report(run, screen))
+        deadline = time.monotonic() + 10
+        while "windows in flight" not in screen.getvalue():  # the first frame, after a second
+            assert time.monotonic() < deadline, "no frame drawn within 10 s"
+            await asyncio.sleep(0.02)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    rows = len(table(run))
+    drawn = screen.getvalue()
+    assert "windows in flight: 2" in drawn
+    assert drawn.endswith(f"\x1b[{rows}F\x1b[J"), repr(drawn[-40:])  # back up over the rows, clear them
+
+
+def test_the_summary_adds_up_whatever_runs():
+    text = summary(a_run())
+    assert "extracted 30 messages" in text
+    assert text.splitlines()[1].split()[:4] == ["src", "E", "0", "30"]

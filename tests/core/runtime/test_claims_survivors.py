@@ -1,0 +1,116 @@
+"""Behaviour the mutation run (bench/mutation.py) found no fast test for."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+
+from etlstage.config.loader import parse_config
+from etlstage.errors import PipelineError, WorkerError
+from etlstage.runtime.driver import Restarts
+from etlstage.runtime.flow import Inbox
+from tests.core.observe.test_observe_page import stage_figures
+from tests.support.live_run import LiveRun
+from tests.support.waiting import wait_for
+
+# a cyclic E-worker that answers its first request and exits while its stdin is still open
+ONE_CYCLE = "import os, sys; sys.stdin.buffer.readline(); os.write(1, b'a' + bytes([10, 0]))"
+
+
+def test_an_inbox_waits_for_a_change_after_the_call_not_one_already_seen() -> None:
+    """A change seen before is no reason to wake: an assembler waiting for more input
+    would otherwise spin until its linger time."""
+
+    async def scenario() -> None:
+        box = Inbox(1, b"\n", 1 << 20)
+        box.notify()  # a change the caller has already acted on
+        waiting = asyncio.create_task(box.wait_changed(None))
+        for _ in range(5):
+            await asyncio.sleep(0)  # let the task run as far as it can
+        assert not waiting.done()
+        box.notify()
+        await asyncio.wait_for(waiting, 5)
+
+    asyncio.run(scenario())
+
+
+def test_a_success_resets_the_failures_in_a_row(tmp_path: Path) -> None:
+    """max_restarts counts failures in a row: one that follows a success is the first again."""
+    text = f"""
+stages:
+  - {{name: e, type: E, restart: {{max_restarts: 1, backoff: 0}}, command: ["{sys.executable}", "-c", "pass"]}}
+  - {{name: sink, type: L, command: ["{sys.executable}", "-c", "pass"]}}
+"""
+    stage = parse_config(text, base_dir=str(tmp_path)).stages[0]
+
+    async def scenario() -> None:
+        restarts = Restarts(stage, "e")
+        await restarts.wait(WorkerError("crashed"))
+        restarts.succeeded()
+        await restarts.wait(WorkerError("crashed again"))  # the first in a row: restarted
+        with pytest.raises(PipelineError, match="failed 2 times in a row"):
+            await restarts.wait(WorkerError("and again"))
+
+    asyncio.run(scenario())
+
+
+def test_an_extractor_that_exits_between_cycles_is_named_as_such(pdir) -> None:
+    pdir.write(f"""
+        stages:
+          - {{name: src, type: E, mode: cyclic, restart: {{max_restarts: 0}}, command: ["{{PY}}", "-c", "{ONE_CYCLE}"]}}
+          - {{name: sink, type: L, command: ["{{PY}}", "{{TW}}", append, out.txt]}}
+    """)
+    r = pdir.run("--once", timeout=60)
+    assert r.code != 0
+    assert "exited between cycles (its stdin was still open)" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_a_second_signal_stops_at_once_with_exit_1(pdir) -> None:
+    """The first SIGTERM drains (here: never, a worker hangs, drain_timeout is long); the
+    second stops at once, exit 1, saying the in-flight windows will be extracted again."""
+    pdir.write("""
+        drain_timeout: 120
+        stages:
+          - {name: src, type: E, mode: cyclic, poll_interval: 0.1, command: ["{PY}", "{TW}", count, "1000", "5"]}
+          - {name: t, type: T, stop_timeout: 1, command: ["{PY}", "{TW}", hang]}
+          - {name: sink, type: L, command: ["{PY}", "{TW}", append, out.txt]}
+    """)
+    with LiveRun(pdir.path) as run:
+        wait_for(lambda: stage_figures(run)["t"]["in_flight"] > 0, 30, "the hanging worker's first request")
+        run.proc.send_signal(signal.SIGTERM)
+        wait_for(lambda: "stopping gracefully" in run.stderr, 30, "the first signal's log line")
+        run.proc.send_signal(signal.SIGTERM)
+        code = run.proc.wait(timeout=30)
+        wait_for(lambda: "stopped at once" in run.stderr, 10, "the hard stop's log line")
+    assert code == 1, run.stderr
+    assert "stopped at once: in-flight windows will be extracted again next run" in run.stderr
+
+
+def test_a_write_to_a_worker_that_does_not_read_waits_for_room(tmp_path: Path) -> None:
+    """Writing waits while the worker's stdin is full (the input stays bounded in the
+    supervisor); it completes once the worker reads."""
+    from etlstage.kit.transport import ProcessTransport
+
+    async def scenario() -> None:
+        gate = tmp_path / "read-now"
+        reader = (
+            f"import os, sys, time\nwhile not os.path.exists({str(gate)!r}): time.sleep(0.01)\nsys.stdin.buffer.read()"
+        )
+        t = await ProcessTransport.spawn([sys.executable, "-c", reader], dict(os.environ), str(tmp_path), "deaf")
+        try:
+            writing = asyncio.ensure_future(t.write(b"x" * (32 << 20)))
+            done, _ = await asyncio.wait({writing}, timeout=1.0)
+            assert not done, "the write returned while the worker read nothing"
+            gate.touch()
+            await asyncio.wait_for(writing, 30)
+        finally:
+            t.kill()
+            await t.stop(1, 1)  # closes the transport while the loop runs (no pipes left to the GC)
+
+    asyncio.run(scenario())

@@ -1,0 +1,165 @@
+"""The Spark task's conversation (spark.conversation.StageWorker) in this process, no JVM:
+the stage keys it honours as the supervisor does (compared in test_parity.py)."""
+
+from __future__ import annotations
+
+import sys
+
+from etlstage.config.model import RestartPolicy, StageConfig, Timeouts
+from etlstage.protocol.markers import Markers
+from etlstage.protocol.vocabulary import BatchDriver, Mode, StageType
+from etlstage.spark.conversation import StageWorker, worker_env
+from tests.support.paths import FIXTURES
+
+
+def transform(tmp_path, monkeypatch, **kw) -> tuple[list[bytes], int, int]:
+    """(results, confirmations, most input bytes written and unanswered at once)."""
+    stage = StageConfig(
+        "t",
+        StageType.T,
+        [sys.executable, str(FIXTURES / "tw.py"), "upper"],
+        Mode.BATCH,
+        Markers(),
+        batch_size=2,
+        timeouts=Timeouts(startup=30, request=30),
+        restart=RestartPolicy(max_restarts=0),
+        **kw,
+    )
+    scenario = stage.scenario(0, str(tmp_path))
+    worker = StageWorker(stage, scenario, worker_env(stage, scenario), None, "t")
+    settles, unanswered = [], [0]
+    settle, write = StageWorker._settle, StageWorker._write
+
+    def counted_settle(self):
+        settles.append(1)
+        settle(self)
+
+    def measured_write(self, job, *parts):
+        write(self, job, *parts)
+        unanswered[0] = max(unanswered[0], sum(len(j.block) for j in self.rules.outstanding))
+
+    monkeypatch.setattr(StageWorker, "_settle", counted_settle)
+    monkeypatch.setattr(StageWorker, "_write", measured_write)
+    try:
+        out = b"".join(worker.transform(iter([b"".join(b"m%03d\n" % i for i in range(20))])))
+    finally:
+        worker.stop()
+    return out.split(b"\n")[:-1], len(settles), unanswered[0]
+
+
+def test_answers_are_held_unconfirmed_and_written_ahead_within_replay_bytes(tmp_path, monkeypatch):
+    """replay_bytes bounds what a task holds for a resend: input written and unanswered
+    (more waits), and answers not yet known to be in step (feeding pauses to confirm them)."""
+    results, settles, unanswered = transform(tmp_path, monkeypatch, replay_bytes=10)  # one batch of 2 x 5 bytes
+    assert results == [b"M%03d" % i for i in range(20)]
+    assert settles == 10  # each batch confirmed before the next is written
+    assert unanswered == 10
+    results, settles, unanswered = transform(tmp_path, monkeypatch)  # 8 MiB: everything in one go
+    assert results == [b"M%03d" % i for i in range(20)]
+    assert settles == 1
+    assert unanswered == 20  # prefetch: two batches written ahead
+
+
+def misbehaving(tmp_path, *faults: str, **keys) -> StageWorker:
+    """A T-stage worker (tests/fixtures/misbehave.py) that misbehaves once as ``faults`` say;
+    each batch confirmed before the next is written (``replay_bytes``: one batch)."""
+    (tmp_path / "flags").mkdir()
+    stage = StageConfig(
+        "t",
+        StageType.T,
+        [sys.executable, str(FIXTURES / "misbehave.py"), str(tmp_path / "flags"), *faults],
+        Mode.BATCH,
+        Markers(),
+        **{
+            "batch_size": 2,
+            "replay_bytes": 10,
+            "timeouts": Timeouts(startup=30, request=30),
+            "restart": RestartPolicy(max_restarts=3, backoff=0.01),
+            **keys,
+        },
+    )
+    scenario = stage.scenario(0, str(tmp_path))
+    return StageWorker(stage, scenario, worker_env(stage, scenario), None, "t")
+
+
+def run_through(worker: StageWorker, n: int = 20) -> list[bytes]:
+    try:
+        out = b"".join(worker.transform(iter([b"".join(b"m%03d\n" % i for i in range(n))])))
+    finally:
+        worker.stop()
+    return out.split(b"\n")[:-1]
+
+
+def test_a_failure_reaches_the_driver_when_it_happens(tmp_path):
+    """The tally is published at each failure, not only at the task's end: the driver's
+    status shows a restarting stage while the task still runs."""
+    worker = misbehaving(tmp_path, "crash@3")
+    published: list[int] = []
+    worker.report = lambda: published.append(worker.tally.stats.restarts)
+    assert sorted(run_through(worker)) == [b"m%03d" % i for i in range(20)]
+    assert published == [1]
+
+
+def test_an_answer_that_comes_while_the_worker_settles_is_read_then(tmp_path):
+    """Nothing outstanding, the task reads on for the settle time (twice the slowest recent
+    answer): a stray EOP found then shows the worker out of step (a restart, the held
+    answers sent again), instead of being taken later for the answer to the next batch,
+    which would lose that batch's messages."""
+    worker = misbehaving(tmp_path, "slow@1", "late@1")  # answer 1 half a second late, its stray 0.1 s after
+    results = run_through(worker, 6)  # each later batch settles a second: three batches
+    assert sorted(results) == [b"m%03d" % i for i in range(6)]
+    assert worker.tally.stats.restarts == 1
+
+
+def test_the_tally_names_every_worker_process_started(tmp_path):
+    """The driver's status shows each worker's memory and CPU by its pid: a restarted
+    worker's new process is listed beside the first."""
+    worker = misbehaving(tmp_path, "crash@3")
+    pids: list[int] = []
+    run = worker._ensure
+
+    def ensure():
+        proc = run()
+        if proc.pid not in pids:
+            pids.append(proc.pid)
+        return proc
+
+    worker._ensure = ensure  # type: ignore[method-assign]
+    assert len(run_through(worker)) == 20
+    assert len(pids) == 2 and worker.tally.stats.pids == pids
+
+
+def test_a_worker_with_answers_held_is_not_handed_over(tmp_path, monkeypatch):
+    """A worker is handed to another Spark Python process only when nothing of its
+    conversation is unfinished here: answers held for confirmation stay with this task."""
+    from etlstage.spark.process import WorkerProcess
+
+    class Owner:
+        address = "the new owner"
+        released = False
+
+        def release(self) -> None:
+            self.released = True
+
+    worker = misbehaving(tmp_path)
+    proc = worker._ensure()
+    handed: list[str] = []
+    monkeypatch.setattr(WorkerProcess, "hand_over", lambda self, address: handed.append(address) or True)
+    owner = Owner()
+    worker.ownership = owner  # type: ignore[assignment]
+    try:
+        worker._held = [object()]  # type: ignore[list-item]
+        assert worker.hand_over() is False and handed == []
+        worker._held = []
+        assert worker.hand_over() is True and handed == ["the new owner"] and owner.released
+    finally:
+        proc.kill()
+        worker.stop()
+
+
+def test_a_worker_driven_batch_closes_before_batch_bytes_and_sends_each_message_once(tmp_path):
+    """The worker asks for more (BNC); a message that would take the batch over
+    ``batch_bytes`` starts the next batch instead, and goes out once."""
+    worker = misbehaving(tmp_path, batch_size=10, batch_driver=BatchDriver.WORKER, batch_bytes=12, replay_bytes=1 << 20)
+    assert run_through(worker) == [b"m%03d" % i for i in range(20)]
+    assert worker.tally.stats.restarts == 0

@@ -1,0 +1,167 @@
+"""SIGKILL the Spark engine's driver at seeded random moments, or a Spark Python worker mid-batch;
+restart with --once; the idempotent sink ends with exactly the expected set, and no worker
+process outlives the run.  A failure names its seed."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.conftest import PY, TW
+from tests.support.paths import ROOT
+from tests.support.run_cli import ETLSTAGE
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+N = 120
+
+
+def pipeline(tmp: Path, master: str) -> None:
+    (tmp / "stages.yaml").write_text(
+        f"""
+stages:
+  - {{name: src, type: E, mode: cyclic, command: [{PY}, {TW}, count, "{N}", "6"]}}
+  - {{name: up, type: T, mode: batch, batch_size: 4, command: [{PY}, {TW}, fanout]}}
+  - {{name: sink, type: L, command: [{PY}, {TW}, idem, {tmp / "out.txt"}]}}
+engine: {{kind: spark, master: "{master}"}}
+"""
+    )
+
+
+def expected() -> list[str]:
+    out = []
+    for i in range(N):
+        k = i % 3
+        out += [] if k == 0 else [f"{i}a", f"{i}b"] if k == 1 else [str(i)]
+    return sorted(out)
+
+
+def ours(tmp: Path) -> list[psutil.Process]:
+    """Worker processes of this test's pipeline (their command lines name its folder or tw.py)."""
+    found = []
+    for p in psutil.process_iter(["cmdline"]):
+        cmd = " ".join(p.info["cmdline"] or [])
+        if TW in cmd and (str(tmp) in cmd or " count " in cmd or "fanout" in cmd):
+            found.append(p)
+    return found
+
+
+def wait_gone(tmp: Path, timeout: float = 40) -> list[str]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        left = ours(tmp)
+        if not left:
+            return []
+        time.sleep(0.5)
+    return [" ".join(p.cmdline()) for p in ours(tmp)]
+
+
+def start(tmp: Path, log) -> subprocess.Popen:
+    return subprocess.Popen(
+        [*ETLSTAGE, "run", "stages.yaml", "--once", "--no-progress"],
+        cwd=tmp,
+        stdout=log,
+        stderr=log,
+        start_new_session=True,
+    )
+
+
+def finish(tmp: Path, log) -> None:
+    proc = start(tmp, log)
+    assert proc.wait(300) == 0, (tmp / "run.log").read_text()[-3000:]
+
+
+def test_driver_killed_at_random_moments(tmp_path: Path) -> None:
+    seed = int(os.environ.get("ETLSTAGE_CRASH_SEED", "1723"))
+    rng = random.Random(seed)
+    pipeline(tmp_path, "local[2]")
+    hits = 0
+    with open(tmp_path / "run.log", "ab") as log:
+        for kill in range(3):
+            proc = start(tmp_path, log)
+            time.sleep(rng.uniform(9, 22))  # the JVM takes some seconds; kill during micro-batches
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)  # the driver and its JVM, as a crash of the machine's job
+                hits += 1
+            proc.wait(30)
+            left = wait_gone(tmp_path)
+            assert not left, f"seed {seed}, kill {kill}: worker processes outlived the driver: {left}"
+        finish(tmp_path, log)
+    assert hits >= 2, f"seed {seed}: the driver had finished before most kills"
+    got = (tmp_path / "out.txt").read_text().splitlines()
+    assert sorted(got) == expected(), f"seed {seed}"
+    assert not wait_gone(tmp_path)
+
+
+def test_python_worker_killed_mid_batch_is_retried_by_spark(tmp_path: Path) -> None:
+    """local[2,4]: Spark retries a failed task up to 4 times; the task's worker is started again."""
+    pipeline(tmp_path, "local[2,4]")
+    killed = 0
+    with open(tmp_path / "run.log", "ab") as log:
+        proc = start(tmp_path, log)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None and not killed:
+            for w in ours(tmp_path):
+                if "fanout" in " ".join(w.cmdline()):
+                    parent = w.parent()
+                    if parent is not None and "pyspark" in " ".join(parent.cmdline()):
+                        time.sleep(0.3)
+                        parent.kill()  # the Spark Python worker running the task
+                        killed += 1
+                        break
+            time.sleep(0.2)
+        assert proc.wait(300) == 0, (tmp_path / "run.log").read_text()[-3000:]
+    assert killed == 1
+    assert sorted((tmp_path / "out.txt").read_text().splitlines()) == expected()
+    assert not wait_gone(tmp_path)
+
+
+def wait_for_commit(tmp: Path, proc: subprocess.Popen, timeout: float = 120) -> None:
+    commits = tmp / ".etlstage" / "stages" / "spark-checkpoint" / "commits"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        if commits.is_dir() and any(p.name.isdigit() for p in commits.iterdir()):
+            return
+        time.sleep(0.3)
+    raise AssertionError((tmp / "run.log").read_text()[-3000:])
+
+
+@pytest.mark.parametrize("whole_group", [False, True], ids=["etlstage-alone", "process-group"])
+def test_sigterm_stops_an_endless_run(tmp_path: Path, whole_group: bool) -> None:
+    """SIGTERM to etlstage alone: the query stops, exit 0. To the whole process group (the JVM
+    gets it too): exit 1 with a plain explanation, no traceback. Never a worker left behind."""
+    pipeline(tmp_path, "local[2]")
+    text = (tmp_path / "stages.yaml").read_text().replace('"6"]}', '"1"]}')  # 1 message a cycle: a long run
+    (tmp_path / "stages.yaml").write_text(text.replace('master: "local[2]"}', 'master: "local[2]", trigger: 1}'))
+    with open(tmp_path / "run.log", "ab") as log:
+        proc = subprocess.Popen(
+            [*ETLSTAGE, "run", "stages.yaml", "--no-progress"],
+            cwd=tmp_path,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+        )
+        try:
+            wait_for_commit(tmp_path, proc)
+            if whole_group:
+                os.killpg(proc.pid, signal.SIGTERM)
+            else:
+                proc.send_signal(signal.SIGTERM)
+            code = proc.wait(90)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+    text = (tmp_path / "run.log").read_text()
+    assert "received SIGTERM: stopping the query" in text
+    if whole_group:
+        assert code == 1 and "Spark's JVM went away with the signal" in text
+        assert 'File "' + str(ROOT / "etlstage") not in text  # no traceback of ours
+    else:
+        assert code == 0, text[-3000:]
+    assert not wait_gone(tmp_path)

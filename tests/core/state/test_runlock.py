@@ -1,0 +1,55 @@
+"""The run lock (state.runlock) on its own: a reader's instant shared lock is waited out,
+a run's lock refuses a second run at once."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from etlstage.errors import StateError
+from etlstage.state import runlock
+from etlstage.state.runlock import FILE, RunLock
+
+
+def test_a_readers_brief_shared_lock_is_waited_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``status`` takes a shared lock for an instant: a run starting then takes the lock once
+    it is let go, instead of calling the pipeline busy."""
+    fd = os.open(tmp_path / FILE, os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_SH)
+    retried = threading.Event()
+    release = threading.Timer(0.2, lambda: os.close(fd))  # the reader lets go while the run retries
+    sleep = time.sleep
+
+    def retry(seconds: float) -> None:  # the run's first retry: the reader holds the lock a moment more
+        if not retried.is_set():
+            retried.set()
+            release.start()
+        sleep(seconds)
+
+    monkeypatch.setattr(runlock.time, "sleep", retry)
+    lock = RunLock(tmp_path)
+    try:
+        me = lock.acquire("supervisor", "stages.yaml")
+    finally:
+        monkeypatch.undo()
+        if retried.is_set():
+            release.join()
+        else:
+            os.close(fd)
+    assert retried.is_set() and me.pid == os.getpid()
+    lock.release()
+
+
+def test_a_held_lock_refuses_a_second_run_naming_the_holder(tmp_path: Path) -> None:
+    first = RunLock(tmp_path)
+    first.acquire("supervisor", "stages.yaml")
+    try:
+        with pytest.raises(StateError, match="another run holds this pipeline's state"):
+            RunLock(tmp_path).acquire("spark", "stages.yaml")
+    finally:
+        first.release()

@@ -1,0 +1,1 @@
+from tests.support.kafka import broker, spawn, topic  # noqa: F401  (fixtures)

@@ -1,0 +1,163 @@
+"""Kafka -> slow pass-through T -> transactional Kafka loader under `etlstage run --once`,
+with the supervisor and the Kafka workers killed (SIGKILL) at seeded moments while
+windows are on their way: every record arrives in the output topic exactly once
+(read_committed), and nothing is lost."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import time
+
+import psutil
+import pytest
+
+from tests.support.kafka import consume_all, produce
+from tests.support.run_cli import RUN_ONCE
+from tests.support.waiting import wait_for
+
+N = 1500
+KILLS = 6
+
+
+def _end(bootstrap: str, topic: str) -> int:
+    """The output topic's end offset: it grows with every committed (or aborted) transaction."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "peek"})
+    try:
+        return int(c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10, cached=False)[1])
+    finally:
+        c.close()
+
+
+def _kafka_workers(pid: int) -> list[psutil.Process]:
+    try:
+        children = psutil.Process(pid).children()
+        return [p for p in children if any("etlstage-kafka" in a for a in p.cmdline())]
+    except psutil.NoSuchProcess:
+        return []
+
+
+@pytest.mark.slow  # a JVM broker and a minute of runs
+def test_every_record_once_across_kills_of_the_supervisor_and_the_workers(broker, topic, pdir):
+    src, dst = topic(3), topic(1)
+    records = [b"r%05d" % i for i in range(N)]
+    produce(broker.bootstrap, src, [(b"k%d" % (i % 32), r) for i, r in enumerate(records)])
+    pdir.write(f"""
+        stages:
+          - name: read
+            type: E
+            mode: cyclic
+            command: [etlstage-kafka, --topic, {src}, --group, g-{src}, --max-records-per-cycle, "100",
+                      --max-cycle-seconds, "0.3", --config, session.timeout.ms=6000,
+                      --config, heartbeat.interval.ms=1000]
+          - {{name: pass, type: T, mode: batch, batch_size: 50, command: ["{{PY}}", "{{TW}}", slow, "0.2", t-busy]}}
+          - name: write
+            type: L
+            mode: batch
+            batch_size: 60
+            command: [etlstage-kafka-load, --topic, {dst}, --transactional, --transactional-id, tx-{dst}]
+    """)
+    env = {**os.environ, "ETLSTAGE_KAFKA_BOOTSTRAP": broker.bootstrap}
+    rng = random.Random(36)
+    busy = pdir.path / "t-busy"
+    kills: list[str] = []
+    plan = ["supervisor", "etlstage-kafka", "etlstage-kafka-load"] * (KILLS // 3)
+    rng.shuffle(plan)
+    proc: subprocess.Popen[bytes] | None = None
+    with open(pdir.path / "log.txt", "ab") as log:
+        while len(kills) < KILLS:
+            if proc is None:
+                proc = subprocess.Popen(RUN_ONCE, cwd=pdir.path, stdout=log, stderr=log, env=env)
+            before = _end(broker.bootstrap, dst)
+            run = proc
+            # kill (at a seeded moment) once records flow (the output grew since the last kill) and a
+            # window is inside the T
+            wait_for(
+                lambda run=run, before=before: (
+                    run.poll() is not None or (_end(broker.bootstrap, dst) > before and busy.exists())
+                ),
+                within=120,
+                what="records flowing",
+                every=0.05,
+            )
+            if run.poll() is not None:
+                break  # the run ended: nothing left to cut
+            time.sleep(rng.uniform(0.0, 0.15))  # somewhere in the T's 0.2 s, not as synchronisation
+            aim = plan[len(kills)]
+            victim = next((w for w in _kafka_workers(run.pid) if os.path.basename(w.cmdline()[1]) == aim), None)
+            if aim == "supervisor" or victim is None:
+                run.send_signal(signal.SIGKILL)
+                run.wait(30)
+                busy.unlink(missing_ok=True)  # the T dies with the supervisor
+                kills.append("supervisor")
+                proc = None
+            else:
+                kills.append(aim)
+                victim.kill()  # the supervisor starts it again; the run goes on
+        if proc is not None:
+            proc.wait(300)
+        final = subprocess.run(RUN_ONCE, cwd=pdir.path, stdout=log, stderr=log, env=env, timeout=300)
+    assert len(kills) >= 3, f"the pipeline finished before it was killed three times: {kills}"
+    assert {"supervisor", "etlstage-kafka", "etlstage-kafka-load"} <= set(kills), kills
+    assert final.returncode == 0, (pdir.path / "log.txt").read_text()[-3000:]
+    got = consume_all(broker.bootstrap, dst, idle=1.0)
+    assert len(got) == len(set(got)) == N, (len(got), len(set(got)))
+    assert set(got) == set(records)
+
+
+@pytest.mark.slow  # a JVM broker and Spark runs
+@pytest.mark.timeout(900)
+def test_every_record_once_across_kills_of_the_spark_driver(broker, topic, pdir):
+    """The same pipeline under `--engine spark` (the Kafka stages as worker processes): the
+    driver and its JVM killed (SIGKILL to the process group) while windows are on their way."""
+    src, dst = topic(3), topic(1)
+    records = [b"s%05d" % i for i in range(600)]
+    produce(broker.bootstrap, src, [(b"k%d" % (i % 32), r) for i, r in enumerate(records)])
+    pdir.write(f"""
+        stages:
+          - name: read
+            type: E
+            mode: cyclic
+            command: [etlstage-kafka, --topic, {src}, --group, g-{src}, --max-records-per-cycle, "60",
+                      --max-cycle-seconds, "0.3", --config, session.timeout.ms=6000,
+                      --config, heartbeat.interval.ms=1000]
+          - {{name: pass, type: T, mode: batch, batch_size: 30, command: ["{{PY}}", "{{TW}}", slow, "0.3", t-busy]}}
+          - name: write
+            type: L
+            mode: batch
+            batch_size: 40
+            command: [etlstage-kafka-load, --topic, {dst}, --transactional, --transactional-id, tx-{dst}]
+        engine: {{kind: spark, master: "local[2]"}}
+    """)
+    env = {**os.environ, "ETLSTAGE_KAFKA_BOOTSTRAP": broker.bootstrap}
+    rng = random.Random(37)
+    busy = pdir.path / "t-busy"
+    hits = 0
+    with open(pdir.path / "log.txt", "ab") as log:
+        for _ in range(3):
+            before = _end(broker.bootstrap, dst)
+            proc = subprocess.Popen(RUN_ONCE, cwd=pdir.path, stdout=log, stderr=log, env=env, start_new_session=True)
+            wait_for(
+                lambda proc=proc, before=before: (
+                    proc.poll() is not None or (_end(broker.bootstrap, dst) > before and busy.exists())
+                ),
+                within=240,
+                what="records flowing",
+                every=0.05,
+            )
+            time.sleep(rng.uniform(0.0, 0.2))  # somewhere in the T's 0.3 s, not as synchronisation
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)  # the driver and its JVM
+                hits += 1
+            proc.wait(30)
+            busy.unlink(missing_ok=True)
+        final = subprocess.run(RUN_ONCE, cwd=pdir.path, stdout=log, stderr=log, env=env, timeout=600)
+    assert hits >= 2, f"the pipeline finished before most kills: {hits}"
+    assert final.returncode == 0, (pdir.path / "log.txt").read_text()[-3000:]
+    got = consume_all(broker.bootstrap, dst, idle=1.0)
+    assert len(got) == len(set(got)) == len(records), (len(got), len(set(got)))
+    assert set(got) == set(records)

@@ -1,0 +1,1 @@
+"""Kafka extractor and loader (confluent-kafka), and a one-node broker for tests and demos."""

@@ -1,0 +1,3 @@
+from etlstage_workers.kafka.cli import main
+
+main()
