@@ -76,7 +76,7 @@ def native_sink(df: DataFrame, ctx: NativeContext) -> DataStreamWriter:
     """``etlstage-spark-load`` under the Spark engine: ``df.writeStream.foreachBatch(...)``."""
     config = parse(ctx)
     if config.is_table:
-        return df.writeStream.foreachBatch(TableBatches(config, app_id(ctx, config)).write)
+        return df.writeStream.foreachBatch(TableBatches(config, ctx.name).write)
     return df.writeStream.foreachBatch(SinkBatches(config, os.path.join(ctx.checkpoint, "sink-log")).write)
 
 
@@ -89,23 +89,26 @@ def spark_conf(ctx: NativeContext) -> dict[str, str]:
 native_sink.spark_conf = spark_conf  # type: ignore[attr-defined]
 
 
-def app_id(ctx: NativeContext, config: LoaderConfig) -> str:
-    """Delta's ``txnAppId`` for this sink: the query's checkpoint (its micro-batch ids count
-    from 0 in a new one), the stage and the output. A new checkpoint is a new id: its
-    batches are not mistaken for the old query's (the MERGE by key still drops repeats)."""
+def txn_for(batch_df: DataFrame, config: LoaderConfig, stage: str, batch_id: int) -> lake.Txn | None:
+    """Delta's idempotent-write pair for micro-batch ``batch_id``: the application id is the
+    streaming query's own id (kept in its checkpoint: a new checkpoint, whose micro-batch ids
+    count from 0 again, is a new id, so its batches are never mistaken for the old query's)
+    with the stage and the output. None when Spark does not say (the MERGE alone holds)."""
     import hashlib
 
-    checkpoint = ctx.checkpoint if lake.is_uri(ctx.checkpoint) else os.path.realpath(ctx.checkpoint)
-    what = "\n".join([checkpoint, ctx.name, config.output])
-    return f"etlstage-{ctx.name}-{hashlib.sha256(what.encode()).hexdigest()[:16]}"
+    query_id = batch_df.sparkSession.sparkContext.getLocalProperty("sql.streaming.queryId")
+    if not query_id:
+        return None
+    digest = hashlib.sha256("\n".join([query_id, stage, config.output]).encode()).hexdigest()[:16]
+    return lake.Txn(f"etlstage-{stage}-{digest}", batch_id)
 
 
 class TableBatches:
     """Merges micro-batches into Delta tables (picklable state only: Spark keeps it on the driver)."""
 
-    def __init__(self, config: LoaderConfig, app_id: str) -> None:
+    def __init__(self, config: LoaderConfig, stage: str) -> None:
         self.config = config
-        self.app_id = app_id
+        self.stage = stage
 
     def write(self, batch_df: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
@@ -117,7 +120,7 @@ class TableBatches:
         for pos, key in enumerate(prepared.keys):
             first.setdefault(key, pos)
         spark = batch_df.sparkSession
-        txn = lake.Txn(self.app_id, batch_id)
+        txn = txn_for(batch_df, self.config, self.stage, batch_id)
         counts = lake.commit_batch(spark, self.config, self.config.output, prepared, list(first.values()), txn)
         pub.crash_point("committed")
         log.info(
