@@ -82,7 +82,14 @@ def test_supervisor_then_spark_then_supervisor_each_key_once(tmp_path: Path) -> 
     assert DeltaTable(str(tmp_path / "out")).version() == version, err[-3000:]
     assert ids(str(tmp_path / "out")) == Counter(range(60))
 
+    # a new checkpoint: its micro-batch ids count from 0 again and are new batches (a new
+    # query id in Delta's txnAppId), not replays of the old query's
+    pipeline(tmp_path, write_input(tmp_path, list(range(80))))
+    shutil.rmtree(tmp_path / ".etlstage")
+    err = run(tmp_path, "spark")
+    assert ids(str(tmp_path / "out")) == Counter(range(80)), err[-3000:]
+
     shutil.rmtree(tmp_path / ".etlstage")
     err = run(tmp_path, "supervisor")
-    assert ids(str(tmp_path / "out")) == Counter(range(60)), err[-3000:]
+    assert ids(str(tmp_path / "out")) == Counter(range(80)), err[-3000:]
     assert not (tmp_path / "out" / "_staging").exists() and not (tmp_path / "out" / "_keys").exists()
