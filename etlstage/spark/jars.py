@@ -66,6 +66,16 @@ def s3_connector() -> list[str]:
     return [f"org.apache.hadoop:hadoop-aws:{hadoop_version()}"]
 
 
+DELTA_VERSION = "4.4.0"  # built for Spark 4.0-4.2; no Delta release runs on Spark 4.3 yet
+
+
+def delta_lake() -> list[str]:
+    """Delta Lake for the Spark that pyspark is (``delta-spark_<spark major.minor>_2.13``);
+    ``delta-storage`` comes with it."""
+    spark = ".".join(spark_version().split(".")[:2])
+    return [f"io.delta:delta-spark_{spark}_2.13:{DELTA_VERSION}"]
+
+
 def kafka_connector() -> list[str]:
     """Spark's own Kafka source and sink, at exactly pyspark's version (Scala 2.13)."""
     return [f"org.apache.spark:spark-sql-kafka-0-10_2.13:{spark_version()}"]
@@ -82,6 +92,7 @@ def kafka_broker() -> list[str]:
 # Named package sets, for the run and for pre-fetching (tests/support/downloads.py).
 PACKAGES: dict[str, Callable[[], list[str]]] = {
     "s3": s3_connector,
+    "delta": delta_lake,
     "kafka-spark": kafka_connector,
     "kafka-broker": kafka_broker,
 }

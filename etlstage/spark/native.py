@@ -94,7 +94,24 @@ def natives(plan: Plan) -> dict[str, Factory]:
     return found
 
 
-def context_for(stage: StageConfig, plan: Plan, spark: SparkSession) -> NativeContext:
+def session_conf(plan: Plan) -> dict[str, str]:
+    """Spark settings the native stages need when the session starts: what a factory's
+    ``spark_conf(ctx)`` attribute returns, if it has one (a sink's jars and SQL extension);
+    jar lists are joined."""
+    conf: dict[str, str] = {}
+    for name, factory in natives(plan).items():
+        wanted = getattr(factory, "spark_conf", None)
+        if wanted is None:
+            continue
+        stage = next(s for s in plan.config.stages if s.name == name)
+        for key, value in wanted(context_for(stage, plan, None)).items():
+            if key == "spark.jars" and conf.get(key):
+                value = f"{conf[key]},{value}"
+            conf[key] = value
+    return conf
+
+
+def context_for(stage: StageConfig, plan: Plan, spark: SparkSession | None) -> NativeContext:
     """The public context (:mod:`etlstage.native`) the engine gives ``stage``'s native factory."""
     checkpoint = private_folder(own_path(plan.config, "native", stage.name))  # tasks write there with ctx.keep
     state_dir = plan.stage_dir(stage, 0)

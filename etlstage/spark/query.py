@@ -294,6 +294,7 @@ def _run_query(
     extra_env: dict[str, str],
     attach: Callable[[Counts], Callable[[], None]] | None,
 ) -> int:
+    from etlstage.spark.native import session_conf
     from etlstage.spark.plan import Plan
     from etlstage.spark.session import SparkStartError, start_session
 
@@ -315,13 +316,21 @@ def _run_query(
         return exc.exit_code
     counts.phase("session" if engine.master.startswith("sc://") else "JVM start")
     try:
+        native_conf = session_conf(plan)  # what native stages need at start: jars, SQL extensions
+        native_jars = [j for j in native_conf.pop("spark.jars", "").split(",") if j]
+    except EtlstageError as exc:
+        stop_http()
+        log.error("%s", exc)
+        return exc.exit_code
+    try:
         spark = start_session(
             engine.master,
             f"etlstage {config.name}",
             {
                 **ENGINE_CONF,
+                **native_conf,
                 **{f"spark.executorEnv.{k}": v for k, v in extra_env.items()},
-                **_with_jars(engine.conf, connector_conf),
+                **_with_jars(engine.conf, list(dict.fromkeys([*native_jars, *connector_conf]))),
             },
             connect_timeout=10,
             log_level=spark_log_level(),

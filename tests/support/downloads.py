@@ -1,6 +1,7 @@
 """What some tests download, fetched once into a cache: kinesis-local (npm) for the
 resharding tests, the amazon-kclpy sdist for the KCL adapter tests, Apache Kafka's
-broker jars (Maven) for the Kafka tests and Spark's Kafka connector when pyspark is there.
+broker jars (Maven) for the Kafka tests and Spark's Kafka connector when pyspark is there,
+and then too the Delta Lake and S3A jars (Maven) for the Spark loader's table tests.
 
 Standard library only, so that ``.ci/run`` fills the caches before the tests start:
 ``python tests/support/downloads.py`` (with the project's venv python: it has pip).
@@ -96,6 +97,20 @@ def fetch_kafka_jars() -> str:
         raise RuntimeError(str(exc)) from exc
 
 
+def fetch_lake_jars() -> str:
+    """Delta Lake and the S3A connector, once pyspark is installed (both follow its Spark and
+    Hadoop versions)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from etlstage.spark import jars
+
+    if not _has("pyspark"):
+        return "pyspark not installed yet: nothing to fetch"
+    try:
+        return ", ".join(f"{name}: {len(jars.fetch_named(name))} jars" for name in ("delta", "s3"))
+    except jars.JarFetchError as exc:
+        raise RuntimeError(str(exc)) from exc
+
+
 def _has(module: str) -> bool:
     import importlib.util
 
@@ -103,7 +118,7 @@ def _has(module: str) -> bool:
 
 
 def main() -> int:
-    for fetch in (fetch_kclpy, fetch_kinesis_local, fetch_kafka_jars):
+    for fetch in (fetch_kclpy, fetch_kinesis_local, fetch_kafka_jars, fetch_lake_jars):
         try:
             print(f"{fetch.__name__}: {fetch()}")
         except (RuntimeError, OSError, subprocess.SubprocessError) as exc:

@@ -28,8 +28,18 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--output", required=True, help="dataset directory (local or a shared mount seen by executors)")
-    p.add_argument("--format", default="parquet", choices=FORMATS, help="output format (default parquet)")
+    p.add_argument(
+        "--output",
+        required=True,
+        help="where the tables go: delta: a path or a file system URI (s3a://bucket/path, hdfs://...); "
+        "other formats: a local path or a shared mount seen by executors",
+    )
+    p.add_argument(
+        "--format",
+        default="parquet",
+        choices=FORMATS,
+        help="delta (Delta tables, merged by key) or plain files (default parquet)",
+    )
     p.add_argument(
         "--columns",
         nargs="+",

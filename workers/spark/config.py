@@ -10,7 +10,8 @@ from etlstage_workers.spark import rdss
 from etlstage.errors import ConfigError
 from etlstage.protocol.pointer import parse_pointer
 
-FORMATS = ("parquet", "json", "orc", "csv")
+FORMATS = ("delta", "parquet", "json", "orc", "csv")
+TABLE_FORMATS = ("delta",)  # committed by the table's own transaction: any Hadoop file system URI
 COLUMN_TYPES = ("string", "long", "double", "boolean")
 MASTER_FORMS = "local, local[N], local[*], spark://host:port, sc://host:port, yarn, k8s://…"
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -74,6 +75,11 @@ class LoaderConfig:
     spark_log_level: str = "WARN"
 
     @property
+    def is_table(self) -> bool:
+        """Written as a Delta table (:mod:`.lake`), not as files published by renames."""
+        return self.format in TABLE_FORMATS
+
+    @property
     def key_pointer(self) -> str | None:
         return self.key if self.key is not None else (rdss.KEY_POINTER if self.rdss else None)
 
@@ -89,6 +95,11 @@ class LoaderConfig:
             problems.append("--output: a directory for the dataset is required")
         if self.format not in FORMATS:
             problems.append(f"--format {self.format!r}: expected one of {', '.join(FORMATS)}")
+        elif "://" in self.output and self.format not in TABLE_FORMATS:
+            problems.append(
+                f"--output {self.output!r}: --format {self.format} publishes files by renames on a local or "
+                "mounted path; a file system URI (s3a://, hdfs://, ...) needs --format delta"
+            )
         if self.rdss and self.columns:
             problems.append("--columns and --rdss: RDSS mode has fixed columns; give one or the other")
         if not self.rdss and not self.columns:

@@ -1,6 +1,11 @@
-"""The loader: stage, record, publish — and recover on start-up.
+"""The loader: a Delta table's MERGE per batch (``--format delta``), or, for plain files,
+stage, record, publish — and recover on start-up.
 
-One batch, in order (each step durable before the next):
+Delta (:mod:`.lake`): the batch is parsed here, its repeats dropped, and the writer thread
+merges it by key into its tables, one Delta commit each; the table is the only record of
+what was loaded, so there is nothing to claim, publish or recover.
+
+Plain files (parquet, json, orc, csv), one batch in order (each step durable before the next):
 
 1. parse the batch, key every message, drop keys seen earlier in the batch;
 2. claim the keys in the key index (a transaction): keys committed by an earlier batch
@@ -33,6 +38,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from etlstage_workers.spark import lake
 from etlstage_workers.spark import publish as pub
 from etlstage_workers.spark.config import LoaderConfig
 from etlstage_workers.spark.extract import Prepared, prepare
@@ -62,7 +68,7 @@ class SparkLoader(Loader):
         """``spark``: an existing session to use (embedding, tests); it is left running at teardown."""
         self._report: dict[str, Any] = {"rows": {}, "duplicates skipped": 0, "messages": 0}
         self.config = config
-        self.output = os.path.abspath(config.output)
+        self.output = config.output if lake.is_uri(config.output) else os.path.abspath(config.output)
         self.spark = spark
         self._own_spark = spark is None
         self._claimer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="key-claim")
@@ -78,18 +84,24 @@ class SparkLoader(Loader):
         sc = self.scenario
         if not sc.is_batch:
             log.warning("mode %r: one Spark job per message is slow; run this stage with mode: batch", sc.mode)
-        os.makedirs(self.output, exist_ok=True)
-        self.store = KeyStore(self.key_index_path())
+        if not lake.is_uri(self.output):
+            os.makedirs(self.output, exist_ok=True)
+        if not self.config.is_table:
+            self.store = KeyStore(self.key_index_path())
         app = f"{self.config.app_name}[{sc.stage}/{sc.instance}]"
         if self.spark is None:
             self.spark = start_session(
                 self.config.master,
                 app,
-                self.config.conf,
+                merge_conf(lake.session_conf(self.config), self.config.conf),
                 connect_timeout=self.config.connect_timeout,
                 log_level=self.config.spark_log_level,
+                plain_files=not self.config.is_table,
             )
         self.parallelism = default_parallelism(self.spark)
+        if self.store is None:
+            log.info("loading into %s (delta, merged by key) with master %s", self.output, self.config.master)
+            return
         self.recover()
         log.info(
             "loading into %s (%s) with master %s; key index %s",
@@ -161,7 +173,6 @@ class SparkLoader(Loader):
         The returned future completes when the batch is published and committed; the SDK
         acknowledges it then.  Claims and writes each run one batch at a time, in order.
         """
-        assert self.store is not None
         with self._counts_lock:
             self._report["messages"] += len(messages)
         clock = _Clock()
@@ -170,6 +181,8 @@ class SparkLoader(Loader):
         first: dict[str, int] = {}
         for pos, key in enumerate(prepared.keys):
             first.setdefault(key, pos)
+        if self.store is None:  # a Delta table: merged by key, nothing staged
+            return self._writer.submit(self._merge, prepared, list(first.values()), len(messages), clock)
         batch = self.batch_prefix + uuid.uuid4().hex[:16]
         # The claim runs while the rows are staged, optimistically: almost always every key
         # is new; if not, the writer stages the input again without the duplicates.
@@ -183,6 +196,27 @@ class SparkLoader(Loader):
             raise
         clock.lap("stage")
         return self._writer.submit(self._finish, _Job(batch, prepared, first, len(messages), claim, clock))
+
+    def _merge(self, prepared: Prepared, positions: list[int], messages: int, clock: _Clock) -> None:
+        """One batch into its Delta tables (:func:`.lake.commit_batch`): durable when this returns."""
+        if self._failed_write is not None:
+            # a later batch is not committed before an earlier one that failed (it comes again first)
+            raise RuntimeError("batch not written: an earlier batch failed") from self._failed_write
+        try:
+            counts = lake.commit_batch(self.spark, self.config, self.output, prepared, positions, lap=clock.lap)
+        except BaseException as exc:
+            self._failed_write = self._failed_write or exc
+            raise
+        duplicates = messages - counts["total"]
+        with self._counts_lock:
+            self._report["duplicates skipped"] += duplicates
+            for table, n in counts.items():
+                self._report["rows"][table] = self._report["rows"].get(table, 0) + n
+        pub.crash_point("committed")
+        log.info(
+            "batch of %d messages: %d rows inserted %s, %d duplicates skipped, %.2fs (%s)",
+            messages, counts["total"], counts, duplicates, clock.total(), clock,
+        )  # fmt: skip
 
     def _finish(self, job: _Job) -> None:
         """Settle the claim, Spark write, fsync, record, publish, commit: durable when this returns."""
@@ -280,6 +314,14 @@ class _Job:
     messages: int
     claim: Future[dict[str, tuple[str, str | None]]]  # keys other batches hold
     clock: _Clock
+
+
+def merge_conf(ours: dict[str, str], users: dict[str, str]) -> dict[str, str]:
+    """The loader's session settings under the user's ``--conf``; jar lists are joined."""
+    conf = {**ours, **users}
+    if "spark.jars" in ours and "spark.jars" in users:
+        conf["spark.jars"] = f"{ours['spark.jars']},{users['spark.jars']}"
+    return conf
 
 
 class _Clock:

@@ -1,6 +1,14 @@
 """The Spark loader as a native sink of the Spark engine: the worker's tables, written by the
 engine's own Spark session, exactly once per micro-batch, idempotent by key.
 
+``--format delta``: each micro-batch ``B`` is merged by key into the worker's Delta tables
+(:func:`.lake.commit_batch`, the same code the worker runs), each commit carrying Delta's
+idempotent-write pair (the query's application id, ``B``): a replayed micro-batch is
+skipped by Delta, a batch the supervisor engine loaded before is skipped by the MERGE.
+Nothing else is written: no staging, no sink log, no key dataset.
+
+Plain files (parquet, json, orc, csv):
+
 Under ``etlstage run --engine spark`` an ``etlstage-spark-load`` stage is no worker process:
 the engine hands its input rows (one message each) to :func:`native_sink`, and Spark calls
 :func:`SinkBatches.write` on the driver for every micro-batch ``B`` (``foreachBatch``):
@@ -32,6 +40,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
+from etlstage_workers.spark import lake
 from etlstage_workers.spark import publish as pub
 from etlstage_workers.spark.cli import build_parser, config_from_args
 from etlstage_workers.spark.config import LoaderConfig
@@ -66,13 +75,66 @@ ENGINE_OWNS = {
 def native_sink(df: DataFrame, ctx: NativeContext) -> DataStreamWriter:
     """``etlstage-spark-load`` under the Spark engine: ``df.writeStream.foreachBatch(...)``."""
     config = parse(ctx)
+    if config.is_table:
+        return df.writeStream.foreachBatch(TableBatches(config, ctx.name).write)
     return df.writeStream.foreachBatch(SinkBatches(config, os.path.join(ctx.checkpoint, "sink-log")).write)
+
+
+def spark_conf(ctx: NativeContext) -> dict[str, str]:
+    """The engine's session settings this sink needs (its jars, Delta's extension): the
+    engine starts its session with them (:func:`etlstage.spark.native.session_conf`)."""
+    return lake.session_conf(parse(ctx))
+
+
+native_sink.spark_conf = spark_conf  # type: ignore[attr-defined]
+
+
+def txn_for(batch_df: DataFrame, config: LoaderConfig, stage: str, batch_id: int) -> lake.Txn | None:
+    """Delta's idempotent-write pair for micro-batch ``batch_id``: the application id is the
+    streaming query's own id (kept in its checkpoint: a new checkpoint, whose micro-batch ids
+    count from 0 again, is a new id, so its batches are never mistaken for the old query's)
+    with the stage and the output. None when Spark does not say (the MERGE alone holds)."""
+    import hashlib
+
+    query_id = batch_df.sparkSession.sparkContext.getLocalProperty("sql.streaming.queryId")
+    if not query_id:
+        return None
+    digest = hashlib.sha256("\n".join([query_id, stage, config.output]).encode()).hexdigest()[:16]
+    return lake.Txn(f"etlstage-{stage}-{digest}", batch_id)
+
+
+class TableBatches:
+    """Merges micro-batches into Delta tables (picklable state only: Spark keeps it on the driver)."""
+
+    def __init__(self, config: LoaderConfig, stage: str) -> None:
+        self.config = config
+        self.stage = stage
+
+    def write(self, batch_df: DataFrame, batch_id: int) -> None:
+        started = time.monotonic()
+        messages = [bytes(v) for v in batch_df.toArrow().column("value").to_pylist()]
+        if not messages:
+            return
+        prepared = prepare(messages, self.config)
+        first: dict[str, int] = {}
+        for pos, key in enumerate(prepared.keys):
+            first.setdefault(key, pos)
+        spark = batch_df.sparkSession
+        txn = txn_for(batch_df, self.config, self.stage, batch_id)
+        counts = lake.commit_batch(spark, self.config, self.config.output, prepared, list(first.values()), txn)
+        pub.crash_point("committed")
+        log.info(
+            "micro-batch %d: %d messages, %d rows inserted %s, %d duplicates skipped, %.2fs",
+            batch_id, len(messages), counts["total"], counts, len(messages) - counts["total"],
+            time.monotonic() - started,
+        )  # fmt: skip
 
 
 def parse(ctx: NativeContext) -> LoaderConfig:
     """The worker's own options, checked as it checks them (exit 2 naming the stage)."""
     args = parse_argv(ctx, build_parser(), ENGINE_OWNS)
-    args.output = ctx.path(args.output)
+    if not lake.is_uri(args.output):
+        args.output = ctx.path(args.output)
     try:
         return config_from_args(args)
     except ConfigError as exc:

@@ -24,10 +24,18 @@ LOADER_CONF = {
 
 
 def start_session(
-    master: str, app_name: str, conf: dict[str, str], *, connect_timeout: float, log_level: str
+    master: str,
+    app_name: str,
+    conf: dict[str, str],
+    *,
+    connect_timeout: float,
+    log_level: str,
+    plain_files: bool = True,
 ) -> SparkSession:
-    """The loader's one SparkSession, for its whole life."""
-    if not master.startswith("sc://"):  # Spark Connect sessions take the client's settings only
+    """The loader's one SparkSession, for its whole life. ``plain_files``: the loader
+    publishes files itself (:data:`LOADER_CONF` applies); Delta tables keep Hadoop's own
+    file systems (S3A's upload buffers need the checksummed local one)."""
+    if plain_files and not master.startswith("sc://"):  # Spark Connect sessions take the client's settings only
         conf = {**LOADER_CONF, **conf}
     return _start_session(master, app_name, conf, connect_timeout=connect_timeout, log_level=log_level)
 

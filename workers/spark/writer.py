@@ -46,15 +46,20 @@ def _path(parsed: SparkColumn, tokens: tuple[str, ...]) -> SparkColumn:
     return col
 
 
-def shape(df: DataFrame, config: LoaderConfig, parsed_already: bool) -> DataFrame:
+def shape(
+    df: DataFrame, config: LoaderConfig, parsed_already: bool, keep: Sequence[str] = (), routed: bool = True
+) -> DataFrame:
+    """The output columns, then ``keep`` (columns passed through as they are); ``routed``:
+    RDSS rows keep their route column (one dataset partitioned by it, not a table each)."""
     from pyspark.sql import functions as F
 
     columns = config.output_columns
-    extra = ["raw", TABLE] if config.rdss else []  # RDSS rows always arrive parsed (rdss_rows.py)
+    # RDSS rows always arrive parsed (rdss_rows.py)
+    extra = (["raw", TABLE] if routed else ["raw"]) if config.rdss else []
     if parsed_already:
-        return df.select(*[c.name for c in columns], *extra)
+        return df.select(*[c.name for c in columns], *extra, *keep)
     parsed = F.from_json(F.col(RAW), spark_schema(columns))
-    return df.select(*[_path(parsed, c.tokens).alias(c.name) for c in columns])
+    return df.select(*[_path(parsed, c.tokens).alias(c.name) for c in columns], *keep)
 
 
 def unique_columns(table: pa.Table, sample: int = 2000) -> list[str]:

@@ -1,0 +1,168 @@
+"""Delta tables against plain Parquet: fixed cost per batch and cost per message, local disk
+and S3 (moto's server on loopback), in one run.
+
+    python bench/lake.py [--small 5000] [--large 50000] [--repeat 3] [--no-s3] [--master local[2]]
+    python bench/lake.py --stock        # the stock pipeline (stages.yaml, 5,000 demo messages):
+                                        # one whole run with Delta, one with plain Parquet
+
+Rows (the same RDSS-like ~1.15 KB JSON messages, the loader's RDSS columns, parsed once
+with the loader's own ``prepare``; one warm-up batch per row first):
+  delta merge      the loader's Delta path (workers/spark/lake.py): Arrow -> Spark ->
+                   MERGE INTO ... ON _key WHEN NOT MATCHED THEN INSERT, one commit
+  delta append     the same rows appended with Delta's idempotent write (txnAppId/txnVersion),
+                   no MERGE: what the commit itself costs
+  parquet          the same rows appended as plain Parquet files by Spark (no table log)
+
+Each row is timed at two batch sizes; with t(n) = fixed + n * per_message, the two sizes
+give both figures. The tables grow over the run (one table per row and storage), as a
+loader's do. Figures: docs/performance-spark.md, "Delta tables".
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from etlstage_workers.spark import lake
+from etlstage_workers.spark.config import LoaderConfig
+from etlstage_workers.spark.extract import prepare
+from etlstage_workers.spark.writer import shape
+
+from bench.spark_load import make_messages
+from etlstage.spark.jars import fetch_named
+from etlstage.spark.session import start_session
+
+
+def session(master: str, s3_conf: dict[str, str]) -> Any:
+    jars = [str(j) for name in ("delta", "s3") for j in fetch_named(name)]
+    conf = {**lake.DELTA_SESSION, "spark.jars": ",".join(jars), "spark.ui.showConsoleProgress": "false", **s3_conf}
+    return start_session(master, "bench-lake", conf, connect_timeout=10, log_level="ERROR")
+
+
+def writers(spark: Any, config: LoaderConfig) -> dict[str, Callable[[Any, str, int], None]]:
+    def delta_merge(prepared: Any, root: str, version: int) -> None:
+        positions = list(range(len(prepared.keys)))
+        lake.commit_batch(spark, config, root, prepared, positions)
+
+    def frames(prepared: Any) -> list[Any]:
+        tables = lake.batch_tables(prepared, list(range(len(prepared.keys))))
+        return [(route, shape(spark.createDataFrame(t), config, True, keep=(lake.KEY,), routed=False))
+                for route, t in tables.items()]  # fmt: skip
+
+    def delta_append(prepared: Any, root: str, version: int) -> None:
+        for route, df in frames(prepared):
+            writer = df.write.format("delta").mode("append").option("txnAppId", "bench").option("txnVersion", version)
+            writer.save(lake.table_path(root, route))
+
+    def parquet(prepared: Any, root: str, version: int) -> None:
+        for route, df in frames(prepared):
+            df.write.format("parquet").mode("append").save(lake.table_path(root, route))
+
+    return {"delta merge": delta_merge, "delta append": delta_append, "parquet": parquet}
+
+
+def measure(write: Callable[[Any, str, int], None], prepared: Any, root: str, repeat: int, start: int) -> float:
+    """Median seconds of ``repeat`` batches (after one warm-up), each with fresh keys."""
+    times = []
+    for i in range(repeat + 1):
+        batch = fresh(prepared, start + i)
+        t0 = time.perf_counter()
+        write(batch, root, start + i)
+        if i:
+            times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def fresh(prepared: Any, n: int) -> Any:
+    """The batch with new keys (a MERGE then inserts every row, as for new messages)."""
+    import dataclasses
+
+    return dataclasses.replace(prepared, keys=[f"{k}-{n}" for k in prepared.keys])
+
+
+def stock(fmt: str) -> float:
+    """Seconds of one whole ``etlstage run --once`` of the stock pipeline loading ``fmt``."""
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    with tempfile.TemporaryDirectory(prefix="bench-lake-stock-") as tmp:
+        text = (root / "stages.yaml").read_text().replace("--format, delta", f"--format, {fmt}")
+        Path(tmp, "stages.yaml").write_text(text)
+        t0 = time.perf_counter()
+        done = subprocess.run(
+            [sys.executable, "-m", "etlstage.cli", "run", "--once", "--no-progress", "stages.yaml"],
+            cwd=tmp,
+            capture_output=True,
+            text=True,
+        )
+        seconds = time.perf_counter() - t0
+        if done.returncode != 0:
+            raise SystemExit(f"the stock pipeline with {fmt} failed:\n{done.stderr[-3000:]}")
+    return seconds
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--stock", action="store_true", help="the stock pipeline, Delta against Parquet")
+    ap.add_argument("--small", type=int, default=5000)
+    ap.add_argument("--large", type=int, default=50000)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--no-s3", action="store_true")
+    a = ap.parse_args()
+    if a.stock:
+        for fmt in ("delta", "parquet"):
+            seconds = stock(fmt)
+            print(f"stock pipeline, {fmt}: 5,000 messages in {seconds:.1f} s ({5000 / seconds:.0f} messages/s)")
+        return
+
+    stores: dict[str, str] = {"local": tempfile.mkdtemp(prefix="bench-lake-")}
+    s3_conf: dict[str, str] = {}
+    server = None
+    if not a.no_s3:
+        from tests.support.lake_s3 import s3_server
+
+        server = s3_server("bench")
+        s3 = server.__enter__()
+        os.environ.update(s3.env())
+        s3_conf = s3.spark_conf()
+        stores["s3"] = s3.uri("lake")
+    spark = session(a.master, s3_conf)
+    config = LoaderConfig(output="unused", format="delta", rdss=True).check()
+    messages = make_messages(a.large)
+    small, large = prepare(messages[: a.small], config), prepare(messages, config)
+    results: dict[tuple[str, str], tuple[float, float]] = {}
+    version = 0
+    try:
+        for store, base in stores.items():
+            for name, write in writers(spark, config).items():
+                root = f"{base}/{name.replace(' ', '-')}"
+                t_small = measure(write, small, root, a.repeat, version)
+                t_large = measure(write, large, root, a.repeat, version + 100)
+                version += 1000
+                per = (t_large - t_small) / (a.large - a.small)
+                results[(store, name)] = (t_small - a.small * per, per)
+                print(f"{store:6} {name:13} {a.small}: {t_small:6.2f} s  {a.large}: {t_large:6.2f} s  "
+                      f"fixed {t_small - a.small * per:5.2f} s/batch  {per * 1e6:6.1f} µs/message", flush=True)  # fmt: skip
+    finally:
+        spark.stop()
+        if server is not None:
+            server.__exit__(None, None, None)
+        shutil.rmtree(stores["local"], ignore_errors=True)
+    for store in stores:
+        ratio = results[(store, "delta merge")][0] / max(results[(store, "parquet")][0], 1e-9)
+        print(f"{store}: Delta MERGE fixed cost per batch = {ratio:.1f}x plain Parquet's")
+
+
+if __name__ == "__main__":
+    main()

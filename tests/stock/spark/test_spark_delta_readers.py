@@ -1,0 +1,114 @@
+"""A reader without Spark (delta-rs) polls the loader's Delta table while the loader is
+SIGKILLed at seeded random moments during its commits: every snapshot it sees holds whole
+batches only (each batch is one window of ten new ids, so a snapshot's row count is a
+multiple of ten) and never a key twice; after the run, exactly the expected rows."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.conftest import PY
+from tests.support.paths import FIXTURES
+from tests.support.run_cli import RUN_ONCE
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
+
+IDS = 100
+PER_WINDOW = 10
+KILLS = 2
+
+
+class Poller(threading.Thread):
+    """Reads the table over and over; keeps what was wrong with any snapshot."""
+
+    def __init__(self, table: str) -> None:
+        super().__init__(daemon=True)
+        self.table = table
+        self.stop = threading.Event()
+        self.snapshots = 0
+        self.problems: list[str] = []
+
+    def run(self) -> None:
+        from deltalake import DeltaTable
+
+        while not self.stop.is_set():
+            try:
+                ids = DeltaTable(self.table).to_pyarrow_table(columns=["id"]).column("id").to_pylist()
+            except Exception:  # no table yet
+                self.stop.wait(0.05)
+                continue
+            self.snapshots += 1
+            repeated = [i for i, n in Counter(ids).items() if n > 1]
+            if repeated or len(ids) % PER_WINDOW:
+                self.problems.append(f"{len(ids)} rows, repeated {repeated[:5]}")
+
+
+def loader_of(proc: subprocess.Popen[bytes]) -> psutil.Process | None:
+    for child in psutil.Process(proc.pid).children():
+        try:
+            if "etlstage-spark-load" in (os.path.basename(a) for a in child.cmdline()[:2]):
+                return child
+        except psutil.Error:
+            pass
+    return None
+
+
+def test_a_reader_sees_whole_batches_while_the_loader_is_killed_mid_commit(tmp_path: Path) -> None:
+    seed = int(os.environ.get("ETLSTAGE_CRASH_SEED", "3"))
+    rng = random.Random(seed)
+    data = tmp_path / "in.jsonl"
+    data.write_text("".join(json.dumps({"id": i, "name": f"n{i}"}) + "\n" for i in range(IDS)))
+    (tmp_path / "stages.yaml").write_text(
+        f"""
+stages:
+  - {{name: src, type: E, mode: cyclic, command: [{PY}, {FIXTURES / "lines.py"}, {data}, "{PER_WINDOW}"]}}
+  - {{name: load, type: L, mode: batch, batch_size: {PER_WINDOW},
+     command: [etlstage-spark-load, --format, delta, --output, out, --columns, "id:long=/id", "name=/name",
+               --key, /id, --master, "local[1]"],
+     timeouts: {{startup: 600, request: 600}}}}
+"""
+    )
+    table = str(tmp_path / "out")
+    poller = Poller(table)
+    poller.start()
+    kills = 0
+    with open(tmp_path / "log.txt", "ab") as log:
+        proc = subprocess.Popen(RUN_ONCE, cwd=tmp_path, stdout=log, stderr=log)
+        try:
+            deadline = time.monotonic() + 1200  # a busy machine: each JVM start takes a minute
+            while kills < KILLS and proc.poll() is None and time.monotonic() < deadline:
+                commits = len(list((tmp_path / "out" / "_delta_log").glob("*.json")))
+                if commits < 2 + kills * 2:  # the table made, a batch committed, and more after each kill
+                    time.sleep(0.05)
+                    continue
+                time.sleep(rng.uniform(0.0, 1.5))  # somewhere in the next batches' MERGE and commit
+                victim = loader_of(proc)
+                if victim is not None:
+                    victim.kill()
+                    kills += 1
+            assert proc.wait(timeout=max(1.0, deadline - time.monotonic())) == 0, (tmp_path / "log.txt").read_text()[
+                -3000:
+            ]
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            poller.stop.set()
+            poller.join(timeout=30)
+    assert kills == KILLS, f"seed {seed}: the run ended after {kills} kills"
+    assert poller.snapshots > 0
+    assert not poller.problems, f"seed {seed}: {poller.problems[:5]}"
+    from deltalake import DeltaTable
+
+    ids = DeltaTable(table).to_pyarrow_table(columns=["id"]).column("id").to_pylist()
+    assert Counter(ids) == Counter(range(IDS)), f"seed {seed}"

@@ -1,0 +1,201 @@
+"""Delta Lake tables: each batch committed by the table's own transaction, once, by key.
+
+Both engines call :func:`commit_batch`: the worker (:mod:`loader`) for each batch the
+supervisor sends, the Spark engine's native sink (:mod:`native_sink`) for each micro-batch.
+One batch is, per table (RDSS: ``valid``, ``invalid``, ``error`` under the output; else the
+output itself)::
+
+    MERGE INTO delta.`<table>` t USING <batch> s ON t._key = s._key
+    WHEN NOT MATCHED THEN INSERT *
+
+one Delta commit: readers (Spark, delta-rs, duckdb, polars) see all of the batch's rows
+of that table or none. ``_key`` is the row's ``--key`` (the RDSS messageId; the content
+hash of the message without one), so a batch sent again — after a crash, by the other
+engine, by another instance or machine — inserts nothing: the dedupe record is the table
+itself, wherever it lives (a path, ``s3a://``, any Hadoop file system).
+
+Where the engine numbers batches durably (the Spark engine's micro-batch id, kept in the
+query's checkpoint) the commit also carries Delta's idempotent-write pair ``(txnAppId,
+txnVersion)``: a replayed micro-batch is skipped by Delta before any join. The supervisor
+engine gives the worker no number that survives a resend, so there the MERGE alone makes a
+resent batch a no-op (see docs/workers/spark.md, "Delta tables").
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from etlstage_workers.spark.config import LoaderConfig
+from etlstage_workers.spark.extract import TABLE, Prepared
+from etlstage_workers.spark.writer import shape
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger("etlstage.spark")
+
+KEY = "_key"  # the dedupe key column of every Delta table the loader writes
+DELTA_SESSION = {
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+    # A table's state is rebuilt with this many tasks (Delta's default 50 is for clusters
+    # reading huge logs: here it is most of a small batch's fixed cost).
+    "spark.databricks.delta.snapshotPartitions": "2",
+}
+TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
+TXN_VERSION = "spark.databricks.delta.write.txnVersion"
+CONFLICT_RETRIES = 5  # a MERGE that lost a race with another writer's commit is run again
+
+
+@dataclass(frozen=True)
+class Txn:
+    """Delta's idempotent-write pair: a commit of ``version`` or below by ``app_id`` is skipped."""
+
+    app_id: str
+    version: int
+
+
+def is_uri(output: str) -> bool:
+    """``s3a://bucket/x``, ``hdfs://…``, ``file:///…``: a Hadoop file system URI, not a local path."""
+    return "://" in output
+
+
+def package_sets(config: LoaderConfig) -> list[str]:
+    """The jar sets (:data:`etlstage.spark.jars.PACKAGES`) this loader's session needs."""
+    sets = ["delta"] if config.format == "delta" else []
+    if config.output.startswith(("s3a://", "s3://")):
+        sets.append("s3")
+    return sets
+
+
+def session_conf(config: LoaderConfig) -> dict[str, str]:
+    """Spark settings the loader's tables need at session start: the jars (fetched once into
+    the cache, :mod:`etlstage.spark.jars`), Delta's SQL extension and catalog."""
+    from etlstage.spark.jars import JarFetchError, fetch_named
+    from etlstage.spark.session import SparkStartError
+
+    sets = package_sets(config)
+    try:
+        jars = [str(jar) for name in sets for jar in fetch_named(name)]
+    except JarFetchError as exc:
+        raise SparkStartError(f"the jars of --format {config.format} / --output {config.output}: {exc}") from None
+    conf = {"spark.jars": ",".join(jars)} if jars else {}
+    if config.format == "delta":
+        conf.update(DELTA_SESSION)
+    return conf
+
+
+def table_path(output: str, route: str | None) -> str:
+    """Where a route's table lives: ``<output>/<route>`` (RDSS), else the output."""
+    return f"{output.rstrip('/')}/{route}" if route else output
+
+
+def batch_tables(prepared: Prepared, positions: list[int]) -> dict[str | None, pa.Table]:
+    """The batch's rows at ``positions`` with their ``_key``, by table (RDSS route; else None)."""
+    table = prepared.table if len(positions) == prepared.table.num_rows else prepared.take(positions)
+    table = table.append_column(KEY, pa.array([prepared.keys[p] for p in positions], pa.string()))
+    if prepared.routes is None:
+        return {None: table}
+    routes = table.column(TABLE)
+    out: dict[str | None, pa.Table] = {}
+    for route in sorted(set(prepared.routes[p] for p in positions)):
+        out[route] = table.filter(pc.equal(routes, route)).drop_columns([TABLE])
+    return out
+
+
+def commit_batch(
+    spark: SparkSession,
+    config: LoaderConfig,
+    output: str,
+    prepared: Prepared,
+    positions: list[int],
+    txn: Txn | None = None,
+    lap: Callable[[str], None] = lambda _: None,
+) -> dict[str, int]:
+    """Merge the batch's rows (first occurrence of each key: ``positions``) into its tables
+    under ``output``; return the rows inserted per table (RDSS) and in all (``total``).
+    Durable when this returns."""
+    counts = {"total": 0}
+    for route, rows in batch_tables(prepared, positions).items():
+        df = shape(spark.createDataFrame(rows), config, prepared.parsed, keep=(KEY,), routed=False)
+        inserted = merge(spark, df, table_path(output, route), config.partition_by, txn)
+        counts["total"] += inserted
+        if route is not None:
+            counts[route] = inserted
+        lap(route or "merge")
+    return counts
+
+
+def merge(spark: SparkSession, df: DataFrame, path: str, partition_by: tuple[str, ...], txn: Txn | None) -> int:
+    """``df``'s rows whose ``_key`` the table at ``path`` lacks, in one commit (the table is
+    created on first use); the number inserted. With ``txn``, a commit that ``txn`` already
+    made is skipped (0 inserted)."""
+    _create_if_missing(spark, df, path, partition_by)
+    view = f"etlstage_batch_{abs(hash((path, time.monotonic_ns())))}"
+    df.createOrReplaceTempView(view)
+    quoted = path.replace("`", "``")
+    statement = (
+        f"MERGE INTO delta.`{quoted}` AS t USING {view} AS s ON t.{KEY} = s.{KEY} WHEN NOT MATCHED THEN INSERT *"
+    )
+    try:
+        for attempt in range(1, CONFLICT_RETRIES + 1):
+            if txn is not None:
+                spark.conf.set(TXN_APP_ID, txn.app_id)
+                spark.conf.set(TXN_VERSION, str(txn.version))
+            try:
+                return _inserted(spark.sql(statement))
+            except Exception as exc:
+                if attempt == CONFLICT_RETRIES or not _is_conflict(exc):
+                    raise
+                log.info("%s: a concurrent commit won (%s); merging again", path, type(exc).__name__)
+            finally:
+                if txn is not None:
+                    spark.conf.unset(TXN_APP_ID)
+                    spark.conf.unset(TXN_VERSION)
+    finally:
+        spark.catalog.dropTempView(view)
+    raise AssertionError("unreachable")  # the last attempt returns or raises
+
+
+def _inserted(result: DataFrame) -> int:
+    """The MERGE's own count of inserted rows (none when Delta skipped it as a replay)."""
+    rows = result.collect()
+    if not rows or "num_inserted_rows" not in rows[0].asDict():
+        return 0
+    return int(rows[0]["num_inserted_rows"])
+
+
+_TABLES: set[str] = set()  # tables this process has seen exist: not checked again
+
+
+def _create_if_missing(spark: SparkSession, df: DataFrame, path: str, partition_by: tuple[str, ...]) -> None:
+    """An empty table with ``df``'s columns: every batch then goes through the MERGE, the
+    first one included (a plain first append would not see a concurrent writer's rows)."""
+    if path in _TABLES:
+        return
+    try:
+        spark.read.format("delta").load(path).schema  # noqa: B018 - raises when there is no table
+    except Exception:
+        writer = df.limit(0).write.format("delta").mode("append")
+        if partition_by:
+            writer = writer.partitionBy(*partition_by)
+        try:
+            writer.save(path)
+        except Exception as exc:
+            if not _is_conflict(exc):  # else another writer created it meanwhile: fine
+                raise
+    _TABLES.add(path)
+
+
+def _is_conflict(exc: BaseException) -> bool:
+    text = f"{type(exc).__name__} {exc}"
+    return any(word in text for word in ("Concurrent", "DELTA_CONCURRENT", "ProtocolChanged", "MetadataChanged"))
+
+
+__all__ = ["KEY", "Txn", "commit_batch", "is_uri", "package_sets", "session_conf", "table_path"]
