@@ -47,7 +47,7 @@ def apply_schema(db: sqlite3.Connection, schema: str) -> None:
     """``schema``'s statements in one transaction: a process killed halfway leaves none of
     them (SQLite's DDL is transactional), never a store with some tables and not others."""
     try:
-        db.executescript(f"BEGIN IMMEDIATE;\n{schema}\nCOMMIT;")
+        db.executescript(f"BEGIN IMMEDIATE;\n{schema}\n;COMMIT;")  # the schema may lack its last ";"
     except BaseException:
         if db.in_transaction:
             db.execute("ROLLBACK")
