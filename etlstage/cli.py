@@ -330,26 +330,18 @@ def status(pipeline_file: str, as_json: bool, watch: bool, interval: float) -> N
 
 
 def _spark_status(pipeline_file: str, as_json: bool) -> str:
-    """The Spark engine's checkpoint (micro-batches committed, in flight), then its dead letters and
-    last run; as JSON the status document ``/api/status`` serves, without the run (the driver's own)."""
-    from etlstage.observe.status import render_last_run, render_run_lock, run_lock
-    from etlstage.spark.status import describe
-    from etlstage.state.lastrun import last_run
+    """The Spark engine's document (its checkpoint, dead letters, last run, run lock), rendered
+    as the supervisor's is; as JSON what ``/api/status`` serves, without the run (the driver's own)."""
+    from etlstage.observe.document import encode
+    from etlstage.observe.status import render
+    from etlstage.spark.live import status_document
     from etlstage.state.store import StateStore
 
     config = load_config(pipeline_file)
+    doc = status_document(config)
     if as_json:
-        from etlstage.observe.document import encode
-        from etlstage.spark.live import status_document
-
-        return encode(status_document(config), indent=2)
-    text = describe(config)
-    if (Path(config.state_dir) / StateStore.FILE).exists():
-        store = StateStore(config.state_dir)
-        dead = store.deadletters()
-        text += f"\ndead letters: {len(dead)} ({sum(d.status == 'new' for d in dead)} new)"
-        text += "".join(f"\n{line}" for line in render_last_run(last_run(store)))
-    return text + "\n" + render_run_lock(run_lock(config.state_dir))
+        return encode(doc, indent=2)
+    return "\n".join(render(doc, str(Path(config.state_dir) / StateStore.FILE)))
 
 
 @main.group()

@@ -19,7 +19,16 @@ from typing import Any, cast
 import psutil
 
 from etlstage.kit.progress import resent_line
-from etlstage.observe.document import LastRunDoc, LiveDoc, RunDoc, RunLockDoc, StatusDoc, WindowInFlightDoc, deadletters
+from etlstage.observe.document import (
+    LastRunDoc,
+    LiveDoc,
+    RunDoc,
+    RunLockDoc,
+    SparkCheckpointDoc,
+    StatusDoc,
+    WindowInFlightDoc,
+    deadletters,
+)
 from etlstage.state.lastrun import last_run
 from etlstage.state.runlock import Holder, holder
 from etlstage.state.store import StateStore
@@ -136,9 +145,10 @@ def _age(seconds: float) -> str:
 
 
 def render(doc: StatusDoc, state_path: str) -> list[str]:
-    """The text ``etlstage status`` prints."""
+    """The text ``etlstage status`` prints, for either engine (Spark's checkpoint first)."""
     now = doc["time"]
-    lines = [f"state: {state_path}"]
+    lines = render_spark_checkpoint(doc["spark_checkpoint"]) if "spark_checkpoint" in doc else []
+    lines.append(f"state: {state_path}")
     running = doc["running"]
     lines.append(
         "running: "
@@ -197,6 +207,22 @@ def render(doc: StatusDoc, state_path: str) -> list[str]:
         lines.append(f"  {w['source']} #{w['seq']}: {w['state']}, open {_age(w['age_seconds'])}{got}{req}")
     dl = doc["deadletters"]
     lines.append(f"dead letters: {dl['total']} ({dl['new']} new)")
+    return lines
+
+
+def render_spark_checkpoint(c: SparkCheckpointDoc) -> list[str]:
+    """Spark's checkpoint: micro-batches committed and in flight, the sources' offsets."""
+    if c["last_committed_batch"] is None and not c["batches_in_flight"]:
+        return ["engine: spark", f"checkpoint: {c['path']} (no micro-batch yet)"]
+    in_flight = ", ".join(f"#{b} (replayed with the same offsets if the query stopped)" for b in c["batches_in_flight"])
+    lines = [
+        "engine: spark",
+        f"checkpoint: {c['path']}",
+        f"micro-batches committed: {c['committed_batches']} (last #{c['last_committed_batch']} "
+        f"at {_when(c['updated_at'])})",
+        f"in flight: {in_flight or 'none'}",
+    ]
+    lines.extend(f"  {name:<20} offset {json.dumps(off)}" for name, off in c["offsets"].items())
     return lines
 
 

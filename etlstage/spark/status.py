@@ -8,7 +8,6 @@ in flight (after a crash: the batch that is replayed, with the same offsets).
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -66,21 +65,4 @@ def _offsets(path: Path, config: PipelineConfig) -> dict[str, object]:
     return found
 
 
-def describe(config: PipelineConfig) -> str:
-    """The text ``etlstage status`` prints (as JSON: :func:`etlstage.spark.live.status_document`)."""
-    s = read_checkpoint(config)
-    if s.committed is None and not s.in_flight:
-        return f"engine: spark\ncheckpoint: {s.path} (no micro-batch yet)"
-    when = time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(s.updated_at)) if s.updated_at else "-"
-    out = [
-        "engine: spark",
-        f"checkpoint: {s.path}",
-        f"micro-batches committed: {s.committed_count} (last #{s.committed} at {when})",
-        "in flight: "
-        + (", ".join(f"#{b} (replayed with the same offsets if the query stopped)" for b in s.in_flight) or "none"),
-    ]
-    out.extend(f"  {name:<20} offset {json.dumps(off)}" for name, off in s.offsets.items())
-    return "\n".join(out)
-
-
-__all__ = ["CheckpointStatus", "describe", "read_checkpoint"]
+__all__ = ["CheckpointStatus", "read_checkpoint"]
