@@ -28,6 +28,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -130,13 +131,14 @@ def main() -> None:
     s3_conf: dict[str, str] = {}
     server = None
     if not a.no_s3:
-        from tests.support.lake_s3 import s3_server
+        from tests.support.s3 import moto_s3
 
-        server = s3_server("bench")
+        server = moto_s3(Path(tempfile.mkdtemp(prefix="bench-lake-s3-")))
         s3 = server.__enter__()
+        s3.create_bucket("bench")
         os.environ.update(s3.env())
         s3_conf = s3.spark_conf()
-        stores["s3"] = s3.uri("lake")
+        stores["s3"] = "s3a://bench/lake"
     spark = session(a.master, s3_conf)
     config = LoaderConfig(output="unused", format="delta", rdss=True).check()
     messages = make_messages(a.large)

@@ -3,6 +3,7 @@
     with moto_s3(tmp_path) as s3:
         s3.create_bucket("lake")
         conf = s3.spark_conf()          # fs.s3a.* for engine.conf / a SparkSession
+        s3.storage_options()            # the same server for delta-rs (deltalake)
         s3.keys("lake", "out/")          # what is there
 
 Credentials are fake and come from the environment (``s3.env()``: the AWS chain's
@@ -23,9 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+# Distinctive, so that a test can grep logs, status and metrics for them; moto takes any.
+ACCESS_KEY = "AKIAETLSTAGES3TEST"
+SECRET_KEY = "etlstage-s3-secret-7c1d0e5b9a2f4e8d"
 FAKE_CREDENTIALS = {
-    "AWS_ACCESS_KEY_ID": "testing",
-    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+    "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
     "AWS_DEFAULT_REGION": "us-east-1",
     "AWS_REGION": "us-east-1",
 }
@@ -54,6 +58,11 @@ class S3Server:
                 "software.amazon.awssdk.auth.credentials.EnvironmentVariableCredentialsProvider"
             ),
         }
+
+    def storage_options(self) -> dict[str, str]:
+        """delta-rs (``deltalake``) options for this server."""
+        keys = ("AWS_REGION", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
+        return {"AWS_ENDPOINT_URL": self.endpoint, "AWS_ALLOW_HTTP": "true", **{k: FAKE_CREDENTIALS[k] for k in keys}}
 
     def client(self) -> Any:
         import boto3
@@ -135,4 +144,4 @@ def moto_s3(log_dir: Path, timeout: float = 30.0) -> Iterator[S3Server]:
                 proc.wait(10)
 
 
-__all__ = ["FAKE_CREDENTIALS", "S3Server", "moto_s3"]
+__all__ = ["ACCESS_KEY", "FAKE_CREDENTIALS", "SECRET_KEY", "S3Server", "moto_s3"]

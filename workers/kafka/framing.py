@@ -16,17 +16,16 @@ nothing committed).
 from __future__ import annotations
 
 import base64
-import json
 import logging
 from typing import Any, Protocol
+
+from etlstage_workers.markersafe import MarkerGuard
 
 from etlstage.errors import MarkerInMessage
 from etlstage.protocol.markers import Markers
 
 log = logging.getLogger("etlstage.kafka")
 
-ON_MARKER = ("envelope", "error", "fail")
-DATA_ENCODINGS = ("auto", "utf8", "base64")
 TIMESTAMP_TYPES = {0: None, 1: "create", 2: "logAppend"}
 
 
@@ -53,57 +52,24 @@ class Framer:
         self.markers = markers
         self.envelope = envelope
         self.data_encoding = data_encoding
-        self.on_marker = on_marker
-        self._eom = markers.EOM
-        self._others = (markers.EOP, markers.EOB, markers.BNC)
-        self.escaped = 0
-        self._notes = 0
+        self.guard = MarkerGuard(markers, on_marker, "KAFKA_MARKER_IN_DATA", log)
+
+    @property
+    def escaped(self) -> int:
+        """Records re-serialised or enveloped because of a marker byte."""
+        return self.guard.escaped
 
     def frame(self, records: list[Record]) -> list[bytes]:
         """One message per record, in order."""
         if self.envelope:
-            return [self._dump(self.envelope_doc(r), r) for r in records]
+            return [self.guard.dump(self.envelope_doc(r), where(r)) for r in records]
         out = [r.value() or b"" for r in records]
-        block = b"".join(out)
-        if self._eom in block or any(m in block for m in self._others):  # memchr scans of the whole cycle
+        if self.guard.any_marker(b"".join(out)):  # memchr scans of the whole cycle
             out = [self._safe(r, v) for r, v in zip(records, out, strict=True)]
         return out
 
-    # --- marker handling ----------------------------------------------------------------
-
-    def _clean(self, block: bytes, n: int) -> bool:
-        return block.count(self._eom) == n and not any(m in block for m in self._others)
-
     def _safe(self, r: Record, data: bytes) -> bytes:
-        if self._clean(data + self._eom, 1):
-            return data
-        self.escaped += 1
-        try:
-            doc = json.loads(data)
-        except ValueError:
-            pass
-        else:
-            compact = json.dumps(doc, separators=(",", ":"), ensure_ascii=True).encode("ascii")
-            if self._clean(compact + self._eom, 1):
-                self._note(logging.INFO, f"{where(r)} holds a marker byte; its JSON was re-serialised compactly")
-                return compact
-        if self.on_marker == "fail":
-            raise MarkerInMessage(
-                f"{where(r)} holds a marker byte of this stage and is not JSON; stopping with nothing "
-                "committed (use --on-marker envelope or error, or --envelope)",
-                data[:80],
-            )
-        doc = self.envelope_doc(r, force_base64=True)
-        if self.on_marker == "error":
-            doc = {"error": "KAFKA_MARKER_IN_DATA", "description": f"{where(r)} holds a marker byte", **doc}
-        self._note(logging.WARNING, f"{where(r)} holds a marker byte and is not JSON: sent on as {self.on_marker}")
-        return self._dump(doc, r)
-
-    def _note(self, level: int, text: str) -> None:
-        """The first few, then every 1000th."""
-        self._notes += 1
-        if self._notes <= 10 or self._notes % 1000 == 0:
-            log.log(level, "%s (%d so far)", text, self._notes)
+        return self.guard.safe(data, where(r), lambda: self.envelope_doc(r, force_base64=True))
 
     # --- envelope -----------------------------------------------------------------------
 
@@ -142,13 +108,3 @@ class Framer:
                         raw[:80],
                     ) from None
         return base64.b64encode(raw).decode("ascii"), "base64"
-
-    def _dump(self, doc: dict[str, Any], r: Record) -> bytes:
-        raw = json.dumps(doc, separators=(",", ":"), ensure_ascii=True).encode("ascii")
-        if not self._clean(raw + self._eom, 1):
-            raise MarkerInMessage(
-                f"{where(r)}: even its JSON envelope holds a marker byte of this stage (a printable marker "
-                "such as '|' or '{' clashes with JSON); choose control bytes as markers",
-                raw[:80],
-            )
-        return raw

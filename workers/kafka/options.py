@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass, field
 
 from etlstage_workers.kafka.broker import BOOTSTRAP_ENV
-from etlstage_workers.kafka.framing import DATA_ENCODINGS, ON_MARKER
+from etlstage_workers.markersafe import DATA_ENCODINGS, ON_MARKER
 
 from etlstage.errors import ConfigError
 from etlstage.protocol.pointer import parse_pointer

@@ -7,8 +7,8 @@ import os
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from etlstage_workers.kinesis.output import DATA_ENCODINGS, ON_MARKER
 from etlstage_workers.kinesis.shards import INITIAL_POSITIONS
+from etlstage_workers.markersafe import DATA_ENCODINGS, ON_MARKER
 
 from etlstage.errors import ConfigError
 

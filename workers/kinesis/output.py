@@ -16,7 +16,6 @@ next stage can route), or ``fail`` (stop; nothing is committed, so nothing is lo
 from __future__ import annotations
 
 import base64
-import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,14 +23,12 @@ from datetime import datetime
 from typing import Any
 
 from etlstage_workers.kinesis.kpl import MAGIC, deaggregate, payloads
+from etlstage_workers.markersafe import DATA_ENCODINGS, MarkerGuard
 
 from etlstage.errors import MarkerInMessage
 from etlstage.protocol.markers import Markers
 
 log = logging.getLogger("etlstage.kinesis")
-
-ON_MARKER = ("envelope", "error", "fail")
-DATA_ENCODINGS = ("auto", "utf8", "base64")
 
 
 @dataclass(frozen=True)
@@ -53,19 +50,14 @@ class Framer:
         on_marker: str = "envelope",
         deaggregate_kpl: bool = True,
     ) -> None:
-        if on_marker not in ON_MARKER:
-            raise ValueError(f"on_marker {on_marker!r}: expected one of {', '.join(ON_MARKER)}")
         if data_encoding not in DATA_ENCODINGS:
             raise ValueError(f"data_encoding {data_encoding!r}: expected one of {', '.join(DATA_ENCODINGS)}")
         self.markers = markers
         self.envelope = envelope
         self.data_encoding = data_encoding
-        self.on_marker = on_marker
+        self.guard = MarkerGuard(markers, on_marker, "KINESIS_MARKER_IN_DATA", log)
         self.deaggregate = deaggregate_kpl
         self._eom = markers.EOM
-        self._others = (markers.EOP, markers.EOB, markers.BNC)
-        self.escaped = 0  # records re-serialised or enveloped because of a marker byte
-        self._notes = 0
 
     # --- the batch of one GetRecords call -----------------------------------------------
 
@@ -119,57 +111,29 @@ class Framer:
 
     # --- marker handling ----------------------------------------------------------------
 
-    def _clean(self, block: bytes, n: int) -> bool:
-        if block.count(self._eom) != n:
-            return False
-        return not any(m in block for m in self._others)
+    @property
+    def escaped(self) -> int:
+        """Records re-serialised or enveloped because of a marker byte."""
+        return self.guard.escaped
 
     def _repair(self, shard_id: str, records: Sequence[dict[str, Any]], out: list[bytes]) -> None:
         """Fast check over the whole batch; only a dirty batch is walked record by record."""
-        if self._clean(self._eom.join(out) + self._eom, len(out)):
+        if self.guard.clean(self._eom.join(out) + self._eom, len(out)):
             return
         i = 0
         for r in records:
             for sub, key, data in self._subs(r):
-                if not self._clean(data + self._eom, 1):
+                if not self.guard.clean(data + self._eom, 1):
                     out[i] = self._safe_data(shard_id, r, sub, key, data)
                 i += 1
 
     def _safe_data(self, shard_id: str, r: dict[str, Any], sub: int, key: str, data: bytes) -> bytes:
-        if self._clean(data + self._eom, 1):
-            return data
-        self.escaped += 1
-        where = f"record {r['SequenceNumber']}/{sub} of {shard_id}"
-        try:
-            doc = json.loads(data)
-        except ValueError:
-            doc = None
-        else:
-            compact = json.dumps(doc, separators=(",", ":"), ensure_ascii=True).encode("ascii")
-            if self._clean(compact + self._eom, 1):
-                self._note(logging.INFO, f"{where} holds a marker byte; its JSON was re-serialised compactly")
-                return compact
-        if self.on_marker == "fail":
-            raise MarkerInMessage(
-                f"{where} (partition key {key!r}) holds a marker byte of this stage and is not JSON; "
-                "stopping with nothing committed (use --on-marker envelope or error, or --envelope)",
-                data[:80],
-            )
-        if self.on_marker == "error":
-            doc = self._envelope_doc(shard_id, r, sub, key, data, force_base64=True)
-            doc = {"error": "KINESIS_MARKER_IN_DATA", "description": f"{where} holds a marker byte", **doc}
-            self._note(logging.WARNING, f"{where} holds a marker byte and is not JSON: sent on as an error object")
-            return self._dump(doc, where)
-        self._note(logging.WARNING, f"{where} holds a marker byte and is not JSON: sent on as a base64 envelope")
-        return self._dump(self._envelope_doc(shard_id, r, sub, key, data, force_base64=True), where)
-
-    def _note(self, level: int, text: str) -> None:
-        """Log the first few, then every 1000th: JSON lines ending in a newline are common."""
-        self._notes += 1
-        n = self._notes
-        if n <= 10 or n % 1000 == 0:
-            more = "" if n < 10 else f" ({n} records so far; only every 1000th is logged from now on)"
-            log.log(level, "%s%s", text, more)
+        return self.guard.safe(
+            data,
+            f"record {r['SequenceNumber']}/{sub} of {shard_id}",
+            lambda: self._envelope_doc(shard_id, r, sub, key, data, force_base64=True),
+            who=f" (partition key {key!r})",
+        )
 
     # --- envelope -----------------------------------------------------------------------
 
@@ -202,14 +166,4 @@ class Framer:
 
     def _envelope(self, shard_id: str, r: dict[str, Any], sub: int, key: str, data: bytes) -> bytes:
         where = f"record {r['SequenceNumber']}/{sub} of {shard_id}"
-        return self._dump(self._envelope_doc(shard_id, r, sub, key, data), where)
-
-    def _dump(self, doc: dict[str, Any], where: str) -> bytes:
-        raw = json.dumps(doc, separators=(",", ":"), ensure_ascii=True).encode("ascii")
-        if not self._clean(raw + self._eom, 1):
-            raise MarkerInMessage(
-                f"{where}: even its JSON envelope holds a marker byte of this stage "
-                "(a printable marker such as '|' or '{' clashes with JSON); choose control bytes as markers",
-                raw[:80],
-            )
-        return raw
+        return self.guard.dump(self._envelope_doc(shard_id, r, sub, key, data), where)

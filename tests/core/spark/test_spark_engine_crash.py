@@ -15,11 +15,12 @@ import psutil
 import pytest
 
 from tests.conftest import PY, TW
-from tests.support.paths import ROOT
+from tests.support.paths import FIXTURES, ROOT
 from tests.support.run_cli import ETLSTAGE
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 N = 120
+MISBEHAVE = str(FIXTURES / "misbehave.py")
 
 
 def pipeline(tmp: Path, master: str) -> None:
@@ -120,6 +121,45 @@ def test_python_worker_killed_mid_batch_is_retried_by_spark(tmp_path: Path) -> N
     assert killed == 1
     assert sorted((tmp_path / "out.txt").read_text().splitlines()) == expected()
     assert not wait_gone(tmp_path)
+
+
+def test_a_micro_batch_commits_only_once_its_messages_are_loaded(tmp_path: Path) -> None:
+    """The sink's task returns only after its L-worker's EOPs: when Spark writes ``commits/K``,
+    every message of micro-batches 0..K is in the sink already.  The L-worker waits half a
+    second before it loads each message, so a task that returned on writing its input would
+    let the commit appear first; the driver is SIGKILLed at that moment, and the rerun starts
+    after batch K, so what it had not loaded would be lost."""
+    n, per_batch = 24, 6
+    flags = tmp_path / "flags"
+    flags.mkdir()
+    (tmp_path / "stages.yaml").write_text(
+        f"""
+stages:
+  - {{name: src, type: E, mode: cyclic, command: [{PY}, {TW}, count, "{n}", "{per_batch}"]}}
+  - {{name: sink, type: L, command: [{PY}, {MISBEHAVE}, {flags}, append={tmp_path / "out.txt"}, lag@*]}}
+engine: {{kind: spark, master: "local[2]"}}
+"""
+    )
+    commits = tmp_path / ".etlstage" / "stages" / "spark-checkpoint" / "commits"
+    out = tmp_path / "out.txt"
+    with open(tmp_path / "run.log", "ab") as log:
+        proc = start(tmp_path, log)
+        try:
+            deadline = time.monotonic() + 240
+            while not (commits.is_dir() and any(p.name.isdigit() for p in commits.iterdir())):
+                assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "run.log").read_text()[-3000:]
+                time.sleep(0.02)
+            first = min(int(p.name) for p in commits.iterdir() if p.name.isdigit())
+            loaded = set(out.read_text().splitlines()) if out.exists() else set()
+            os.killpg(proc.pid, signal.SIGKILL)  # at the commit: nothing after it may be needed
+            assert {str(i) for i in range((first + 1) * per_batch)} <= loaded, (first, sorted(loaded, key=int))
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(30)
+        assert not wait_gone(tmp_path)
+        finish(tmp_path, log)
+    assert set(out.read_text().splitlines()) == {str(i) for i in range(n)}
 
 
 def wait_for_commit(tmp: Path, proc: subprocess.Popen, timeout: float = 120) -> None:

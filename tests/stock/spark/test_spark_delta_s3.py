@@ -12,14 +12,15 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import PY
-from tests.support.lake_s3 import ACCESS_KEY, S3, SECRET_KEY, s3_server
 from tests.support.paths import FIXTURES
 from tests.support.run_cli import etlstage
+from tests.support.s3 import ACCESS_KEY, SECRET_KEY, S3Server, moto_s3
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+BUCKET = "lake"
 
 
-def pipeline(tmp: Path, s3: S3, ids: list[int]) -> None:
+def pipeline(tmp: Path, s3: S3Server, ids: list[int]) -> None:
     data = tmp / "in.jsonl"
     data.write_text("".join(json.dumps({"id": i, "name": f"n{i}"}) + "\n" for i in ids))
     conf = s3.spark_conf()
@@ -31,22 +32,23 @@ engine: {{conf: {{{engine_conf}}}}}
 stages:
   - {{name: src, type: E, mode: cyclic, command: [{PY}, {FIXTURES / "lines.py"}, {data}, "10"]}}
   - {{name: load, type: L, mode: batch,
-     command: [etlstage-spark-load, --format, delta, --output, "{s3.uri("t/out")}", --columns, "id:long=/id",
+     command: [etlstage-spark-load, --format, delta, --output, "s3a://{BUCKET}/t/out", --columns, "id:long=/id",
                "name=/name", --key, /id, --master, "local[2]", {worker_conf}],
      timeouts: {{startup: 600, request: 600}}}}
 """
     )
 
 
-def ids(s3: S3) -> Counter[int]:
+def ids(s3: S3Server) -> Counter[int]:
     from deltalake import DeltaTable
 
-    table = DeltaTable(f"s3://{s3.bucket}/t/out", storage_options=s3.storage_options())
+    table = DeltaTable(f"s3://{BUCKET}/t/out", storage_options=s3.storage_options())
     return Counter(table.to_pyarrow_table(columns=["id"]).column("id").to_pylist())
 
 
 def test_both_engines_load_s3_each_key_once_without_leaking_the_secret(tmp_path: Path) -> None:
-    with s3_server() as s3:
+    with moto_s3(tmp_path.parent / f"{tmp_path.name}-s3") as s3:  # its log outside what the run leaves
+        s3.create_bucket(BUCKET)
         pipeline(tmp_path, s3, [*range(30), *range(0, 30, 4)])
         metrics = tmp_path / "metrics.prom"
         first = etlstage(tmp_path, "run", "--once", "--no-progress", "--metrics-file", str(metrics), "stages.yaml",
