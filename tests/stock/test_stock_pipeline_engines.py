@@ -123,6 +123,13 @@ def test_the_stock_pipeline_through_spark_connect_gives_the_same_tables(tmp_path
     from tests.support.spark_cluster import connect_server
 
     (tmp_path / "server").mkdir()
-    with connect_server(tmp_path / "server", "local[2]", env=dict(FAKE_CREDENTIALS)) as url:
+    from etlstage_workers.spark.lake import DELTA_SESSION
+
+    from etlstage.spark.jars import fetch_named
+
+    # The stock pipeline loads Delta tables: a Connect server takes jars and SQL extensions
+    # at its start only, from its operator (docs/spark-engine.md)
+    delta = {**DELTA_SESSION, "spark.jars": ",".join(str(j) for j in fetch_named("delta"))}
+    with connect_server(tmp_path / "server", "local[2]", env=dict(FAKE_CREDENTIALS), conf=delta) as url:
         got = run_engine(tmp_path, "connect", "--engine", "spark", "--master", url)
     assert all(got.values())

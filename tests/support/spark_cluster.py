@@ -130,9 +130,12 @@ def standalone_cluster(
 
 
 @contextlib.contextmanager
-def connect_server(work: Path, master: str = "local[2]", env: dict[str, str] | None = None) -> Iterator[str]:
+def connect_server(
+    work: Path, master: str = "local[2]", env: dict[str, str] | None = None, conf: dict[str, str] | None = None
+) -> Iterator[str]:
     """``sc://127.0.0.1:PORT``: a Spark Connect server running ``master``, for the ``with``
-    block; its Python processes run this interpreter, with ``env`` added to theirs."""
+    block; its Python processes run this interpreter, with ``env`` added to theirs; ``conf``:
+    settings a server takes at its start only (jars, SQL extensions), as its operator sets them."""
     import sys
 
     import pyspark
@@ -148,6 +151,7 @@ def connect_server(work: Path, master: str = "local[2]", env: dict[str, str] | N
         *("--conf", "spark.connect.grpc.binding.address=127.0.0.1"),
         *("--conf", f"spark.local.dir={work / 'local'}"),
         *("--conf", "spark.ui.enabled=false"),
+        *(a for k, v in (conf or {}).items() for a in ("--conf", f"{k}={v}")),
     ]
     server_env = {
         **os.environ,

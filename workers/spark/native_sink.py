@@ -96,7 +96,12 @@ def txn_for(batch_df: DataFrame, config: LoaderConfig, stage: str, batch_id: int
     with the stage and the output. None when Spark does not say (the MERGE alone holds)."""
     import hashlib
 
-    query_id = batch_df.sparkSession.sparkContext.getLocalProperty("sql.streaming.queryId")
+    from pyspark.errors import PySparkNotImplementedError
+
+    try:
+        query_id = batch_df.sparkSession.sparkContext.getLocalProperty("sql.streaming.queryId")
+    except (PySparkNotImplementedError, AttributeError):  # Spark Connect: no SparkContext to ask
+        return None
     if not query_id:
         return None
     digest = hashlib.sha256("\n".join([query_id, stage, config.output]).encode()).hexdigest()[:16]
