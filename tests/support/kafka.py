@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 from etlstage_workers.kafka.broker import Broker, create_topic
 
+from tests.support.worker_child import WorkerChild, spawner
+
 _names = itertools.count()
 
 
@@ -97,105 +99,7 @@ def consume_all(bootstrap: str, topic: str, *, committed_only: bool = True, idle
     return out
 
 
-class WorkerProcess:
-    """A stock Kafka worker (``module``) as a real child: ETLSTAGE_* env; E: ``\\n`` per cycle, read to EOP."""
-
-    def __init__(
-        self,
-        module: str,
-        args: list[str],
-        state_dir: str,
-        *,
-        kind: str = "E",
-        mode: str = "cyclic",
-        instance: int = 0,
-        instances: int = 1,
-        batch_size: int = 1000,
-    ) -> None:
-        import os
-        import subprocess
-        import sys
-        import time
-        from pathlib import Path
-
-        from etlstage.protocol.scenario import Scenario
-        from etlstage.protocol.vocabulary import Mode, StageType
-
-        root = Path(__file__).resolve().parents[2]
-        scenario = Scenario(
-            StageType(kind), Mode(mode), stage="stage", instance=instance, instances=instances, batch_size=batch_size
-        )
-        env = {**os.environ, **scenario.to_env(), "ETLSTAGE_STATE_DIR": state_dir}
-        env["PYTHONPATH"] = str(root) + os.pathsep + env.get("PYTHONPATH", "")
-        Path(state_dir).mkdir(parents=True, exist_ok=True)
-        self.stderr_path = Path(state_dir) / f"stderr-{time.monotonic_ns()}.log"
-        self._stderr = open(self.stderr_path, "wb")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", module, *args],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self._stderr,
-            env=env,
-        )
-
-    def ask(self, payload: bytes, timeout: float = 60.0) -> list[bytes]:
-        """Write ``payload`` (a request, or a batch and its EOB), read to the next EOP."""
-        import os
-        import time
-
-        assert self.proc.stdin and self.proc.stdout
-        self.proc.stdin.write(payload)
-        self.proc.stdin.flush()
-        buf = bytearray()
-        deadline = time.monotonic() + timeout
-        while not buf.endswith(b"\x00"):
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"no EOP within {timeout} s; stderr:\n{self.stderr()}")
-            chunk = os.read(self.proc.stdout.fileno(), 1 << 16)
-            if not chunk:
-                raise EOFError(f"worker exited (status {self.proc.poll()}) mid-cycle; stderr:\n{self.stderr()}")
-            buf += chunk
-        body = bytes(buf[:-1])
-        assert b"\x00" not in body, "EOP inside a window"
-        return body.split(b"\n")[:-1] if body else []
-
-    def cycle(self, timeout: float = 60.0) -> list[bytes]:
-        return self.ask(b"\n", timeout)
-
-    def load(self, messages: list[bytes], timeout: float = 60.0) -> None:
-        assert self.ask(b"".join(m + b"\n" for m in messages) + b"\x17", timeout) == []
-
-    def close_stdin(self, timeout: float = 30.0) -> int:
-        assert self.proc.stdin
-        self.proc.stdin.close()
-        code = self.proc.wait(timeout)
-        self._stderr.close()
-        return code
-
-    def kill(self) -> None:
-        import signal
-
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(10)
-        self._stderr.close()
-
-    def stderr(self) -> str:
-        if not self._stderr.closed:
-            self._stderr.flush()
-        return self.stderr_path.read_text(errors="replace")[-4000:]
-
-
 @pytest.fixture
-def spawn() -> Any:
-    """``spawn(module, args, state_dir, ...)`` -> a :class:`WorkerProcess`; leftovers killed at the end."""
-    started: list[WorkerProcess] = []
-
-    def make(*args: Any, **kwargs: Any) -> WorkerProcess:
-        w = WorkerProcess(*args, **kwargs)
-        started.append(w)
-        return w
-
-    yield make
-    for w in started:
-        if w.proc.poll() is None:
-            w.kill()
+def spawn() -> Iterator[Any]:
+    """``spawn(module, args, state_dir, ...)`` -> a :class:`WorkerChild`; leftovers killed at the end."""
+    yield from spawner(WorkerChild)

@@ -3,7 +3,7 @@
 - ``emulator``: moto's server (session-wide), streams named per test.
 - ``FaultProxy``: a tiny HTTP proxy in front of it that answers chosen GetRecords calls
   with a Kinesis error (throttling, expired iterator) and notes when each call came.
-- ``WorkerProcess``: the worker as a real subprocess, driven with protocol bytes.
+- ``spawn``: the worker as a real subprocess (tests/support/worker_child.py), driven with protocol bytes.
 """
 
 from __future__ import annotations
@@ -13,19 +13,16 @@ import http.server
 import itertools
 import json
 import os
-import signal
-import subprocess
-import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from etlstage_workers.kinesis.emulator import FAKE_CREDENTIALS, Emulator
 
-from etlstage.protocol.scenario import Scenario
-from etlstage.protocol.vocabulary import Mode, StageType
+from tests.support.worker_child import WorkerChild, spawner
 
 ROOT = Path(__file__).resolve().parents[3]
 _names = itertools.count()
@@ -162,90 +159,15 @@ def proxy(emulator: Emulator) -> Any:
 # --- the worker as a subprocess ---------------------------------------------------------
 
 
-class WorkerProcess:
+def _kinesis(args: list[str], state_dir: str, mode: str = "cyclic", **kwargs: Any) -> WorkerChild:
     """``etlstage-kinesis`` as a real child: ETLSTAGE_* env, ``\\n`` per cycle, read to EOP."""
-
-    def __init__(
-        self,
-        args: list[str],
-        state_dir: str,
-        mode: str = "cyclic",
-        extra_env: dict[str, str] | None = None,
-        instance: int = 0,
-        instances: int = 1,
-    ) -> None:
-        scenario = Scenario(StageType.E, Mode(mode), stage="extract", instance=instance, instances=instances)
-        env = {**os.environ, **scenario.to_env(), "ETLSTAGE_STATE_DIR": state_dir}
-        env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-        env.update(extra_env or {})
-        Path(state_dir).mkdir(parents=True, exist_ok=True)
-        self.stderr_path = Path(state_dir) / f"stderr-{time.monotonic_ns()}.log"
-        self._stderr = open(self.stderr_path, "wb")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "etlstage_workers.kinesis", *args],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self._stderr,
-            env=env,
-        )
-
-    def cycle(self, timeout: float = 30.0) -> list[bytes]:
-        """One request: write EOM, read until EOP; the messages of that window."""
-        assert self.proc.stdin and self.proc.stdout
-        self.proc.stdin.write(b"\n")
-        self.proc.stdin.flush()
-        buf = bytearray()
-        deadline = time.monotonic() + timeout
-        while not buf.endswith(b"\x00"):
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"no EOP within {timeout} s; stderr:\n{self.stderr()}")
-            chunk = os.read(self.proc.stdout.fileno(), 1 << 16)
-            if not chunk:
-                raise EOFError(f"worker exited (status {self.proc.poll()}) mid-cycle; stderr:\n{self.stderr()}")
-            buf += chunk
-        body = bytes(buf[:-1])
-        assert b"\x00" not in body, "EOP inside a window"
-        return body.split(b"\n")[:-1] if body else []
-
-    def read_all(self, timeout: float = 60.0) -> list[bytes]:
-        """Plain mode: everything until exit."""
-        out, _ = self.proc.communicate(timeout=timeout)
-        self._stderr.close()
-        assert self.proc.returncode == 0, f"exit {self.proc.returncode}; stderr:\n{self.stderr()}"
-        return out.split(b"\n")[:-1] if out else []
-
-    def close_stdin(self, timeout: float = 30.0) -> int:
-        assert self.proc.stdin
-        self.proc.stdin.close()
-        code = self.proc.wait(timeout)
-        self._stderr.close()
-        return code
-
-    def kill(self) -> None:
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(10)
-        self._stderr.close()
-
-    def stderr(self) -> str:
-        if not self._stderr.closed:
-            self._stderr.flush()
-        return self.stderr_path.read_text(errors="replace")[-4000:]
+    return WorkerChild("etlstage_workers.kinesis", args, state_dir, mode=mode, stage="extract", **kwargs)
 
 
 @pytest.fixture
-def spawn() -> Any:
-    """``spawn(args, state_dir, ...)`` -> a :class:`WorkerProcess`; leftovers killed at the end."""
-    started: list[WorkerProcess] = []
-
-    def make(*args: Any, **kwargs: Any) -> WorkerProcess:
-        w = WorkerProcess(*args, **kwargs)
-        started.append(w)
-        return w
-
-    yield make
-    for w in started:
-        if w.proc.poll() is None:
-            w.kill()
+def spawn() -> Iterator[Any]:
+    """``spawn(args, state_dir, ...)`` -> a :class:`WorkerChild`; leftovers killed at the end."""
+    yield from spawner(_kinesis)
 
 
 @pytest.fixture
