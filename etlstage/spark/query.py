@@ -400,6 +400,13 @@ def missing_programs(spark: SparkSession, plan: Plan) -> list[str]:
 
 def run_in(spark: SparkSession, plan: Plan, *, progress: bool = True, counts: Counts | None = None) -> int:
     """Run ``plan``'s query in an existing session until it ends; print the summary."""
+    from etlstage.spark.session import active_in_this_thread
+
+    with active_in_this_thread(spark):  # where Spark looks the engine's source and sink up
+        return _run(spark, plan, progress, counts)
+
+
+def _run(spark: SparkSession, plan: Plan, progress: bool, counts: Counts | None) -> int:
     from etlstage.spark.inbox import driver_inbox
     from etlstage.spark.replay import replay_deadletters
     from etlstage.spark.shipping import ship

@@ -14,7 +14,8 @@ import socket
 import subprocess
 import threading
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
@@ -215,6 +216,31 @@ def _probe_executors(spark: SparkSession, master: str, timeout: float) -> None:
 def is_connect(spark: SparkSession) -> bool:
     """A Spark Connect session: no SparkContext on this side, only the server's."""
     return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+@contextmanager
+def active_in_this_thread(spark: SparkSession) -> Iterator[None]:
+    """``spark`` is the calling thread's active session in the JVM while the block runs.
+
+    Spark finds a Python data source by name through the calling thread's active session,
+    not the session that registered it: a thread whose active session is another (a
+    notebook's second session) or none (a JVM thread py4j made anew) gets
+    DATA_SOURCE_NOT_FOUND for the engine's own source and sink.  The thread's previous
+    active session is put back afterwards.  A Connect session has no JVM on this side:
+    its server keeps one session per client."""
+    if is_connect(spark):
+        yield
+        return
+    jsession = getattr(spark._jvm, "org.apache.spark.sql.classic.SparkSession")  # as pyspark reaches it
+    previous = jsession.getActiveSession()
+    jsession.setActiveSession(spark._jsparkSession)
+    try:
+        yield
+    finally:
+        if previous.isDefined():
+            jsession.setActiveSession(previous.get())
+        else:
+            jsession.clearActiveSession()
 
 
 def default_parallelism(spark: SparkSession) -> int:

@@ -157,8 +157,13 @@ def test_the_page_renders_hostile_names_and_report_keys_in_a_real_browser(pdir, 
         )
     )
     with LiveRun(pdir.path) as run:
-        # the worker's first report is in
-        wait_for(lambda: HOSTILE in run.get("/api/status")[2], 30, "the hostile report in /api/status", every=0.2)
+        # the worker's first report is in (the pipeline's name holds HOSTILE too: look at the stage's reports)
+        wait_for(
+            lambda: HOSTILE in json.dumps(stage_figures(run)["shout"]["reports"]),
+            30,
+            "the hostile report in /api/status",
+            every=0.2,
+        )
         dom = browse(run.url, tmp_path / "profile", "--dump-dom")
         assert run.stop() == 0, run.stderr
     page = figures(dom)

@@ -58,6 +58,40 @@ stages:
     assert sorted(lines(tmp_path / "out.txt")) == sorted(x for i in range(200) for x in fanout(i))
 
 
+@pytest.mark.parametrize("active", ["another session", "no session"])
+def test_a_thread_whose_active_session_is_not_the_runs_still_finds_the_engines_source_and_sink(
+    spark, tmp_path: Path, active: str
+) -> None:
+    """Spark looks a Python data source up through the calling thread's active session: a
+    caller whose thread holds another session (a notebook's second one), or none (a JVM
+    thread py4j made anew), got DATA_SOURCE_NOT_FOUND for etlstage-load and loaded
+    nothing.  The run makes its session active and puts the thread's own back after."""
+    jsession = getattr(spark._jvm, "org.apache.spark.sql.classic.SparkSession")
+    other = spark.newSession()
+    if active == "another session":
+        jsession.setActiveSession(other._jsparkSession)
+    else:
+        jsession.clearActiveSession()
+    try:
+        code = run(
+            spark,
+            tmp_path,
+            """
+stages:
+  - {name: ext, type: E, command: [{PY}, {TW}, count, "30"]}
+  - {name: load, type: L, command: [{PY}, {TW}, append, out.txt]}
+""",
+        )
+        after = jsession.getActiveSession()
+        assert after.isDefined() == (active == "another session")
+        if after.isDefined():
+            assert after.get().equals(other._jsparkSession)  # the caller's own, back
+    finally:
+        jsession.setActiveSession(spark._jsparkSession)
+    assert code == 0
+    assert sorted(lines(tmp_path / "out.txt"), key=int) == [str(i) for i in range(30)]
+
+
 def test_cyclic_worker_offsets_two_transforms_batch_modes_and_worker_starts(spark, tmp_path: Path) -> None:
     """≥ 10 micro-batches (one per cycle); each worker process lives across them.
 
