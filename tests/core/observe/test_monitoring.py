@@ -288,7 +288,9 @@ def test_a_real_prometheus_evaluates_every_expression_over_a_real_run(pdir, prom
     # rewritten every few seconds, so it is left out: two scrapes of one snapshot look like
     # a stage answering nothing.)
     window = f"{max(5, int(running_at - watched_from))}s"
-    scrapes = prom.query(f'count_over_time(etlstage_pipeline_windows_in_flight{{job="etlstage"}}[{window}])', running_at)
+    scrapes = prom.query(
+        f'count_over_time(etlstage_pipeline_windows_in_flight{{job="etlstage"}}[{window}])', running_at
+    )
     assert scrapes and float(scrapes[0]["value"][1]) >= 8, scrapes
     pending = prom.query(f'max by (alertname) (count_over_time(ALERTS{{job="etlstage"}}[{window}]))', running_at)
     often = {p["metric"]["alertname"]: float(p["value"][1]) for p in pending}
