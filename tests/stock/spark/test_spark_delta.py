@@ -70,7 +70,7 @@ def test_supervisor_then_spark_then_supervisor_each_key_once(tmp_path: Path) -> 
 
     # Spark forgets it committed its last micro-batch and replays it: the table is left as
     # it was, no new version (Delta's idempotent write skips the replay; the MERGE alone
-    # would also insert nothing: the test does not tell the two apart)
+    # would also insert nothing: test_spark_delta_txn.py holds the pair to it alone)
     from deltalake import DeltaTable
 
     version = DeltaTable(str(tmp_path / "out")).version()

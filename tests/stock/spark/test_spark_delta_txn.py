@@ -1,0 +1,72 @@
+"""Delta's idempotent-write pair on its own: a batch committed under (application id,
+version) is not committed again, whatever rows the replay holds.
+
+The MERGE by key also drops a replay of the same rows, so a replay test cannot tell the
+two apart; here the "replay" carries keys the table lacks, which the MERGE alone would
+insert. Run in its own process: the Delta jars and SQL extension are set at session start.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.paths import ROOT
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+
+SCRIPT = """
+import json, sys
+from etlstage_workers.spark import lake
+from etlstage_workers.spark.config import LoaderConfig
+from etlstage_workers.spark.extract import prepare
+from etlstage.spark.session import start_session
+from tests.support.spark_msgs import rdss
+
+out = sys.argv[1]
+config = LoaderConfig(output=out, format="delta", rdss=True).check()
+conf = {**lake.session_conf(config), "spark.ui.enabled": "false"}
+spark = start_session("local[1]", "txn-test", conf, connect_timeout=10, log_level="ERROR")
+
+def batch(first):
+    return prepare([rdss(i) for i in range(first, first + 3)], config), [0, 1, 2]
+
+def commit(first, version):
+    return lake.commit_batch(spark, config, out, *batch(first), lake.Txn("etlstage-test-app", version))["total"]
+
+print(json.dumps({
+    "v7": commit(1, 7),
+    "v7 again, new keys": commit(11, 7),
+    "v6, new keys": commit(21, 6),
+    "v8, new keys": commit(31, 8),
+    "no pair, new keys": lake.commit_batch(spark, config, out, *batch(41))["total"],
+}))
+spark.stop()
+"""
+
+
+def test_a_committed_version_is_skipped_even_with_rows_the_merge_would_insert(tmp_path: Path) -> None:
+    from deltalake import DeltaTable
+
+    out = tmp_path / "rdss"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(out)], capture_output=True, text=True, timeout=500, env=env, cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    inserted = json.loads(done.stdout.strip().splitlines()[-1])
+    assert inserted == {
+        "v7": 3,
+        "v7 again, new keys": 0,  # the pair alone: the MERGE would have inserted these 3
+        "v6, new keys": 0,  # an older version of the same application: a late replay
+        "v8, new keys": 3,
+        "no pair, new keys": 3,  # the rows themselves were insertable all along
+    }, done.stderr[-3000:]
+    table = DeltaTable(str(out / "valid")).to_pyarrow_table(columns=["messageId"])
+    numbers = sorted(int(m.rsplit("-", 1)[1]) for m in table.column("messageId").to_pylist())
+    assert numbers == [1, 2, 3, 31, 32, 33, 41, 42, 43]
