@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -14,6 +15,12 @@ import pytest
 from tests.support.run_cli import Run, etlstage
 
 HERE = Path(__file__).parent
+# Class data sharing for Spark's driver JVM (etlstage/spark/cds.py) is off in the tests it is
+# not the subject of: a run that records an archive is slower and waits at exit for its JVM
+# to write it, which would move the timings of a thousand tests by what ran before them.
+# tests/core/spark/test_spark_cds.py turns it on for its own runs; the README's demo, which
+# CI runs, uses it as a user's first run does.
+os.environ.setdefault("ETLSTAGE_SPARK_CDS", "off")
 TW = str(HERE / "fixtures" / "tw.py")
 PY = sys.executable
 

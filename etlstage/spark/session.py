@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from etlstage.errors import EtlstageError
+from etlstage.spark import cds
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -139,7 +140,9 @@ def start_session(
     check_master_reachable(master, connect_timeout)
     if master.startswith("sc://"):
         return _start_connect(master, app_name, conf)
-    log.info("Spark: using %s", check_java())
+    java = check_java()
+    log.info("Spark: using %s", java)
+    conf = cds.with_options(conf, cds.java_options(java, conf))
     builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in {**DEFAULT_CONF, **conf}.items():
         builder = builder.config(key, value)

@@ -1,0 +1,99 @@
+"""Start-up with and without class data sharing for Spark's driver JVM, side by side.
+
+    python bench/jvm_cds.py [--rounds 5] [--stock]
+
+Each round runs the same pipeline twice, one run after the other, in a fresh folder:
+``ETLSTAGE_SPARK_CDS=off`` (the baseline) and with the archive (recorded once, before the
+rounds, into a temporary cache: ``ETLSTAGE_CDS_CACHE``). Rows:
+  spark engine   ``etlstage run --engine spark --master local[2] --once``, a plain pipeline
+                 (E: 20 numbers, L: append to a file, both Python programs): the whole run,
+                 and the start-up phases the run reports (JVM start, session, pre-flight
+                 job, query start, first micro-batch)
+  stock demo     (--stock) ``etlstage run --once`` of the stock stages.yaml (5,000 RDSS
+                 messages into Delta tables, the supervisor engine; the loader's JVM)
+Medians over the rounds. Figures: docs/performance-spark.md, "Start-up".
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TW = ROOT / "tests" / "fixtures" / "tw.py"
+PLAIN = f"""
+stages:
+  - {{name: ext, type: E, command: [{sys.executable}, {TW}, count, "20"]}}
+  - {{name: load, type: L, command: [{sys.executable}, {TW}, append, out.txt]}}
+"""
+PHASE = re.compile(r"([a-zA-Z -]+?) (\d+(?:\.\d+)?)s")
+
+
+def run(folder: Path, args: list[str], env: dict[str, str]) -> tuple[float, dict[str, float]]:
+    """Seconds of one run in ``folder`` and the start-up phases it reported."""
+    t0 = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "etlstage.cli", "run", "--once", "--no-progress", *args, "stages.yaml"],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    seconds = time.perf_counter() - t0
+    if done.returncode != 0:
+        raise SystemExit(f"the run in {folder} failed:\n{done.stderr[-3000:]}")
+    line = next((x for x in done.stderr.splitlines() if x.startswith("start-up: ")), "")
+    return seconds, {name.strip(): float(v) for name, v in PHASE.findall(line.removeprefix("start-up:"))}
+
+
+def fresh(text: str, base: Path, name: str) -> Path:
+    folder = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=base))
+    (folder / "stages.yaml").write_text(text)
+    return folder
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--stock", action="store_true", help="also the stock demo (supervisor engine, the loader's JVM)")
+    a = ap.parse_args()
+    base = Path(tempfile.mkdtemp(prefix="bench-cds-"))
+    cache = base / "cache"
+    on = {**os.environ, "ETLSTAGE_CDS_CACHE": str(cache), "ETLSTAGE_SPARK_CDS": "on"}
+    off = {**os.environ, "ETLSTAGE_SPARK_CDS": "off"}
+    rows = {"spark engine": (PLAIN, ["--engine", "spark", "--master", "local[2]"])}
+    if a.stock:
+        rows["stock demo"] = ((ROOT / "stages.yaml").read_text(), [])
+    try:
+        for name, (text, args) in rows.items():
+            first, _ = run(fresh(text, base, name.replace(" ", "-")), args, on)  # records the archive
+            print(f"{name}: the run that records the archive took {first:.1f} s", flush=True)
+            walls: dict[str, list[float]] = {"off": [], "on": []}
+            phases: dict[str, dict[str, list[float]]] = {"off": {}, "on": {}}
+            for _ in range(a.rounds):
+                for label, env in (("off", off), ("on", on)):
+                    seconds, reported = run(fresh(text, base, name.replace(" ", "-")), args, env)
+                    walls[label].append(seconds)
+                    for phase, v in reported.items():
+                        phases[label].setdefault(phase, []).append(v)
+            for label in ("off", "on"):
+                steps = ", ".join(f"{p} {statistics.median(v):.1f}s" for p, v in phases[label].items())
+                print(
+                    f"{name:13} class data sharing {label:3}: whole run median {statistics.median(walls[label]):5.1f} s"
+                    f" (min {min(walls[label]):.1f}){'; ' + steps if steps else ''}",
+                    flush=True,
+                )
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
