@@ -12,8 +12,9 @@ import functools
 import json
 import logging
 import os
+import signal
 import sys
-import time
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -319,14 +320,18 @@ def status(pipeline_file: str, as_json: bool, watch: bool, interval: float) -> N
         click.echo(show())
         return
     tty = sys.stdout.isatty()
-    try:
-        while True:
-            text = show()
-            # on a terminal: home, draw, clear what the previous frame left below
-            click.echo("\x1b[H" + text.replace("\n", "\x1b[K\n") + "\x1b[K\x1b[J" if tty else text + "\n")
-            time.sleep(interval)
-    except KeyboardInterrupt:
-        pass
+    # Ctrl-C (or SIGTERM) ends the loop at its next turn wherever it lands: a KeyboardInterrupt
+    # raised inside show() could be caught on its way out by code that reads the state
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    while not stop.is_set():
+        text = show()
+        if stop.is_set():
+            break
+        # on a terminal: home, draw, clear what the previous frame left below
+        click.echo("\x1b[H" + text.replace("\n", "\x1b[K\n") + "\x1b[K\x1b[J" if tty else text + "\n")
+        stop.wait(interval)
 
 
 def _spark_status(pipeline_file: str, as_json: bool) -> str:

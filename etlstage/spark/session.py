@@ -15,7 +15,7 @@ import subprocess
 import threading
 import warnings
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
@@ -240,10 +240,11 @@ def active_in_this_thread(spark: SparkSession) -> Iterator[None]:
     try:
         yield
     finally:
-        if previous.isDefined():
-            jsession.setActiveSession(previous.get())
-        else:
-            jsession.clearActiveSession()
+        with suppress(Exception):  # a JVM gone (with a signal to the whole group) has no session to put back
+            if previous.isDefined():
+                jsession.setActiveSession(previous.get())
+            else:
+                jsession.clearActiveSession()
 
 
 def default_parallelism(spark: SparkSession) -> int:
