@@ -4,6 +4,9 @@ and S3 (moto's server on loopback), in one run.
     python bench/lake.py [--small 5000] [--large 50000] [--repeat 3] [--no-s3] [--master local[2]]
     python bench/lake.py --stock        # the stock pipeline (stages.yaml, 5,000 demo messages):
                                         # one whole run with Delta, one with plain Parquet
+    python bench/lake.py --ab spark.databricks.delta.merge.materializeSource=auto [--rounds 10]
+                                        # the loader's MERGE with its settings and with one
+                                        # changed, and plain Parquet, batch after batch in turn
 
 Rows (the same RDSS-like ~1.15 KB JSON messages, the loader's RDSS columns, parsed once
 with the loader's own ``prepare``; one warm-up batch per row first):
@@ -90,6 +93,43 @@ def fresh(prepared: Any, n: int) -> Any:
     return dataclasses.replace(prepared, keys=[f"{k}-{n}" for k in prepared.keys])
 
 
+def ab(setting: str, rounds: int, n: int, master: str) -> None:
+    """The loader's MERGE with the loader's session settings, the same with ``setting``
+    (KEY=VALUE) changed, and plain Parquet: one batch of each in turn (a busy machine slows
+    all three alike), each into its own growing table; medians after two warm-up rounds."""
+    key, value = setting.split("=", 1)
+    spark = session(master, {})
+    config = LoaderConfig(output="unused", format="delta", rdss=True).check()
+    prepared = prepare(make_messages(n), config)
+    write = writers(spark, config)
+    rows = {"delta merge (loader's settings)": ("delta merge", {}), f"delta merge, {setting}": ("delta merge", {key: value}),
+            "parquet": ("parquet", {})}  # fmt: skip
+    roots = {name: tempfile.mkdtemp(prefix="bench-lake-ab-") for name in rows}
+    times: dict[str, list[float]] = {name: [] for name in rows}
+    version = 0
+    try:
+        for r in range(rounds + 2):
+            for name, (path, conf) in rows.items():
+                before = {k: spark.conf.get(k, None) for k in conf}
+                for k, v in conf.items():
+                    spark.conf.set(k, v)
+                version += 1
+                t0 = time.perf_counter()
+                write[path](fresh(prepared, version), roots[name], version)
+                if r >= 2:
+                    times[name].append(time.perf_counter() - t0)
+                for k, v in before.items():
+                    spark.conf.unset(k) if v is None else spark.conf.set(k, v)
+    finally:
+        spark.stop()
+        for root in roots.values():
+            shutil.rmtree(root, ignore_errors=True)
+    for name, ts in times.items():
+        print(
+            f"{name:50} {n} messages per batch: median {statistics.median(ts):.3f} s, min {min(ts):.3f} s ({len(ts)} batches)"
+        )
+
+
 def stock(fmt: str) -> float:
     """Seconds of one whole ``etlstage run --once`` of the stock pipeline loading ``fmt``."""
     import subprocess
@@ -120,7 +160,12 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--no-s3", action="store_true")
+    ap.add_argument("--ab", metavar="KEY=VALUE", help="the MERGE with this Spark setting against without it")
+    ap.add_argument("--rounds", type=int, default=10)
     a = ap.parse_args()
+    if a.ab:
+        ab(a.ab, a.rounds, a.small, a.master)
+        return
     if a.stock:
         for fmt in ("delta", "parquet"):
             seconds = stock(fmt)
