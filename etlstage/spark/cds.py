@@ -76,6 +76,9 @@ def java_options(java: str, conf: dict[str, str]) -> str:
     if not enabled(conf):
         return ""
     folder = cache_dir()
+    if any(c.isspace() or c in "\"'\\" for c in str(folder)):  # Spark splits the options at spaces
+        log.debug("class data sharing off: the cache folder %s holds a space or a quote", folder)
+        return ""
     if not private_dir(folder):
         return ""
     _clean_up(folder)

@@ -142,7 +142,10 @@ def start_session(
         return _start_connect(master, app_name, conf)
     java = check_java()
     log.info("Spark: using %s", java)
-    conf = cds.with_options(conf, cds.java_options(java, conf))
+    from pyspark import SparkContext
+
+    if SparkContext._gateway is None:  # this process starts its JVM now (else its options are set)
+        conf = cds.with_options(conf, cds.java_options(java, conf))
     builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in {**DEFAULT_CONF, **conf}.items():
         builder = builder.config(key, value)

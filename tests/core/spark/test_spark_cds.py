@@ -60,6 +60,13 @@ def test_off_by_setting_by_the_users_own_sharing_options_and_in_a_folder_others_
     assert "not a folder only this user can write to" in caplog.text
 
 
+def test_a_cache_folder_with_a_space_is_not_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ETLSTAGE_CDS_CACHE", str(tmp_path / "my cache"))  # the options would split there
+    monkeypatch.delenv("ETLSTAGE_SPARK_CDS", raising=False)
+    assert cds.java_options(JAVA, {}) == ""
+    assert not (tmp_path / "my cache").exists()
+
+
 def test_the_options_join_the_users_own() -> None:
     conf = {cds.OPTIONS_KEY: "-Dmine=1", "spark.x": "y"}
     assert cds.with_options(conf, "-Xshare:auto") == {cds.OPTIONS_KEY: "-Dmine=1 -Xshare:auto", "spark.x": "y"}
