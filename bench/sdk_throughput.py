@@ -10,7 +10,9 @@ worker may read ahead: the supervisor writes requests before the answers come in
 modes. The rows of a language run in turn, best of ``--repeat``, in MB of input per
 CPU-second of the worker; "steady state" compares the runs of N and N/20 messages, so
 the start-up (loading the SDK) is left out. The programs are in
-``bench/sdk_passthrough/``; the Go ones are built first (``go build``).
+``bench/sdk_passthrough/`` (Python, Node.js, Go: built first with ``go build``) and, for
+Rust and Java, the SDKs' own examples (``cargo build --release``, ``mvn compile``). A
+language whose toolchain is missing is left out.
 """
 
 from __future__ import annotations
@@ -45,6 +47,17 @@ def variants(bin_dir: Path) -> list[Variant]:
     if shutil.which("go"):
         subprocess.run(["go", "build", "-o", f"{bin_dir}/", "./..."], cwd=HERE / "go", check=True)
         found.append(Variant("Go", [str(bin_dir / "sdk")], [str(bin_dir / "hand")]))
+    rust = ROOT / "sdk" / "rust"  # the SDK's own example workers: the pass-through and the loop by hand
+    if shutil.which("cargo"):
+        subprocess.run(["cargo", "build", "--release", "--examples", "--quiet"], cwd=rust, check=True)
+        ex = rust / "target" / "release" / "examples"
+        found.append(Variant("Rust", [str(ex / "passthrough")], [str(ex / "passthrough_by_hand")]))
+    java = ROOT / "sdk" / "java"
+    if shutil.which("mvn") and shutil.which("java"):
+        subprocess.run(["mvn", "-q", "-B", "compile"], cwd=java, check=True)
+        cp = ["java", "-cp", str(java / "target" / "classes")]
+        examples = "org.etlstage.examples"
+        found.append(Variant("Java", [*cp, f"{examples}.Passthrough"], [*cp, f"{examples}.PassthroughByHand"]))
     return found
 
 
@@ -95,7 +108,7 @@ def main() -> int:
     p.add_argument("--n", type=int, default=500_000, help="messages of 100 bytes")
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--batch", type=int, default=1000, help="batch size of the batch mode rows")
-    p.add_argument("--only", action="append", help="only this language (repeatable): Python, Node.js, Go")
+    p.add_argument("--only", action="append", help="only this language (repeatable): Python, Node.js, Go, Rust, Java")
     args = p.parse_args()
     with tempfile.TemporaryDirectory(prefix="sdk-bench-") as tmp:
         tmpdir = Path(tmp)

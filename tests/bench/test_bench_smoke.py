@@ -16,7 +16,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 SMOKE = [
     ("core_pipeline.py", ["--n", "2000", "--repeat", "1", "--skip-rss"], "etlstage run, batch"),
     ("example_workers.py", ["--messages", "2000", "--batch", "100"], "python (SDK)"),
-    ("sdk_rust_java.py", ["--messages", "2000", "--batch", "100", "--runs", "1"], "SDK / by hand"),
     ("kcl_vs_marker.py", ["--records", "2000", "--batch", "100"], "marker protocol is"),
     ("rdss_validate.py", ["--count", "200", "--batch", "100"], "worker, batches of 100"),
     ("spark_parse.py", ["--messages", "2000", "--runs", "1"], "pyarrow.json (loader)"),

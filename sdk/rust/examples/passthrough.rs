@@ -1,4 +1,4 @@
-//! Each message is its own result: the SDK's cost alone (bench/sdk_rust_java.py).
+//! Each message is its own result: the SDK's cost alone (bench/sdk_throughput.py).
 use etlstage_worker::{run_transformer, Error, Output, Transformer, Worker};
 
 struct Passthrough;

@@ -1,5 +1,5 @@
 //! The same pass-through written by hand, without the SDK: the benchmark's baseline
-//! (bench/sdk_rust_java.py).  Default markers; single mode, or batches closed by EOB
+//! (bench/sdk_throughput.py).  Default markers; single mode, or batches closed by EOB
 //! when ETLSTAGE_MODE=batch.  No checks: it trusts its input.
 use std::io::{Read, Write};
 

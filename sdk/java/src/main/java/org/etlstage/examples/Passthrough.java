@@ -5,7 +5,7 @@ import org.etlstage.worker.Etlstage;
 import org.etlstage.worker.Output;
 import org.etlstage.worker.Transformer;
 
-/** Each message is its own result: the SDK's cost alone (bench/sdk_rust_java.py). */
+/** Each message is its own result: the SDK's cost alone (bench/sdk_throughput.py). */
 public final class Passthrough implements Transformer {
     @Override
     public void process(List<byte[]> messages, Output out) throws Exception {

@@ -10,7 +10,7 @@ import java.util.Arrays;
 
 /**
  * The same pass-through written by hand, without the SDK: the benchmark's baseline
- * (bench/sdk_rust_java.py).  Default markers; single mode, or batches closed by EOB when
+ * (bench/sdk_throughput.py).  Default markers; single mode, or batches closed by EOB when
  * ETLSTAGE_MODE=batch.  No checks: it trusts its input.
  */
 public final class PassthroughByHand {
