@@ -14,6 +14,11 @@ A one-node broker (``etlstage-kafka-broker``'s, on loopback) holds the topics.
    an empty cycle. Target: extractor >= 80 % of the bare loop.
 
 Runs alternate who goes first; the best of each is compared.
+
+3. The extractor's own work (also with ``--no-broker``): the same cyclic ``serve()`` to a
+   null sink, fed by a stand-in consumer that hands out ready records from memory (one
+   partition, an end-of-partition event once they are out): framing, marker checks,
+   bookkeeping and the protocol's blocks, without the client, the broker or the commits.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -136,6 +142,81 @@ def extractor_consume(bootstrap: str, topic: str, n: int) -> float:
     return elapsed
 
 
+class _Record:
+    """What the extractor reads of a confluent_kafka.Message (Python methods: dearer than C's)."""
+
+    __slots__ = ("_eof", "_offset", "_value")
+
+    def __init__(self, offset: int, value: bytes, eof: Any = None) -> None:
+        self._offset, self._value, self._eof = offset, value, eof
+
+    def error(self) -> Any:
+        return self._eof
+
+    def topic(self) -> str:
+        return "stand-in"
+
+    def partition(self) -> int:
+        return 0
+
+    def offset(self) -> int:
+        return self._offset
+
+    def value(self) -> bytes:
+        return self._value
+
+    def key(self) -> None:
+        return None
+
+    def headers(self) -> None:
+        return None
+
+    def timestamp(self) -> tuple[int, int]:
+        return (1, 1_700_000_000_000)
+
+
+class _EndOfPartition:
+    def code(self) -> int:
+        from confluent_kafka import KafkaError
+
+        return KafkaError._PARTITION_EOF
+
+
+class _StandInConsumer:
+    def __init__(self, records: list[_Record]) -> None:
+        self.records, self.at = records, 0
+
+    def consume(self, n: int, timeout: float) -> list[_Record]:
+        out = self.records[self.at : self.at + n]
+        self.at += len(out)
+        return out or [_Record(self.at, b"", _EndOfPartition())]
+
+    def commit(self, offsets: Any = None, asynchronous: bool = False) -> Any:
+        return offsets
+
+    def close(self) -> None:
+        pass
+
+
+class _StandInExtractor(KafkaExtractor):
+    def setup(self) -> None:
+        from etlstage_workers.kafka.framing import Framer
+
+        self.framer = Framer(self.scenario.markers)
+        self.consumer = _StandInConsumer(self.options_records)
+        self._assigned, self._assignment_known = {("stand-in", 0)}, True
+
+
+def extractor_own_work(n: int, size: int) -> float:
+    """Seconds of the extractor's own work for ``n`` records of ``size`` bytes (no client)."""
+    worker = _StandInExtractor(Options(bootstrap="stand-in", topics=["stand-in"], group="stand-in"))
+    worker.options_records = [_Record(i, m) for i, m in enumerate(messages(n, size))]
+    requests = Requests(lambda: worker.records_out >= n)
+    started = time.perf_counter()
+    serve(worker, stdin=requests, stdout=NullSink(), scenario=Scenario(type="E", mode="cyclic"))  # type: ignore[arg-type]
+    return requests.at - started
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--records", type=int, default=100_000)
@@ -143,7 +224,14 @@ def main() -> None:
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--batch", type=int, default=5000)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--no-broker", action="store_true", help="only the extractor's own work (3.)")
     ns = ap.parse_args()
+    own = min(extractor_own_work(ns.records, ns.size) for _ in range(ns.runs))
+    print(
+        f"extractor's own work (stand-in consumer): {ns.records / own:,.0f} rec/s ({own / ns.records * 1e6:.1f} µs/record)"
+    )
+    if ns.no_broker:
+        return
     msgs = messages(ns.records, ns.size)
     rows: dict[str, list[float]] = {"bare produce": [], "loader": [], "bare consume": [], "extractor": []}
     with Broker(heap_mb=1024) as broker:
