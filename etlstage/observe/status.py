@@ -212,6 +212,8 @@ def render(doc: StatusDoc, state_path: str) -> list[str]:
 
 def render_spark_checkpoint(c: SparkCheckpointDoc) -> list[str]:
     """Spark's checkpoint: micro-batches committed and in flight, the sources' offsets."""
+    if c.get("unread"):
+        return ["engine: spark", f"checkpoint: {c['path']} ({c['unread']})"]
     if c["last_committed_batch"] is None and not c["batches_in_flight"]:
         return ["engine: spark", f"checkpoint: {c['path']} (no micro-batch yet)"]
     in_flight = ", ".join(f"#{b} (replayed with the same offsets if the query stopped)" for b in c["batches_in_flight"])

@@ -117,7 +117,7 @@ def status_document(
 ) -> StatusDoc:
     """The document :func:`etlstage.observe.status.status_document` makes: from Spark's
     checkpoint and the state store, with ``live`` (the serving driver's) as its one run."""
-    checkpoint = checkpoint or read_checkpoint(config)
+    checkpoint = checkpoint or read_checkpoint(config, remote=True)
     now = live["time"] if live is not None else time.time()
     committed = 0 if checkpoint.committed is None else checkpoint.committed + 1
     dead: DeadLettersDoc = {"total": 0, "new": 0}
@@ -179,6 +179,7 @@ def status_document(
             "batches_in_flight": checkpoint.in_flight,
             "offsets": checkpoint.offsets,
             "updated_at": checkpoint.updated_at,
+            **({"unread": checkpoint.unread} if checkpoint.unread else {}),  # type: ignore[typeddict-item]
         },
     }
 

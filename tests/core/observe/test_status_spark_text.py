@@ -60,3 +60,47 @@ def test_a_spark_pipeline_with_no_batch_yet_says_so(tmp_path: Path) -> None:
         f"checkpoint: {tmp_path / '.etlstage' / 'stages' / 'spark-checkpoint'} (no micro-batch yet)",
     ]
     assert "running: no" in shown.stdout
+
+
+def test_status_reads_a_checkpoint_on_s3(tmp_path: Path) -> None:
+    """A checkpoint on s3a:// (moto's S3 on loopback), read with the pipeline's own S3A
+    settings and the AWS chain's credentials: the same lines as from a local folder."""
+    import json
+
+    from tests.support.s3 import moto_s3
+
+    with moto_s3(tmp_path / "s3") as s3:
+        s3.create_bucket("lake")
+        client = s3.client()
+        for key, data in (
+            ("ck/metadata", b'{"id":"0f2c"}\n'),
+            ("ck/offsets/0", OFFSETS),
+            ("ck/offsets/1", OFFSETS.replace(b'{"seq": 1}', b'{"seq": 2}')),
+            ("ck/commits/0", COMMIT),
+        ):
+            client.put_object(Bucket="lake", Key=key, Body=data)
+        engine = {"kind": "spark", "checkpoint": "s3a://lake/ck", "conf": s3.spark_conf()}
+        (tmp_path / "stages.yaml").write_text(STAGES.replace("engine: {kind: spark}", f"engine: {json.dumps(engine)}"))
+        shown = etlstage(tmp_path, "status", "stages.yaml", env=s3.env())
+        assert shown.code == 0, shown.stderr
+        lines = shown.stdout.splitlines()
+        assert lines[1] == "checkpoint: s3a://lake/ck", shown.stdout
+        assert lines[2].startswith("micro-batches committed: 1 (last #0 at 20"), lines[2]
+        assert lines[3] == "in flight: #1 (replayed with the same offsets if the query stopped)"
+        assert '  ext                  offset {"seq": 2}' in lines  # the last planned batch's
+
+    # the server gone: said, not shown as "no micro-batch yet"
+    refused = etlstage(tmp_path, "status", "stages.yaml", env=s3.env())
+    assert refused.code == 0, refused.stderr
+    assert refused.stdout.splitlines()[1].startswith("checkpoint: s3a://lake/ck (cannot read it: "), refused.stdout
+
+
+def test_a_checkpoint_on_another_file_system_is_said_to_be_unread(tmp_path: Path) -> None:
+    (tmp_path / "stages.yaml").write_text(
+        STAGES.replace("engine: {kind: spark}", "engine: {kind: spark, checkpoint: 'hdfs://nn:8020/ck'}")
+    )
+    shown = etlstage(tmp_path, "status", "stages.yaml")
+    assert shown.code == 0, shown.stderr
+    assert (
+        shown.stdout.splitlines()[1] == "checkpoint: hdfs://nn:8020/ck (not read from here (only local paths and S3))"
+    )
