@@ -111,6 +111,8 @@ def read_checkpoint(config: PipelineConfig, *, remote: bool = False) -> Checkpoi
             files.batches("commits")
         except Exception as exc:  # no credentials, no network: say so, do not guess
             return CheckpointStatus(where, unread=f"cannot read it: {exc}".splitlines()[0][:300])
+    elif where.startswith(OBJECT_STORES):
+        return CheckpointStatus(where, unread="on S3: `etlstage status` reads it, a running driver's figures do not")
     else:
         return CheckpointStatus(where, unread="not read from here (only local paths and S3)")
     status = CheckpointStatus(where)

@@ -104,3 +104,15 @@ def test_a_checkpoint_on_another_file_system_is_said_to_be_unread(tmp_path: Path
     assert (
         shown.stdout.splitlines()[1] == "checkpoint: hdfs://nn:8020/ck (not read from here (only local paths and S3))"
     )
+
+
+def test_a_running_drivers_figures_do_not_read_an_s3_checkpoint_and_say_so(tmp_path: Path) -> None:
+    """At each refresh of a run's page the S3 checkpoint is not listed (a request per refresh):
+    the page says where to look instead of showing "no micro-batch yet"."""
+    from etlstage.spark.status import read_checkpoint
+
+    (tmp_path / "stages.yaml").write_text(
+        STAGES.replace("engine: {kind: spark}", "engine: {kind: spark, checkpoint: 's3a://lake/ck'}")
+    )
+    unread = read_checkpoint(load_config(str(tmp_path / "stages.yaml"))).unread
+    assert unread == "on S3: `etlstage status` reads it, a running driver's figures do not"
