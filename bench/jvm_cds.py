@@ -21,11 +21,13 @@ import os
 import re
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.timed_run import timed_run
 
 ROOT = Path(__file__).resolve().parents[1]
 TW = ROOT / "tests" / "fixtures" / "tw.py"
@@ -39,18 +41,8 @@ PHASE = re.compile(r"([a-zA-Z -]+?) (\d+(?:\.\d+)?)s")
 
 def run(folder: Path, args: list[str], env: dict[str, str]) -> tuple[float, dict[str, float]]:
     """Seconds of one run in ``folder`` and the start-up phases it reported."""
-    t0 = time.perf_counter()
-    done = subprocess.run(
-        [sys.executable, "-m", "etlstage.cli", "run", "--once", "--no-progress", *args, "stages.yaml"],
-        cwd=folder,
-        capture_output=True,
-        text=True,
-        env=env,
-    )
-    seconds = time.perf_counter() - t0
-    if done.returncode != 0:
-        raise SystemExit(f"the run in {folder} failed:\n{done.stderr[-3000:]}")
-    line = next((x for x in done.stderr.splitlines() if x.startswith("start-up: ")), "")
+    seconds, stderr = timed_run(folder, args, env)
+    line = next((x for x in stderr.splitlines() if x.startswith("start-up: ")), "")
     return seconds, {name.strip(): float(v) for name, v in PHASE.findall(line.removeprefix("start-up:"))}
 
 

@@ -42,6 +42,7 @@ from etlstage_workers.spark.extract import prepare
 from etlstage_workers.spark.writer import shape
 
 from bench.spark_load import make_messages
+from bench.timed_run import timed_run
 from etlstage.spark.jars import fetch_named
 from etlstage.spark.session import start_session
 
@@ -132,23 +133,13 @@ def ab(setting: str, rounds: int, n: int, master: str) -> None:
 
 def stock(fmt: str) -> float:
     """Seconds of one whole ``etlstage run --once`` of the stock pipeline loading ``fmt``."""
-    import subprocess
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
     with tempfile.TemporaryDirectory(prefix="bench-lake-stock-") as tmp:
         text = (root / "stages.yaml").read_text().replace("--format, delta", f"--format, {fmt}")
         Path(tmp, "stages.yaml").write_text(text)
-        t0 = time.perf_counter()
-        done = subprocess.run(
-            [sys.executable, "-m", "etlstage.cli", "run", "--once", "--no-progress", "stages.yaml"],
-            cwd=tmp,
-            capture_output=True,
-            text=True,
-        )
-        seconds = time.perf_counter() - t0
-        if done.returncode != 0:
-            raise SystemExit(f"the stock pipeline with {fmt} failed:\n{done.stderr[-3000:]}")
+        seconds, _ = timed_run(Path(tmp), [])
     return seconds
 
 

@@ -25,12 +25,15 @@ import argparse
 import contextlib
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import textwrap
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.timed_run import timed_run
 
 HERE = Path(__file__).parent
 W = HERE / "workers"
@@ -59,18 +62,9 @@ def run(work: Path, *flags: str) -> tuple[float, float | None, str]:
     for p in {*work.glob("tally.*"), *work.glob("*.pids"), *work.glob("marks.txt")}:
         p.unlink()
     shutil.rmtree(work / ".etlstage", ignore_errors=True)
-    t0 = time.perf_counter()
-    proc = subprocess.run(
-        [PY, "-m", "etlstage.cli", "run", "stages.yaml", "--once", "--no-progress", *flags],
-        cwd=work,
-        capture_output=True,
-        text=True,
-    )
-    elapsed = time.perf_counter() - t0
-    if proc.returncode != 0:
-        raise SystemExit(f"etlstage run {' '.join(flags)} failed:\n{proc.stderr[-3000:]}")
-    m = re.search(r"query ran ([0-9.]+)s", proc.stderr)
-    return elapsed, (float(m.group(1)) if m else None), proc.stderr
+    elapsed, stderr = timed_run(work, list(flags))
+    m = re.search(r"query ran ([0-9.]+)s", stderr)
+    return elapsed, (float(m.group(1)) if m else None), stderr
 
 
 def loaded(work: Path, n: int) -> int:
