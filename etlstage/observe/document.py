@@ -196,7 +196,7 @@ class SparkCheckpointDoc(TypedDict):
     batches_in_flight: list[int]
     offsets: dict[str, object]
     updated_at: float | None
-    unread: NotRequired[str]  # why the checkpoint was not read (a file system status cannot read, no access)
+    unread: str | None  # why the checkpoint was not read (a file system status cannot read, no access); None: read
 
 
 class LastRunDoc(TypedDict):

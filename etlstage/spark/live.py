@@ -179,7 +179,7 @@ def status_document(
             "batches_in_flight": checkpoint.in_flight,
             "offsets": checkpoint.offsets,
             "updated_at": checkpoint.updated_at,
-            **({"unread": checkpoint.unread} if checkpoint.unread else {}),  # type: ignore[typeddict-item]
+            "unread": checkpoint.unread or None,
         },
     }
 
