@@ -1,6 +1,7 @@
 """Start-up with and without class data sharing for Spark's driver JVM, side by side.
 
     python bench/jvm_cds.py [--rounds 5] [--stock]
+    python bench/jvm_cds.py --java-options="-XX:TieredStopAtLevel=1" [--rounds 5] [--stock]
 
 Each round runs the same pipeline twice, one run after the other, in a fresh folder:
 ``ETLSTAGE_SPARK_CDS=off`` (the baseline) and with the archive (recorded once, before the
@@ -11,6 +12,9 @@ rounds, into a temporary cache: ``ETLSTAGE_CDS_CACHE``). Rows:
                  job, query start, first micro-batch)
   stock demo     (--stock) ``etlstage run --once`` of the stock stages.yaml (5,000 RDSS
                  messages into Delta tables, the supervisor engine; the loader's JVM)
+With ``--java-options``, both runs of a round use the archive and one also gives the
+driver's JVM these options (the engine's ``conf``, the loader's ``--conf``):
+``spark.driver.extraJavaOptions``.
 Medians over the rounds. Figures: docs/performance-spark.md, "Start-up".
 """
 
@@ -52,10 +56,20 @@ def fresh(text: str, base: Path, name: str) -> Path:
     return folder
 
 
+def with_java_options(text: str, options: str) -> str:
+    """The pipeline with ``options`` for the driver's JVM: the Spark engine's ``conf`` when
+    the file has no Spark loader, else (the stock demo) the loader's ``--conf``."""
+    setting = f"spark.driver.extraJavaOptions={options}"
+    if "etlstage-spark-load" in text:
+        return text.replace('--master, "local[*]"]', f'--master, "local[*]", --conf, "{setting}"]')
+    return f'engine: {{conf: {{spark.driver.extraJavaOptions: "{options}"}}}}\n{text}'
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--stock", action="store_true", help="also the stock demo (supervisor engine, the loader's JVM)")
+    ap.add_argument("--java-options", help="both arms with the archive, one with these driver JVM options")
     a = ap.parse_args()
     base = Path(tempfile.mkdtemp(prefix="bench-cds-"))
     cache = base / "cache"
@@ -66,20 +80,29 @@ def main() -> None:
         rows["stock demo"] = ((ROOT / "stages.yaml").read_text(), [])
     try:
         for name, (text, args) in rows.items():
-            first, _ = run(fresh(text, base, name.replace(" ", "-")), args, on)  # records the archive
-            print(f"{name}: the run that records the archive took {first:.1f} s", flush=True)
-            walls: dict[str, list[float]] = {"off": [], "on": []}
-            phases: dict[str, dict[str, list[float]]] = {"off": {}, "on": {}}
+            # arm label -> (pipeline text, environment)
+            arms = {"class data sharing off": (text, off), "class data sharing on": (text, on)}
+            if a.java_options:
+                arms = {
+                    "archive": (text, on),
+                    f"archive, {a.java_options}": (with_java_options(text, a.java_options), on),
+                }
+            for label, (arm_text, env) in arms.items():
+                if env is on:  # the JVM options are part of the archive's key: one archive per arm
+                    first, _ = run(fresh(arm_text, base, name.replace(" ", "-")), args, on)
+                    print(f"{name}, {label}: the run that records the archive took {first:.1f} s", flush=True)
+            walls: dict[str, list[float]] = {label: [] for label in arms}
+            phases: dict[str, dict[str, list[float]]] = {label: {} for label in arms}
             for _ in range(a.rounds):
-                for label, env in (("off", off), ("on", on)):
-                    seconds, reported = run(fresh(text, base, name.replace(" ", "-")), args, env)
+                for label, (arm_text, env) in arms.items():
+                    seconds, reported = run(fresh(arm_text, base, name.replace(" ", "-")), args, env)
                     walls[label].append(seconds)
                     for phase, v in reported.items():
                         phases[label].setdefault(phase, []).append(v)
-            for label in ("off", "on"):
+            for label in arms:
                 steps = ", ".join(f"{p} {statistics.median(v):.1f}s" for p, v in phases[label].items())
                 print(
-                    f"{name:13} class data sharing {label:3}: whole run median {statistics.median(walls[label]):5.1f} s"
+                    f"{name:13} {label}: whole run median {statistics.median(walls[label]):5.1f} s"
                     f" (min {min(walls[label]):.1f}){'; ' + steps if steps else ''}",
                     flush=True,
                 )

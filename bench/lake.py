@@ -7,6 +7,11 @@ and S3 (moto's server on loopback), in one run.
     python bench/lake.py --ab spark.databricks.delta.merge.materializeSource=auto [--rounds 10]
                                         # the loader's MERGE with its settings and with one
                                         # changed, and plain Parquet, batch after batch in turn
+    python bench/lake.py --tables [--rounds 10] [--cold 3]
+                                        # an RDSS batch (valid, invalid and error rows) merged
+                                        # into its three tables at once (the loader) against
+                                        # one table after the other, warm in turn in one
+                                        # session, and each arm's first batch in a new JVM
 
 Rows (the same RDSS-like ~1.15 KB JSON messages, the loader's RDSS columns, parsed once
 with the loader's own ``prepare``; one warm-up batch per row first):
@@ -27,6 +32,7 @@ import argparse
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -131,6 +137,84 @@ def ab(setting: str, rounds: int, n: int, master: str) -> None:
         )
 
 
+def mixed_batch(n: int, config: LoaderConfig) -> Any:
+    """An RDSS batch of ``n`` with the demo's mix of routes: ~12 % invalid (an errorCode in
+    the header), ~0.5 % error (not JSON), the rest valid."""
+    import orjson
+
+    messages = make_messages(n)
+    for i in range(0, n, 8):
+        doc = orjson.loads(messages[i])
+        doc["messageHeader"]["errorCode"] = "GENERR001"
+        messages[i] = orjson.dumps(doc)
+    for i in range(3, n, 200):
+        messages[i] = messages[i][:-7]  # cut short: not JSON
+    return prepare(messages, config)
+
+
+def in_turn(spark: Any, config: LoaderConfig, root: str, prepared: Any) -> int:
+    """The baseline: the batch's tables merged one after the other in one session."""
+    inserted = 0
+    for route, rows in lake.batch_tables(prepared, list(range(len(prepared.keys)))).items():
+        df = shape(spark.createDataFrame(rows), config, prepared.parsed, keep=(lake.KEY,), routed=False)
+        inserted += lake.merge(spark, df, lake.table_path(root, route), config.partition_by, None)
+    return inserted
+
+
+def at_once(spark: Any, config: LoaderConfig, root: str, prepared: Any) -> int:
+    """The loader's way (:func:`lake.commit_batch`): the tables merged at the same time."""
+    return lake.commit_batch(spark, config, root, prepared, list(range(len(prepared.keys))))["total"]
+
+
+ARMS = {"at once (loader)": at_once, "one after the other": in_turn}
+
+
+def tables_cold(arm: str, n: int, master: str) -> None:
+    """One arm's first batch in a new JVM (the session already started), for ``--tables``."""
+    spark = session(master, {})
+    config = LoaderConfig(output="unused", format="delta", rdss=True).check()
+    prepared = mixed_batch(n, config)
+    with tempfile.TemporaryDirectory(prefix="bench-lake-cold-") as root:
+        t0 = time.perf_counter()
+        inserted = ARMS[arm](spark, config, root, prepared)
+        print(f"{time.perf_counter() - t0:.3f} {inserted}")
+    spark.stop()
+
+
+def tables(rounds: int, cold: int, n: int, master: str) -> None:
+    """``--tables``: both arms, warm batch after batch in turn, then cold in new JVMs in turn."""
+    spark = session(master, {})
+    config = LoaderConfig(output="unused", format="delta", rdss=True).check()
+    prepared = mixed_batch(n, config)
+    roots = {arm: tempfile.mkdtemp(prefix="bench-lake-tables-") for arm in ARMS}
+    warm: dict[str, list[float]] = {arm: [] for arm in ARMS}
+    try:
+        for r in range(rounds + 1):
+            for arm, write in ARMS.items() if r % 2 else reversed(ARMS.items()):
+                batch = fresh(prepared, r)
+                t0 = time.perf_counter()
+                inserted = write(spark, config, roots[arm], batch)
+                if r:  # round 0 creates the tables and warms up
+                    warm[arm].append(time.perf_counter() - t0)
+                assert inserted == len(set(batch.keys)), (arm, inserted)
+    finally:
+        spark.stop()
+        for root in roots.values():
+            shutil.rmtree(root, ignore_errors=True)
+    first: dict[str, list[float]] = {arm: [] for arm in ARMS}
+    for i in range(cold):
+        for arm in ARMS if i % 2 else reversed(list(ARMS)):
+            out = subprocess.run([sys.executable, __file__, "--tables-cold", arm, "--small", str(n), "--master", master],
+                                 capture_output=True, text=True, check=True).stdout  # fmt: skip
+            first[arm].append(float(out.split()[-2]))
+    routes = sorted({r for r in prepared.routes or []})
+    print(f"{n} messages per batch into {len(routes)} tables ({', '.join(routes)}), {master}:")
+    for arm in ARMS:
+        ts, cs = warm[arm], first[arm]
+        print(f"  {arm:22} warm: median {statistics.median(ts):.2f} s, min {min(ts):.2f} s ({len(ts)} batches)"
+              + (f"; first batch in a new JVM: median {statistics.median(cs):.2f} s ({len(cs)} JVMs)" if cs else ""))  # fmt: skip
+
+
 def stock(fmt: str) -> float:
     """Seconds of one whole ``etlstage run --once`` of the stock pipeline loading ``fmt``."""
     from pathlib import Path
@@ -153,7 +237,16 @@ def main() -> None:
     ap.add_argument("--no-s3", action="store_true")
     ap.add_argument("--ab", metavar="KEY=VALUE", help="the MERGE with this Spark setting against without it")
     ap.add_argument("--rounds", type=int, default=10)
+    ap.add_argument("--tables", action="store_true", help="the tables of a batch merged at once against in turn")
+    ap.add_argument("--cold", type=int, default=3, help="--tables: first batches in new JVMs, per arm")
+    ap.add_argument("--tables-cold", metavar="ARM", help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.tables_cold:
+        tables_cold(a.tables_cold, a.small, a.master)
+        return
+    if a.tables:
+        tables(a.rounds, a.cold, a.small, a.master)
+        return
     if a.ab:
         ab(a.ab, a.rounds, a.small, a.master)
         return

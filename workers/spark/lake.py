@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -120,15 +121,29 @@ def commit_batch(
 ) -> dict[str, int]:
     """Merge the batch's rows (first occurrence of each key: ``positions``) into its tables
     under ``output``; return the rows inserted per table (RDSS) and in all (``total``).
-    Durable when this returns."""
+    Durable when this returns.
+
+    The tables are merged at the same time, each in a session of its own: a MERGE is
+    mostly the driver waiting (log reads, planning, small jobs, the commit), so the three
+    RDSS tables take little longer than one; the session keeps each thread's temp view
+    and idempotent-write pair apart."""
+    tables = batch_tables(prepared, positions)
+
+    def one(route: str | None, rows: pa.Table) -> int:
+        session = spark if len(tables) == 1 else spark.newSession()
+        df = shape(session.createDataFrame(rows), config, prepared.parsed, keep=(KEY,), routed=False)
+        return merge(session, df, table_path(output, route), config.partition_by, txn)
+
+    # leaving the block waits for every MERGE, so none is still running when a failure is raised
+    with ThreadPoolExecutor(max_workers=len(tables), thread_name_prefix="delta-merge") as pool:
+        futures = {route: pool.submit(one, route, rows) for route, rows in tables.items()}
     counts = {"total": 0}
-    for route, rows in batch_tables(prepared, positions).items():
-        df = shape(spark.createDataFrame(rows), config, prepared.parsed, keep=(KEY,), routed=False)
-        inserted = merge(spark, df, table_path(output, route), config.partition_by, txn)
+    for route, future in futures.items():
+        inserted = future.result()
         counts["total"] += inserted
         if route is not None:
             counts[route] = inserted
-        lap(route or "merge")
+    lap("merge")
     return counts
 
 
