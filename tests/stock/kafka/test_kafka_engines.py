@@ -1,6 +1,7 @@
 """One stages.yaml, Kafka in and Kafka out, on both engines: every record once. Under the
 Spark engine the two stages run as their worker processes (the generic extract source and
-load writer drive them with the same protocol)."""
+load writer drive them with the same protocol; ``native: false``: Spark's own Kafka source
+is tested through the CLI in test_kafka_spark_native.py)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ stages:
   - name: read
     type: E
     mode: cyclic
+    native: false
     command: [etlstage-kafka, --bootstrap, "{b}", --topic, {src}, --group, g-{src}, --max-records-per-cycle, "150"]
   - name: write
     type: L

@@ -111,10 +111,14 @@ def test_every_record_once_across_kills_of_the_supervisor_and_the_workers(broker
 
 @pytest.mark.slow  # a JVM broker and Spark runs
 @pytest.mark.timeout(900)
-def test_every_record_once_across_kills_of_the_spark_driver(broker, topic, pdir):
-    """The same pipeline under `--engine spark` (the Kafka stages as worker processes): the
-    driver and its JVM killed (SIGKILL to the process group) while windows are on their way."""
+@pytest.mark.parametrize("native", [False, True], ids=["worker", "spark-kafka-source"])
+def test_every_record_once_across_kills_of_the_spark_driver(broker, topic, pdir, native):
+    """The same pipeline under `--engine spark`, the extractor as its worker process or as
+    Spark's own Kafka source: the driver and its JVM killed (SIGKILL to the process group)
+    while windows are on their way."""
     src, dst = topic(3), topic(1)
+    # librdkafka settings are the worker's: Spark's source refuses them
+    client = ", --config, session.timeout.ms=6000, --config, heartbeat.interval.ms=1000" if not native else ""
     records = [b"s%05d" % i for i in range(600)]
     produce(broker.bootstrap, src, [(b"k%d" % (i % 32), r) for i, r in enumerate(records)])
     pdir.write(f"""
@@ -122,9 +126,9 @@ def test_every_record_once_across_kills_of_the_spark_driver(broker, topic, pdir)
           - name: read
             type: E
             mode: cyclic
+            native: {str(native).lower()}
             command: [etlstage-kafka, --topic, {src}, --group, g-{src}, --max-records-per-cycle, "60",
-                      --max-cycle-seconds, "0.3", --config, session.timeout.ms=6000,
-                      --config, heartbeat.interval.ms=1000]
+                      --max-cycle-seconds, "0.3"{client}]
           - {{name: pass, type: T, mode: batch, batch_size: 30, command: ["{{PY}}", "{{TW}}", slow, "0.3", t-busy]}}
           - name: write
             type: L
