@@ -274,3 +274,23 @@ func waitFor(t *testing.T, cond func() bool) {
 		}
 	}
 }
+
+// An EOP goes out when its batch is done, also while the SDK waits, within the same
+// read, for another batch before it passes on the next.
+func TestAsyncEOPGoesOutDuringAWaitWithinARead(t *testing.T) {
+	env := map[string]string{"ETLSTAGE_TYPE": "L", "ETLSTAGE_MODE": "batch", "ETLSTAGE_BATCH_SIZE": "10"}
+	g := &gated{gates: map[int]chan struct{}{0: make(chan struct{}), 1: make(chan struct{})}, max: 1}
+	var out safeBuffer
+	errc := make(chan error, 1)
+	go func() {
+		errc <- Serve(g, strings.NewReader("a\n\x17b\n\x17c\n\x17d\n\x17"), &out, func(k string) string { return env[k] })
+	}()
+	waitFor(t, func() bool { return g.count() == 2 })
+	close(g.gates[0]) // batch 2 is passed on; batch 3 waits for batch 1
+	waitFor(t, func() bool { return g.count() == 3 })
+	waitFor(t, func() bool { return out.String() == "\x00" })
+	close(g.gates[1])
+	if err := <-errc; err != nil || out.String() != "\x00\x00\x00\x00" {
+		t.Fatalf("%v, output %q", err, out.String())
+	}
+}

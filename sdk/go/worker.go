@@ -343,17 +343,19 @@ func (s *server) read(in io.Reader, p []byte) (int, error) {
 
 // settle acknowledges the batches at the front of pending that are done, waiting until at
 // most keep are pending (keep < 0: no waiting). A failed batch's error is returned, the
-// batch unacknowledged.
+// batch unacknowledged. EOPs written after a wait go out at once.
 func (s *server) settle(keep int) error {
+	waited := false
 	for len(s.pending) > 0 {
 		var err error
 		if keep >= 0 && len(s.pending) > keep {
 			err = <-s.pending[0]
+			waited = true
 		} else {
 			select {
 			case err = <-s.pending[0]:
 			default:
-				return nil
+				return s.flushIf(waited)
 			}
 		}
 		if err == nil {
@@ -362,6 +364,13 @@ func (s *server) settle(keep int) error {
 		if err != nil {
 			return err
 		}
+	}
+	return s.flushIf(waited)
+}
+
+func (s *server) flushIf(cond bool) error {
+	if cond {
+		return s.flush()
 	}
 	return nil
 }

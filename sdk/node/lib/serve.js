@@ -174,13 +174,17 @@ async function serve(worker, options = {}) {
         finish();
       }
     };
-    // Waits until at most `keep` batches are unfinished, acknowledging them in order.
+    // Waits until at most `keep` batches are unfinished, acknowledging them in order; the
+    // EOPs written after a wait go out at once.
     const settle = async (keep) => {
+      let waited = false;
       while (pending.length > keep) {
         await pending[0].promise;
+        waited = true;
         ackDone();
       }
       ackDone();
+      if (waited) await send();
     };
     const loadInBackground = (batch) => {
       if (pending.length > maxPending) return settle(maxPending).then(() => loadInBackground(batch));

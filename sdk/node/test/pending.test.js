@@ -221,3 +221,20 @@ test('without maxPending each load is awaited before the next batch is passed on
   assert.equal(await served, 0);
   assert.equal(out.text(), '\0\0');
 });
+
+test('an EOP goes out when its batch is done, also during a wait within one chunk', async () => {
+  const w = gated(new Set([0, 1]));
+  const out = output();
+  const input = feeder(out.size);
+  const served = serve(w, { input, output: out, env: batchEnv });
+  input.push('a\n\x17b\n\x17c\n\x17d\n\x17');
+  await tick(30);
+  w.open[0](); // batch 2 is passed on; batch 3 waits for batch 1
+  await tick(30);
+  assert.equal(w.calls.length, 3);
+  assert.equal(out.text(), '\0');
+  w.open[1]();
+  input.end();
+  assert.equal(await served, 0);
+  assert.equal(out.text(), '\0\0\0\0');
+});
