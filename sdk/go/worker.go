@@ -39,6 +39,22 @@ type Loader interface {
 	Load(messages [][]byte) error
 }
 
+// AsyncLoader is a Loader that finishes batches in the background: LoadAsync starts
+// loading one and returns a channel that delivers nil (or is closed) once the batch is
+// durable, or delivers the error that stops the worker (exit 1) with that batch
+// unacknowledged. Meanwhile the SDK reads the next batch and passes it on; it writes the
+// EOPs in request order, each only once its batch is durable. The messages stay valid
+// until the batch is done. When a worker has both methods, LoadAsync is used.
+type AsyncLoader interface {
+	LoadAsync(messages [][]byte) <-chan error
+}
+
+// PendingLimit bounds an AsyncLoader: how many batches may still be unfinished when
+// LoadAsync is called for the next one (default 1); the SDK waits for the oldest beyond.
+type PendingLimit interface {
+	MaxPending() int
+}
+
 // Extractor emits the messages of one cycle (plain mode: of the whole run, req nil).
 type Extractor interface {
 	Extract(req *Request, emit func(message []byte) error) error
@@ -149,10 +165,16 @@ func Serve(w any, in io.Reader, out io.Writer, getenv func(string) string) (err 
 		s.t, _ = w.(Transformer)
 	case "L":
 		s.l, _ = w.(Loader)
+		if s.al, _ = w.(AsyncLoader); s.al != nil {
+			s.maxPending = 1
+			if pl, ok := w.(PendingLimit); ok {
+				s.maxPending = max(0, pl.MaxPending())
+			}
+		}
 	}
-	if s.e == nil && s.t == nil && s.l == nil {
+	if s.e == nil && s.t == nil && s.l == nil && s.al == nil {
 		return fmt.Errorf("a %s-stage needs a worker implementing %s, got %T", sc.Type,
-			map[string]string{"E": "Extractor", "T": "Transformer", "L": "Loader"}[sc.Type], w)
+			map[string]string{"E": "Extractor", "T": "Transformer", "L": "Loader or AsyncLoader"}[sc.Type], w)
 	}
 	if su, ok := w.(Setupper); ok {
 		if err := su.Setup(sc); err != nil {
@@ -187,22 +209,28 @@ const (
 )
 
 type server struct {
-	sc    Scenario
-	mode  int
-	rep   Reporter // nil: no reports (none defined, or no state directory)
-	w     any
-	e     Extractor
-	t     Transformer
-	l     Loader
-	out   io.Writer
-	obuf  []byte // the answers to the current read, written once per read
-	mark  int    // obuf[:mark] holds complete answers (each ended by EOP or BNC)
-	ends  []int  // for each complete answer in obuf: where it ends, its number of results
-	cur   int    // results of the answer under way
-	batch [][]byte
-	owned int // batch[:owned] are copies; the rest point into the read buffer
-	cycle int
-	one   [][]byte
+	sc   Scenario
+	mode int
+	rep  Reporter // nil: no reports (none defined, or no state directory)
+	w    any
+	e    Extractor
+	t    Transformer
+	l    Loader
+	al   AsyncLoader
+	// Batches an AsyncLoader is finishing, oldest first; at most maxPending of them when
+	// it is called for the next one.
+	pending    []<-chan error
+	maxPending int
+	reads      chan readRequest // to the goroutine that reads while batches are pending
+	out        io.Writer
+	obuf       []byte // the answers to the current read, written once per read
+	mark       int    // obuf[:mark] holds complete answers (each ended by EOP or BNC)
+	ends       []int  // for each complete answer in obuf: where it ends, its number of results
+	cur        int    // results of the answer under way
+	batch      [][]byte
+	owned      int // batch[:owned] are copies; the rest point into the read buffer
+	cycle      int
+	one        [][]byte
 }
 
 func (s *server) loop(in io.Reader) error {
@@ -210,12 +238,20 @@ func (s *server) loop(in io.Reader) error {
 	// is ever copied to join it to the bytes before.
 	buf := make([]byte, chunkSize)
 	held := 0
+	defer func() {
+		if s.reads != nil {
+			close(s.reads) // the reading goroutine ends
+		}
+	}()
 	s.one = make([][]byte, 1)
 	for {
 		if held == len(buf) { // one message longer than the buffer: make room
 			buf = append(buf, make([]byte, len(buf))...)
 		}
-		n, rerr := in.Read(buf[held:])
+		n, rerr := s.read(in, buf[held:])
+		if n < 0 { // a batch finished in the background failed
+			return s.fail(rerr)
+		}
 		if n > 0 {
 			pos, err := s.feed(buf[:held+n], held)
 			if err != nil {
@@ -227,11 +263,20 @@ func (s *server) loop(in io.Reader) error {
 			}
 			s.owned = len(s.batch)
 			held = copy(buf, buf[pos:held+n])
+			if err := s.settle(-1); err != nil {
+				return s.fail(err)
+			}
 			if err := s.flush(); err != nil {
 				return err
 			}
 		}
 		if rerr == io.EOF {
+			if err := s.settle(0); err != nil { // the batches loading in the background first
+				return s.fail(err)
+			}
+			if err := s.flush(); err != nil {
+				return err
+			}
 			if len(s.batch) > 0 || held > 0 {
 				fmt.Fprintf(os.Stderr, "%s: stdin closed with an unfinished batch (%d messages, %d bytes): "+
 					"not processed; the supervisor will send it again\n", s.sc.Stage, len(s.batch), held)
@@ -242,6 +287,120 @@ func (s *server) loop(in io.Reader) error {
 			return rerr
 		}
 	}
+}
+
+type readRequest struct {
+	p    []byte
+	done chan readResult
+}
+
+type readResult struct {
+	n   int
+	err error
+}
+
+// read reads into p. While an AsyncLoader's batches are pending, the read happens in a
+// goroutine and each batch that finishes meanwhile is acknowledged at once, so an EOP
+// never waits for input the supervisor will only send after it. n < 0: such a batch
+// failed (err).
+func (s *server) read(in io.Reader, p []byte) (int, error) {
+	if s.al == nil {
+		return in.Read(p)
+	}
+	if s.reads == nil {
+		s.reads = make(chan readRequest)
+		go func() {
+			for r := range s.reads {
+				n, err := in.Read(r.p)
+				r.done <- readResult{n, err}
+			}
+		}()
+	}
+	done := make(chan readResult, 1)
+	s.reads <- readRequest{p, done}
+	for {
+		if len(s.pending) == 0 {
+			r := <-done
+			return r.n, r.err
+		}
+		select {
+		case r := <-done:
+			return r.n, r.err
+		case err := <-s.pending[0]:
+			if err == nil {
+				err = s.acked()
+			}
+			if err == nil {
+				err = s.flush()
+			}
+			if err != nil {
+				go func() { <-done }() // the read under way ends on its own
+				return -1, err
+			}
+		}
+	}
+}
+
+// settle acknowledges the batches at the front of pending that are done, waiting until at
+// most keep are pending (keep < 0: no waiting). A failed batch's error is returned, the
+// batch unacknowledged. EOPs written after a wait go out at once.
+func (s *server) settle(keep int) error {
+	waited := false
+	for len(s.pending) > 0 {
+		var err error
+		if keep >= 0 && len(s.pending) > keep {
+			err = <-s.pending[0]
+			waited = true
+		} else {
+			select {
+			case err = <-s.pending[0]:
+			default:
+				return s.flushIf(waited)
+			}
+		}
+		if err == nil {
+			err = s.acked()
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return s.flushIf(waited)
+}
+
+func (s *server) flushIf(cond bool) error {
+	if cond {
+		return s.flush()
+	}
+	return nil
+}
+
+// acked: the oldest pending batch is durable; its report, then its EOP.
+func (s *server) acked() error {
+	s.pending = s.pending[1:]
+	if err := s.report(); err != nil {
+		return err
+	}
+	return s.answered(s.sc.Markers.EOP)
+}
+
+// loadAsync hands a copy of batch to the AsyncLoader (the read buffer and the batch's
+// slice are reused); its EOP is written when it is done (settle).
+func (s *server) loadAsync(batch [][]byte) error {
+	if err := s.settle(s.maxPending); err != nil {
+		return err
+	}
+	size := 0
+	for _, m := range batch {
+		size += len(m)
+	}
+	data, msgs := make([]byte, 0, size), make([][]byte, len(batch))
+	for i, m := range batch {
+		data = append(data, m...)
+		msgs[i] = data[len(data)-len(m) : len(data) : len(data)]
+	}
+	s.pending = append(s.pending, s.al.LoadAsync(msgs))
+	return nil
 }
 
 // feed handles the complete messages and EOBs of data (whose first `old` bytes were seen
@@ -316,6 +475,9 @@ func (s *server) message(msg []byte) error {
 			s.batch, s.owned = s.batch[:0], 0
 			return err
 		}
+		if err := s.settle(0); err != nil { // answers in request order: earlier EOPs first
+			return err
+		}
 		return s.answered(s.sc.Markers.BNC)
 	default:
 		s.batch = append(s.batch, msg)
@@ -326,6 +488,14 @@ func (s *server) message(msg []byte) error {
 // runBatch: results (T) or a durable load (L), then the report, then EOP. An empty batch
 // is answered with EOP alone.
 func (s *server) runBatch(batch [][]byte) error {
+	if len(batch) > 0 && s.al != nil {
+		return s.loadAsync(batch)
+	}
+	if len(s.pending) > 0 { // answers in request order: earlier EOPs first
+		if err := s.settle(0); err != nil {
+			return err
+		}
+	}
 	if len(batch) > 0 {
 		if s.t != nil {
 			results, err := s.t.Process(batch)

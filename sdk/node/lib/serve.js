@@ -159,8 +159,55 @@ async function serve(worker, options = {}) {
       if (reports) writeReport(w, sc);
       out.end(eop);
     };
+    // A loader with maxPending >= 1 (a number) finishes batches in the background: a
+    // promise from load() is not awaited before the next batch is read and passed on.
+    // Its EOP is written once it resolves, in request order; at most maxPending batches
+    // are unfinished when load() is called for the next one. A rejected one stops the
+    // worker with that batch unacknowledged.
+    const maxPending = sc.type === 'L' && Number.isInteger(w.maxPending) && w.maxPending > 0 ? w.maxPending : 0;
+    const pending = []; // { promise, done, error }, oldest first
+    // Acknowledges the finished batches at the front, in order; throws a failed one's error.
+    const ackDone = () => {
+      while (pending.length && pending[0].done) {
+        const { error } = pending.shift();
+        if (error) throw error;
+        finish();
+      }
+    };
+    // Waits until at most `keep` batches are unfinished, acknowledging them in order; the
+    // EOPs written after a wait go out at once.
+    const settle = async (keep) => {
+      let waited = false;
+      while (pending.length > keep) {
+        await pending[0].promise;
+        waited = true;
+        ackDone();
+      }
+      ackDone();
+      if (waited) await send();
+    };
+    const loadInBackground = (batch) => {
+      if (pending.length > maxPending) return settle(maxPending).then(() => loadInBackground(batch));
+      const r = handle(batch);
+      if (!isThenable(r)) return pending.length ? settle(0).then(finish) : finish();
+      const entry = { done: false, error: null };
+      entry.promise = Promise.resolve(r).then(
+        () => {
+          entry.done = true;
+        },
+        (err) => {
+          entry.done = true;
+          entry.error = err instanceof Error ? err : new Error(`load failed: ${err}`);
+        },
+      );
+      pending.push(entry);
+      return undefined;
+    };
     const runBatch = (batch) => {
+      // Answers go in request order: the EOPs of batches loading in the background first.
+      if (pending.length && (!batch.length || !maxPending)) return settle(0).then(() => runBatch(batch));
       if (!batch.length) return finish();
+      if (maxPending) return loadInBackground(batch);
       const r = handle(batch);
       if (isT) {
         if (Array.isArray(r)) {
@@ -216,6 +263,8 @@ async function serve(worker, options = {}) {
           if (batch.length >= batchSize) {
             p = runBatch(batch);
             batch = [];
+          } else if (pending.length) {
+            p = settle(0).then(() => out.end(bnc));
           } else {
             out.end(bnc);
           }
@@ -227,10 +276,14 @@ async function serve(worker, options = {}) {
       return null;
     };
 
-    for await (const chunk of input) {
+    const handleChunk = async (chunk) => {
       try {
         const tokens = parser.feed(Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk));
         for (let more = step(tokens, 0); more; more = step(tokens, more.at)) await more.wait;
+        if (pending.length) {
+          await null; // the reactions of loads that were done at once have run
+          ackDone();
+        }
       } catch (err) {
         // The answers completed before the failure still go out (the supervisor then
         // sends only the failed request again), never a part of the failed one.
@@ -239,6 +292,48 @@ async function serve(worker, options = {}) {
         throw err;
       }
       await send();
+    };
+
+    if (!maxPending) {
+      for await (const chunk of input) await handleChunk(chunk);
+    } else {
+      // While batches load in the background, a read waits on the input and on them:
+      // an EOP never waits for input the supervisor only sends after it.
+      const it = input[Symbol.asyncIterator]();
+      let finished = false;
+      try {
+        for (;;) {
+          const next = it.next();
+          let got = null;
+          while (!got && pending.length) {
+            const first = pending[0];
+            got = await Promise.race([next.then((r) => ({ r })), first.promise.then(() => null)]);
+            if (!got) {
+              try {
+                ackDone();
+              } catch (err) {
+                await send();
+                throw err;
+              }
+              await send();
+            }
+          }
+          const { done, value } = got ? got.r : await next;
+          if (done) break;
+          await handleChunk(value);
+        }
+        finished = true;
+        try {
+          await settle(0);
+        } catch (err) {
+          await send();
+          throw err;
+        }
+        await send();
+      } finally {
+        // Not awaited: a read may still be under way, and the caller ends the input.
+        if (!finished && typeof it.return === 'function') Promise.resolve(it.return()).catch(() => {});
+      }
     }
     if (batch.length || parser.pendingBytes) {
       process.stderr.write(
