@@ -20,6 +20,7 @@ import os
 import shutil
 from typing import Any, cast
 
+from etlstage_workers.crashpoint import crash_point as _crash_point
 from etlstage_workers.spark import table_log
 from etlstage_workers.spark.extract import TABLE
 
@@ -126,12 +127,6 @@ def leftovers(output: str, prefix: str) -> list[str]:
     return sorted(d for d in os.listdir(root) if d.startswith(prefix))
 
 
-def _crash_point(name: str) -> None:
+def crash_point(name: str) -> None:
     """Tests only: ``ETLSTAGE_SPARK_LOAD_CRASH=<point>`` SIGKILLs the loader at that point."""
-    if os.environ.get("ETLSTAGE_SPARK_LOAD_CRASH") == name:
-        import signal
-
-        os.kill(os.getpid(), signal.SIGKILL)
-
-
-crash_point = _crash_point
+    _crash_point("ETLSTAGE_SPARK_LOAD_CRASH", name)

@@ -111,11 +111,11 @@ def test_every_record_once_across_kills_of_the_supervisor_and_the_workers(broker
 
 @pytest.mark.slow  # a JVM broker and Spark runs
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("native", [False, True], ids=["worker", "spark-kafka-source"])
+@pytest.mark.parametrize("native", [False, True], ids=["workers", "native"])
 def test_every_record_once_across_kills_of_the_spark_driver(broker, topic, pdir, native):
-    """The same pipeline under `--engine spark`, the extractor as its worker process or as
-    Spark's own Kafka source: the driver and its JVM killed (SIGKILL to the process group)
-    while windows are on their way."""
+    """The same pipeline under `--engine spark`, the Kafka stages as their worker processes
+    or native (Spark's own Kafka source; the loader's code in the driver): the driver and
+    its JVM killed (SIGKILL to the process group) while windows are on their way."""
     src, dst = topic(3), topic(1)
     # librdkafka settings are the worker's: Spark's source refuses them
     client = ", --config, session.timeout.ms=6000, --config, heartbeat.interval.ms=1000" if not native else ""
@@ -134,6 +134,7 @@ def test_every_record_once_across_kills_of_the_spark_driver(broker, topic, pdir,
             type: L
             mode: batch
             batch_size: 40
+            native: {str(native).lower()}
             command: [etlstage-kafka-load, --topic, {dst}, --transactional, --transactional-id, tx-{dst}]
         engine: {{kind: spark, master: "local[2]"}}
     """)

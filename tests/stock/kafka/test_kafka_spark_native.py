@@ -23,6 +23,7 @@ from etlstage.protocol.markers import Markers
 from tests.support.kafka import produce
 from tests.support.paths import FIXTURES
 from tests.support.run_cli import PY, RUN_ONCE
+from tests.support.waiting import wait_for
 
 TW = FIXTURES / "tw.py"
 SPARK_ROWS = pa.schema(
@@ -172,3 +173,44 @@ engine: {{kind: {engine}, master: "local[2]"}}
         (1, o) for o in range(40)
     ]
     assert sorted(outputs["spark"]) == sorted(outputs["supervisor"])
+
+
+@pytest.mark.slow  # a JVM broker and Spark runs
+@pytest.mark.timeout(600)
+def test_a_micro_batch_replayed_after_its_transaction_committed_is_not_written_again(broker, topic, tmp_path):
+    """Kafka in, Kafka out, both native: the driver SIGKILLed right after the first
+    micro-batch's transaction committed, before Spark logged the micro-batch's commit. The
+    next run replays that micro-batch (the same offsets, the same messages); the ledger
+    leaves every message out, so the output topic holds each record once."""
+    from tests.support.kafka import consume_all
+
+    src, dst = topic(1), topic(1)
+    records = [b'{"n": %d}' % i for i in range(200)]
+    produce(broker.bootstrap, src, [(None, r) for r in records])
+    (tmp_path / "stages.yaml").write_text(f"""
+stages:
+  - name: read
+    type: E
+    mode: cyclic
+    offsets: worker
+    command: [etlstage-kafka, --topic, {src}, --max-records-per-cycle, "50"]
+  - name: write
+    type: L
+    mode: batch
+    command: [etlstage-kafka-load, --topic, {dst}, --transactional]
+engine: {{kind: spark, master: "local[2]"}}
+""")
+    env = {**os.environ, "ETLSTAGE_KAFKA_BOOTSTRAP": broker.bootstrap}
+    crashed = subprocess.run(
+        RUN_ONCE, cwd=tmp_path, env={**env, "ETLSTAGE_KAFKA_SINK_CRASH": "committed"}, capture_output=True, timeout=400
+    )
+    assert crashed.returncode != 0, crashed.stderr[-3000:]
+    # batch 0 committed (its transaction's markers reach the partition just after the commit)
+    first = wait_for(lambda: consume_all(broker.bootstrap, dst, idle=1.0) or None, 60, "micro-batch 0 in the topic")
+    assert sorted(first) == sorted(records[:50]), crashed.stderr[-3000:]
+    assert not (tmp_path / ".etlstage").exists() or not list((tmp_path / ".etlstage").rglob("commits/0"))
+    done = subprocess.run(RUN_ONCE, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=400)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "50 written before" in done.stderr, done.stderr[-3000:]  # the replayed micro-batch 0
+    got = consume_all(broker.bootstrap, dst, idle=1.0)
+    assert len(got) == len(set(got)) and sorted(got) == sorted(records)
