@@ -14,7 +14,10 @@ Offsets
     once.  Where a new query (no checkpoint yet) starts is decided here, on the driver, with
     the worker's rules: a partition where the consumer group committed an offset starts
     there (a pipeline moved from the supervisor engine goes on where its worker stopped),
-    any other as ``--start`` says.  A Spark run does not move the group's offsets.
+    any other as ``--start`` says.  Once Spark has logged a micro-batch's commit, its end
+    offsets are committed to the group (:class:`GroupCommitter`), so a pipeline moved back
+    to the supervisor engine goes on from there too (at most the micro-batch in flight is
+    read again, as after any crash).
     Records lost to retention while the query was stopped fail the query (Spark's
     ``failOnDataLoss``) rather than skip silently.
 
@@ -194,6 +197,79 @@ def frame_batches(batches: Iterator[pa.RecordBatch], markers: Markers, options: 
         yield pa.RecordBatch.from_arrays([pa.array(framer.frame(rows), pa.binary())], names=["value"])
 
 
+def source_description(options: Options) -> str:
+    """How Spark's progress reports name this source (``SourceProgress.description``)."""
+    patterns = [t for t in options.topics if t.startswith("^")]
+    if patterns:
+        return f"KafkaV2[SubscribePattern[{'|'.join(f'(?:{p[1:]})' for p in patterns)}]]"
+    return f"KafkaV2[Subscribe[{','.join(options.topics)}]]"
+
+
+def group_offsets(description: str, progress_sources: list[Any]) -> dict[tuple[str, int], int]:
+    """``{(topic, partition): end offset}`` of the source named ``description`` in a
+    progress report's sources; empty when it is not there."""
+    for source in progress_sources:
+        if source.description == description and source.endOffset:
+            doc = json.loads(source.endOffset)
+            return {(t, int(p)): int(o) for t, parts in doc.items() for p, o in parts.items()}
+    return {}
+
+
+class GroupCommitter:
+    """Commits a query's Kafka end offsets to the consumer group after each micro-batch.
+
+    Spark reports a micro-batch's progress once its commit is logged, so the group never
+    gets ahead of what the checkpoint has committed.  Bound to the first query that reports
+    this source (a session may run others)."""
+
+    def __init__(self, options: Options) -> None:
+        self.options = options
+        self.description = source_description(options)
+        self.query_id: str | None = None
+        self.committed: dict[tuple[str, int], int] = {}
+        self._consumer: Any = None
+
+    def on_progress(self, progress: Any) -> None:
+        offsets = group_offsets(self.description, list(progress.sources))
+        if not offsets:
+            return
+        if self.query_id is None:
+            self.query_id = str(progress.id)
+        if str(progress.id) != self.query_id or offsets == self.committed:
+            return
+        from confluent_kafka import KafkaException, TopicPartition
+
+        try:
+            if self._consumer is None:
+                self._consumer = _group_consumer(self.options)
+            parts = [TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())]
+            self._consumer.commit(offsets=parts, asynchronous=False)
+            self.committed = offsets
+        except KafkaException as exc:  # a member of the group is active, the broker is away...
+            log.warning("group %s: the offsets of micro-batch %s not committed: %s", self.options.group,
+                        progress.batchId, exc)  # fmt: skip
+
+    def listener(self) -> Any:
+        from pyspark.sql.streaming import StreamingQueryListener
+
+        committer = self
+
+        class Listener(StreamingQueryListener):
+            def onQueryStarted(self, event: Any) -> None:
+                pass
+
+            def onQueryProgress(self, event: Any) -> None:
+                committer.on_progress(event.progress)
+
+            def onQueryIdle(self, event: Any) -> None:
+                pass
+
+            def onQueryTerminated(self, event: Any) -> None:
+                pass
+
+        return Listener()
+
+
 def native_source(spark: SparkSession, ctx: NativeContext) -> DataFrame:
     """The stage as a streaming DataFrame of one column ``value: binary`` (one message per row)."""
     options = options_from(ctx)
@@ -204,6 +280,8 @@ def native_source(spark: SparkSession, ctx: NativeContext) -> DataFrame:
             start = starting_offsets(options, consumer)
         finally:
             consumer.close()
+    spark.streams.addListener(GroupCommitter(options).listener())
+    log.info("%s: Spark's Kafka source, group %s, new query from %s", ctx.where, options.group, start or options.start)
     markers = ctx.stage.markers
     rows = spark.readStream.format("kafka").options(**reader_options(options, start)).load()
     return rows.mapInArrow(lambda batches: frame_batches(batches, markers, options), "value binary")
