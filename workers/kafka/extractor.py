@@ -82,6 +82,10 @@ class KafkaExtractor(Extractor):
         # coordinator restart fences a static member's in-flight commit, a fatal error.
         conf.setdefault("session.timeout.ms", "10000")
         conf.setdefault("heartbeat.interval.ms", "3000")
+        # once the prefetch queue is over queued.max.messages.kbytes, librdkafka stops
+        # fetching for fetch.queue.backoff.ms (1000 ms): a window read while the queue
+        # drains then waits up to a second for its last partition. 20 ms resumes at once.
+        conf.setdefault("fetch.queue.backoff.ms", "20")
         self.consumer = Consumer(conf, logger=log)
         self.consumer.subscribe(o.topics, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost)
         log.info(
@@ -222,13 +226,10 @@ class KafkaExtractor(Extractor):
 
     def _read(self, n: int, timeout: float) -> list[Any]:
         """Up to ``n`` records; end-of-partition events noted; errors raised."""
-        records: list[Any] = []
-        events: list[tuple[int, Any]] = []  # (records before it, event)
-        for m in self.consumer.consume(n, timeout):
-            if m.error() is None:
-                records.append(m)
-            else:
-                events.append((len(records), m))
+        got = self.consumer.consume(n, timeout)
+        flagged = [i for i, m in enumerate(got) if m.error() is not None]
+        records = got if not flagged else [m for m in got if m.error() is None]
+        events = [(i - k, got[i]) for k, i in enumerate(flagged)]  # (records before it, event)
         # per partition, only its last record matters (offset to commit, lag, timestamp)
         last: dict[Part, tuple[int, Any]] = {}
         for i in range(len(records) - 1, -1, -1):
