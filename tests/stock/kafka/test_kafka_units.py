@@ -98,3 +98,46 @@ def test_a_read_notes_the_end_of_a_partition_only_when_no_record_of_it_follows()
     w._at_end.clear()
     w._read(10, 0.1)
     assert w._at_end == {("t", 1)}
+
+
+def test_a_window_is_one_checked_block_unless_a_value_holds_a_marker():
+    from etlstage_workers.kafka.framing import Framer
+
+    from etlstage.protocol import DEFAULT_MARKERS, Checked
+
+    class V(_Msg):
+        def __init__(self, offset, value):
+            super().__init__(0, offset)
+            self.v = value
+
+        def value(self):
+            return self.v
+
+        def key(self):
+            return None
+
+        def headers(self):
+            return None
+
+    framer = Framer(DEFAULT_MARKERS)
+    clean = framer.frame([V(0, b'{"a":1}'), V(1, None), V(2, b"x")])
+    assert isinstance(clean, Checked) and clean.block == b'{"a":1}\n\nx\n'
+    mixed = framer.frame([V(0, b'{"a":\n1}\n'), V(1, b"x")])
+    assert not isinstance(mixed, Checked) and mixed == [b'{"a":1}', b"x"]  # JSON re-serialised compactly
+
+
+def test_records_of_a_partition_no_longer_ours_are_dropped_after_a_revoke():
+    """While nothing ever left us the scan for each partition's last record stops early;
+    after a revoke it is complete, so records fetched before it are never sent on."""
+    from types import SimpleNamespace
+
+    from etlstage_workers.kafka.extractor import KafkaExtractor
+    from etlstage_workers.kafka.options import Options
+
+    w = KafkaExtractor(Options(bootstrap="127.0.0.1:1", topics=["t"], group="g"))
+    w._assigned = {("t", 0), ("t", 1)}
+    w._drop({("t", 1)}, "revoked")
+    got = [_Msg(1, 8), _Msg(0, 5)]
+    w.consumer = SimpleNamespace(consume=lambda n, timeout: got)
+    assert [(m.partition(), m.offset()) for m in w._read(10, 0.1)] == [(0, 5)]
+    assert w._building == {("t", 0): 6}
