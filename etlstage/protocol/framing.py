@@ -47,8 +47,8 @@ def encode_block(messages: Sequence[bytes], markers: Markers = DEFAULT_MARKERS) 
     """Messages as one block: each followed by EOM.  Does not check for markers."""
     if not messages:
         return b""
-    eom = markers.EOM
-    return eom.join(messages) + eom
+    # the last EOM as one more separator: ``join(...) + eom`` would copy the block again
+    return markers.EOM.join([*messages, b""])
 
 
 def split_block(block: bytes, markers: Markers | bytes = DEFAULT_MARKERS, keep_eom: bool = False) -> list[bytes]:
@@ -138,6 +138,24 @@ def check_messages(messages: Sequence[bytes], markers: Markers, who: str = "the 
                 )
     check_block_for(block, markers, who)
     return block
+
+
+class Checked(list[bytes]):
+    """Messages together with their block, encoded and checked by :func:`checked`: the
+    SDK writes that block as it is rather than encoding and checking it a second time.
+    The list must not change afterwards (the SDK falls back to checking when its length
+    or the markers differ)."""
+
+    def __init__(self, messages: Sequence[bytes], block: bytes, markers: Markers) -> None:
+        super().__init__(messages)
+        self.block = block
+        self.markers = markers
+
+
+def checked(messages: Sequence[bytes], markers: Markers, who: str = "the supervisor") -> Checked:
+    """:func:`check_messages`, keeping the block for the SDK to write (a worker that must
+    look for marker bytes itself, to make a message safe, scans each result once)."""
+    return Checked(messages, check_messages(messages, markers, who), markers)
 
 
 def _around(data: bytes, at: int, width: int = 24) -> bytes:

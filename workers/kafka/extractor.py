@@ -43,6 +43,7 @@ class KafkaExtractor(Extractor):
         self.consumer: Any = None
         self._assigned: set[Part] = set()
         self._assignment_known = False  # the group assigned us something (maybe nothing) at least once
+        self._ever_dropped = False  # a partition was revoked or lost at least once
         self._at_end: set[Part] = set()  # reached the end since the last record read from it
         self._pending: dict[Part, int] = {}  # offsets to commit once the window emitted last is loaded
         self._building: dict[Part, int] = {}  # offsets of the cycle being put together
@@ -82,6 +83,10 @@ class KafkaExtractor(Extractor):
         # coordinator restart fences a static member's in-flight commit, a fatal error.
         conf.setdefault("session.timeout.ms", "10000")
         conf.setdefault("heartbeat.interval.ms", "3000")
+        # once the prefetch queue is over queued.max.messages.kbytes, librdkafka stops
+        # fetching for fetch.queue.backoff.ms (1000 ms): a window read while the queue
+        # drains then waits up to a second for its last partition. 20 ms resumes at once.
+        conf.setdefault("fetch.queue.backoff.ms", "20")
         self.consumer = Consumer(conf, logger=log)
         self.consumer.subscribe(o.topics, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost)
         log.info(
@@ -171,6 +176,7 @@ class KafkaExtractor(Extractor):
 
     def _drop(self, parts: set[Part], how: str) -> None:
         """Partitions that left us: their uncommitted offsets are not ours to commit any more."""
+        self._ever_dropped = True
         self._assigned -= parts
         self._at_end -= parts
         for table in (self._pending, self._building, self._next, self._last_ts):
@@ -201,17 +207,16 @@ class KafkaExtractor(Extractor):
 
     def _cycle(self) -> list[bytes]:
         o = self.options
-        out: list[bytes] = []
+        records: list[Any] = []
         deadline = time.monotonic() + o.max_cycle_seconds
         self._building = {}
-        while len(out) < o.max_records_per_cycle:
-            room = o.max_records_per_cycle - len(out)
+        while len(records) < o.max_records_per_cycle:
+            room = o.max_records_per_cycle - len(records)
             # even when caught up, a short wait: a fetch under way brings what arrived meanwhile
-            got = self._read(min(room, 10000), o.poll_seconds)
-            if got:
-                out += self.framer.frame(got)
-            if self._caught_up() or (out and time.monotonic() >= deadline):
+            records += self._read(min(room, 10000), o.poll_seconds)
+            if self._caught_up() or (records and time.monotonic() >= deadline):
                 break
+        out = self.framer.frame(records)  # the window framed in one go: one block, one marker scan
         self._finish_commit()  # the previous window's offsets are in Kafka before this one goes out
         # a window emitted before and not committed (its commit failed) stays pending: newer wins
         self._pending.update(self._building)
@@ -222,20 +227,11 @@ class KafkaExtractor(Extractor):
 
     def _read(self, n: int, timeout: float) -> list[Any]:
         """Up to ``n`` records; end-of-partition events noted; errors raised."""
-        records: list[Any] = []
-        events: list[tuple[int, Any]] = []  # (records before it, event)
-        for m in self.consumer.consume(n, timeout):
-            if m.error() is None:
-                records.append(m)
-            else:
-                events.append((len(records), m))
-        # per partition, only its last record matters (offset to commit, lag, timestamp)
-        last: dict[Part, tuple[int, Any]] = {}
-        for i in range(len(records) - 1, -1, -1):
-            m = records[i]
-            part = (m.topic(), m.partition())
-            if part not in last:
-                last[part] = (i, m)
+        got = self.consumer.consume(n, timeout)
+        flagged = [i for i, m in enumerate(got) if m.error() is not None]
+        records = got if not flagged else [m for m in got if m.error() is None]
+        events = [(i - k, got[i]) for k, i in enumerate(flagged)]  # (records before it, event)
+        last = self._last_per_partition(records)
         if any(part not in self._assigned for part in last):  # fetched before a revoke: its new owner reads them
             records = [m for m in records if (m.topic(), m.partition()) in self._assigned]
         for part, (_, m) in last.items():
@@ -248,6 +244,22 @@ class KafkaExtractor(Extractor):
         for before, m in events:
             self._event(m, before, last)
         return records
+
+    def _last_per_partition(self, records: list[Any]) -> dict[Part, tuple[int, Any]]:
+        """Per partition, its last record and where it is (offset to commit, lag, timestamp).
+        The scan from the end stops once every assigned partition is seen, but only while
+        no partition ever left us: after that, records of a partition no longer ours may
+        come, and the full scan finds them."""
+        last: dict[Part, tuple[int, Any]] = {}
+        stop = self._assigned if self._assigned and not self._ever_dropped else None
+        for i in range(len(records) - 1, -1, -1):
+            m = records[i]
+            part = (m.topic(), m.partition())
+            if part not in last:
+                last[part] = (i, m)
+                if stop is not None and len(last) >= len(stop) and last.keys() >= stop:
+                    break
+        return last
 
     def _event(self, m: Any, before: int, last: dict[Part, tuple[int, Any]]) -> None:
         from confluent_kafka import KafkaError, KafkaException

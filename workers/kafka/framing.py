@@ -22,6 +22,7 @@ from typing import Any, Protocol
 from etlstage_workers.markersafe import MarkerGuard
 
 from etlstage.errors import MarkerInMessage
+from etlstage.protocol.framing import checked
 from etlstage.protocol.markers import Markers
 
 log = logging.getLogger("etlstage.kafka")
@@ -60,13 +61,16 @@ class Framer:
         return self.guard.escaped
 
     def frame(self, records: list[Record]) -> list[bytes]:
-        """One message per record, in order."""
+        """One message per record, in order. Values without a marker byte (the rule) come
+        as :class:`Checked`: one protocol block, encoded and scanned once, that the SDK
+        writes as it is."""
         if self.envelope:
             return [self.guard.dump(self.envelope_doc(r), where(r)) for r in records]
         out = [r.value() or b"" for r in records]
-        if self.guard.any_marker(b"".join(out)):  # memchr scans of the whole cycle
-            out = [self._safe(r, v) for r, v in zip(records, out, strict=True)]
-        return out
+        try:
+            return checked(out, self.markers, "the Kafka extractor's output")
+        except MarkerInMessage:  # some value holds a marker: each is made safe on its own
+            return [self._safe(r, v) for r, v in zip(records, out, strict=True)]
 
     def _safe(self, r: Record, data: bytes) -> bytes:
         return self.guard.safe(data, where(r), lambda: self.envelope_doc(r, force_base64=True))

@@ -100,3 +100,33 @@ def test_stray_print_goes_to_stderr_not_to_the_protocol(tmp_path):
     assert proc.returncode == 0
     assert proc.stdout == b"x\n\x00y\n\x00"
     assert b"hello from print" in proc.stderr and b"raw write to fd 1" in proc.stderr
+
+
+def test_a_checked_block_is_written_as_it_is_and_rechecked_when_it_no_longer_fits():
+    """Results a worker encoded and checked itself (``checked``) are not encoded and scanned
+    again; with other markers, or a list changed since, the SDK checks them as any list."""
+    from etlstage.errors import MarkerInMessage
+    from etlstage.protocol import checked
+    from etlstage.worker import Extractor
+
+    class E(Extractor):
+        def __init__(self, results):
+            self.results = results
+
+        def extract(self, request):
+            return self.results
+
+    def run(results, markers=DEFAULT_MARKERS):
+        out = io.BytesIO()
+        sc = Scenario(type="E", mode="cyclic", markers=markers)
+        serve(E(results), stdin=io.BytesIO(markers.EOM), stdout=out, scenario=sc)
+        return out.getvalue()
+
+    results = checked([b"a", b"b"], DEFAULT_MARKERS)
+    results.block = b"A\nb\n"  # what the SDK writes shows which path it took
+    assert run(results) == b"A\nb\n\x00"
+    assert run(checked([b"a", b"b"], DEFAULT_MARKERS), PRINTABLE) == b"a|b|#"  # checked for other markers
+    changed = checked([b"a"], DEFAULT_MARKERS)
+    changed.append(b"bad\x00byte")
+    with pytest.raises(MarkerInMessage, match="EOP marker 0x00"):
+        run(changed)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from typing import ClassVar
 
 from etlstage_workers.kafka import broker
 from etlstage_workers.kafka.options import default_name
@@ -19,3 +20,124 @@ def test_a_cluster_id_never_starts_with_a_dash(monkeypatch):
 def test_default_group_and_transactional_names_come_from_the_stage_folder():
     assert default_name("/x/.etlstage/orders/stages/read", "read") == "etlstage.orders.read"
     assert default_name("", "read") == "etlstage.read"
+
+
+class _Captured:
+    """A stand-in ``confluent_kafka.Consumer`` that keeps its settings."""
+
+    conf: ClassVar[dict[str, object]] = {}
+
+    def __init__(self, conf, logger=None):
+        _Captured.conf = conf
+
+    def subscribe(self, topics, **callbacks):
+        pass
+
+
+def _extractor_conf(monkeypatch, config=None):
+    import confluent_kafka
+    from etlstage_workers.kafka.extractor import KafkaExtractor
+    from etlstage_workers.kafka.options import Options
+
+    from etlstage.protocol import Scenario
+
+    monkeypatch.setattr(confluent_kafka, "Consumer", _Captured)
+    w = KafkaExtractor(Options(bootstrap="127.0.0.1:1", topics=["t"], group="g", config=config or {}))
+    w.scenario = Scenario(type="E", mode="cyclic")
+    w.setup()
+    return _Captured.conf
+
+
+def test_the_fetcher_resumes_soon_after_a_full_prefetch_queue(monkeypatch):
+    """librdkafka's 1 s fetch.queue.backoff.ms stalled windows for up to a second
+    (docs/workers/kafka.md#throughput); a --config of it still wins."""
+    assert _extractor_conf(monkeypatch)["fetch.queue.backoff.ms"] == "20"
+    assert _extractor_conf(monkeypatch, {"fetch.queue.backoff.ms": "500"})["fetch.queue.backoff.ms"] == "500"
+
+
+class _Msg:
+    def __init__(self, partition, offset, eof=False):
+        self.p, self.o, self.eof = partition, offset, eof
+
+    def error(self):
+        if not self.eof:
+            return None
+        from confluent_kafka import KafkaError
+
+        return KafkaError(KafkaError._PARTITION_EOF)
+
+    def topic(self):
+        return "t"
+
+    def partition(self):
+        return self.p
+
+    def offset(self):
+        return self.o
+
+    def timestamp(self):
+        return (1, 1000 + self.o)
+
+
+def test_a_read_notes_the_end_of_a_partition_only_when_no_record_of_it_follows():
+    from types import SimpleNamespace
+
+    from etlstage_workers.kafka.extractor import KafkaExtractor
+    from etlstage_workers.kafka.options import Options
+
+    w = KafkaExtractor(Options(bootstrap="127.0.0.1:1", topics=["t"], group="g"))
+    w._assigned = {("t", 0), ("t", 1)}
+    got = [_Msg(0, 5), _Msg(0, 6, eof=True), _Msg(1, 3), _Msg(1, 4, eof=True), _Msg(0, 6)]
+    w.consumer = SimpleNamespace(consume=lambda n, timeout: got)
+    records = w._read(10, 0.1)
+    assert [(m.partition(), m.offset()) for m in records] == [(0, 5), (1, 3), (0, 6)]
+    assert w._at_end == {("t", 1)}  # partition 0 had a record after its event
+    assert w._building == {("t", 0): 7, ("t", 1): 4}
+    # events ahead of a record count as zero records before it: the record comes after both
+    got[:] = [_Msg(1, 4, eof=True), _Msg(0, 7, eof=True), _Msg(0, 7)]
+    w._at_end.clear()
+    w._read(10, 0.1)
+    assert w._at_end == {("t", 1)}
+
+
+def test_a_window_is_one_checked_block_unless_a_value_holds_a_marker():
+    from etlstage_workers.kafka.framing import Framer
+
+    from etlstage.protocol import DEFAULT_MARKERS, Checked
+
+    class V(_Msg):
+        def __init__(self, offset, value):
+            super().__init__(0, offset)
+            self.v = value
+
+        def value(self):
+            return self.v
+
+        def key(self):
+            return None
+
+        def headers(self):
+            return None
+
+    framer = Framer(DEFAULT_MARKERS)
+    clean = framer.frame([V(0, b'{"a":1}'), V(1, None), V(2, b"x")])
+    assert isinstance(clean, Checked) and clean.block == b'{"a":1}\n\nx\n'
+    mixed = framer.frame([V(0, b'{"a":\n1}\n'), V(1, b"x")])
+    assert not isinstance(mixed, Checked) and mixed == [b'{"a":1}', b"x"]  # JSON re-serialised compactly
+
+
+def test_records_of_a_partition_no_longer_ours_are_dropped_after_a_revoke():
+    """While nothing ever left us the scan for each partition's last record stops early;
+    after a revoke it is complete, so records fetched before it are never sent on."""
+    from types import SimpleNamespace
+
+    from etlstage_workers.kafka.extractor import KafkaExtractor
+    from etlstage_workers.kafka.options import Options
+
+    w = KafkaExtractor(Options(bootstrap="127.0.0.1:1", topics=["t"], group="g"))
+    w._assigned = {("t", 0), ("t", 1)}
+    w._drop({("t", 1)}, "revoked")
+    got = [_Msg(1, 8), _Msg(0, 5)]
+    w.consumer = SimpleNamespace(consume=lambda n, timeout: got)
+    assert [(m.partition(), m.offset()) for m in w._read(10, 0.1)] == [(0, 5)]
+    assert w._building == {("t", 0): 6}
