@@ -407,21 +407,41 @@ func (s *server) loadAsync(batch [][]byte) error {
 // before) and returns how many bytes it consumed.
 func (s *server) feed(data []byte, old int) (int, error) {
 	m := s.sc.Markers
-	for _, mk := range []struct {
-		b    byte
-		name string
-	}{{m.EOP, "EOP"}, {m.BNC, "BNC"}} {
-		if at := bytes.IndexByte(data[old:], mk.b); at >= 0 {
+	// One pass over the new bytes for the markers only a worker writes and, where an EOB
+	// is not allowed, for EOB; in batch mode the EOBs are found as the batches end.
+	single := s.sc.Type == "E" || !s.sc.IsBatch()
+	third := m.BNC
+	if single {
+		third = m.EOB
+	}
+	first := -1 // single: the first EOB in data (the bytes seen before hold none)
+	if at := indexAny3(data[old:], m.EOP, m.BNC, third); at >= 0 {
+		if data[old+at] == m.EOB { // an EOP or BNC after it still comes first
+			first = old + at
+			at = indexAny3(data[first:], m.EOP, m.BNC, m.BNC)
+			if at >= 0 {
+				at += first - old
+			}
+		}
+		if at >= 0 {
+			name := "EOP"
+			if data[old+at] == m.BNC {
+				name = "BNC"
+			}
 			return 0, &ProtocolViolation{fmt.Sprintf("the supervisor's input holds %s (0x%02x), which only a worker may write; bytes seen: %q",
-				mk.name, mk.b, around(data, old+at))}
+				name, data[old+at], around(data, old+at))}
 		}
 	}
 	pos := 0
 	for {
-		k := bytes.IndexByte(data[pos:], m.EOB)
+		k := first
+		if !single {
+			if k = bytes.IndexByte(data[pos:], m.EOB); k >= 0 {
+				k += pos
+			}
+		}
 		stop := len(data)
 		if k >= 0 {
-			k += pos
 			stop = k
 		}
 		for {
@@ -440,7 +460,7 @@ func (s *server) feed(data []byte, old int) (int, error) {
 		if pos < k {
 			return 0, &ProtocolViolation{fmt.Sprintf("EOB arrived in the middle of a message (its bytes were not ended by EOM); bytes seen: %q", around(data, k))}
 		}
-		if s.sc.Type == "E" || !s.sc.IsBatch() {
+		if single {
 			return 0, &ProtocolViolation{fmt.Sprintf("EOB received by a %s-worker in %s mode", s.sc.Type, s.sc.Mode)}
 		}
 		if err := s.runBatch(s.batch); err != nil {
@@ -548,18 +568,17 @@ func (s *server) answered(marker byte) error {
 	return nil
 }
 
-// check that no result in obuf holds a marker: the counts of the markers must be those
-// the SDK wrote (one pass of bytes.Count each, not four searches per result). When one
-// is off, obuf keeps the answers before the culprit's and the error says which.
+// check that no result in obuf holds a marker: obuf must hold as many marker bytes as the
+// SDK wrote, an EOM per result and an EOP or BNC per answer (one pass over obuf for all
+// four markers, not four searches per result). When the count is off, obuf keeps the
+// answers before the culprit's and the error says which.
 func (s *server) check() error {
 	m := s.sc.Markers
-	results, answers := s.cur, len(s.ends)/2
+	framing := s.cur + len(s.ends)/2
 	for i := 1; i < len(s.ends); i += 2 {
-		results += s.ends[i]
+		framing += s.ends[i]
 	}
-	if bytes.Count(s.obuf, []byte{m.EOM}) == results &&
-		bytes.Count(s.obuf, []byte{m.EOP})+bytes.Count(s.obuf, []byte{m.BNC}) == answers &&
-		bytes.IndexByte(s.obuf, m.EOB) < 0 {
+	if countAny4(s.obuf, m.EOM, m.EOP, m.BNC, m.EOB) == framing {
 		return nil
 	}
 	start := 0
