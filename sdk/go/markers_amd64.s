@@ -2,33 +2,43 @@
 
 #include "textflag.h"
 
-// func cpuHasAVX2() bool
-TEXT ·cpuHasAVX2(SB), NOSPLIT, $0-1
+// func cpuLevel() int: 2 with AVX-512BW (and POPCNT), 1 with AVX2, 0 without either
+TEXT ·cpuLevel(SB), NOSPLIT, $0-8
+	MOVQ $0, ret+0(FP)
 	XORL AX, AX
 	XORL CX, CX
 	CPUID
 	CMPL AX, $7
-	JB   no
+	JB   out
 	MOVL $1, AX
 	XORL CX, CX
 	CPUID
+	MOVL CX, R8          // POPCNT: bit 23
 	ANDL $0x18000000, CX // OSXSAVE and AVX
 	CMPL CX, $0x18000000
-	JNE  no
+	JNE  out
 	XORL CX, CX
-	XGETBV               // the OS saves the XMM and YMM registers
-	ANDL $6, AX
+	XGETBV               // which registers the OS saves
+	MOVL AX, R9
+	ANDL $6, AX          // XMM and YMM
 	CMPL AX, $6
-	JNE  no
+	JNE  out
 	MOVL $7, AX
 	XORL CX, CX
 	CPUID
 	BTL  $5, BX          // AVX2
-	JCC  no
-	MOVB $1, ret+0(FP)
-	RET
-no:
-	MOVB $0, ret+0(FP)
+	JCC  out
+	MOVQ $1, ret+0(FP)
+	ANDL $0xE6, R9       // and opmask, ZMM
+	CMPL R9, $0xE6
+	JNE  out
+	ANDL $0x40010000, BX // AVX512F and AVX512BW
+	CMPL BX, $0x40010000
+	JNE  out
+	BTL  $23, R8
+	JCC  out
+	MOVQ $2, ret+0(FP)
+out:
 	RET
 
 // func indexAny3AVX2(b []byte, x, y, z byte) int
@@ -149,6 +159,81 @@ sum:
 	MOVQ X0, AX
 	ADDQ AX, R8
 	JMP  outer
+done:
+	VZEROUPPER
+	MOVQ R8, ret+32(FP)
+	RET
+
+// func indexAny3AVX512(b []byte, x, y, z byte) int
+TEXT ·indexAny3AVX512(SB), NOSPLIT, $0-40
+	MOVQ b_base+0(FP), SI
+	MOVQ b_len+8(FP), CX
+	ANDQ $~63, CX
+	MOVQ SI, R9
+	LEAQ (SI)(CX*1), DI
+	MOVBLZX x+24(FP), AX
+	VPBROADCASTB AX, Z1
+	MOVBLZX y+25(FP), AX
+	VPBROADCASTB AX, Z2
+	MOVBLZX z+26(FP), AX
+	VPBROADCASTB AX, Z3
+loop:
+	CMPQ SI, DI
+	JAE  none
+	VMOVDQU8 (SI), Z5
+	VPCMPEQB Z1, Z5, K1
+	VPCMPEQB Z2, Z5, K2
+	VPCMPEQB Z3, Z5, K3
+	KORQ K1, K2, K1
+	KORQ K1, K3, K1
+	KORTESTQ K1, K1
+	JNZ  found
+	ADDQ $64, SI
+	JMP  loop
+none:
+	VZEROUPPER
+	MOVQ $-1, ret+32(FP)
+	RET
+found:
+	KMOVQ K1, AX
+	BSFQ AX, AX
+	SUBQ R9, SI
+	ADDQ SI, AX
+	VZEROUPPER
+	MOVQ AX, ret+32(FP)
+	RET
+
+// func countAny4AVX512(b []byte, w, x, y, z byte) int
+TEXT ·countAny4AVX512(SB), NOSPLIT, $0-40
+	MOVQ b_base+0(FP), SI
+	MOVQ b_len+8(FP), CX
+	ANDQ $~63, CX
+	LEAQ (SI)(CX*1), DI
+	MOVBLZX w+24(FP), AX
+	VPBROADCASTB AX, Z1
+	MOVBLZX x+25(FP), AX
+	VPBROADCASTB AX, Z2
+	MOVBLZX y+26(FP), AX
+	VPBROADCASTB AX, Z3
+	MOVBLZX z+27(FP), AX
+	VPBROADCASTB AX, Z4
+	XORQ R8, R8
+loop:
+	CMPQ SI, DI
+	JAE  done
+	VMOVDQU8 (SI), Z5
+	VPCMPEQB Z1, Z5, K1
+	VPCMPEQB Z2, Z5, K2
+	VPCMPEQB Z3, Z5, K3
+	VPCMPEQB Z4, Z5, K4
+	KORQ K1, K2, K1
+	KORQ K3, K4, K3
+	KORQ K1, K3, K1
+	KMOVQ K1, AX
+	POPCNTQ AX, AX
+	ADDQ AX, R8
+	ADDQ $64, SI
+	JMP  loop
 done:
 	VZEROUPPER
 	MOVQ R8, ret+32(FP)

@@ -6,8 +6,15 @@ import (
 )
 
 // The one-pass searches against the plain ones, on every length up to 700 bytes and every
-// position of a hit (the vector code handles 64-, 32-byte blocks and a tail).
+// position of a hit (the vector code handles blocks of 64 or 32 bytes and a tail).
 func TestMarkerSearches(t *testing.T) {
+	defer func(l int) { level = l }(level)
+	for level = cpuLevel(); level >= 0; level-- {
+		testMarkerSearches(t)
+	}
+}
+
+func testMarkerSearches(t *testing.T) {
 	rnd := rand.New(rand.NewSource(1))
 	const w, x, y, z = '\n', 0, 0x17, 0x06
 	for n := 0; n <= 700; n++ {
@@ -42,7 +49,7 @@ func TestMarkerSearches(t *testing.T) {
 	if got, want := countAny4(b, w, x, y, z), countAny4Generic(b, w, x, y, z); got != want {
 		t.Fatalf("countAny4 of 1 MiB: %d, want %d", got, want)
 	}
-	if !hasAVX2 {
-		t.Log("no AVX2 on this machine: only the plain searches were tested")
+	if level == cpuLevel() {
+		t.Logf("searches of level %d (2 AVX-512BW, 1 AVX2, 0 plain) and below tested", level)
 	}
 }

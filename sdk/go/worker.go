@@ -162,7 +162,12 @@ func Serve(w any, in io.Reader, out io.Writer, getenv func(string) string) (err 
 	case "E":
 		s.e, _ = w.(Extractor)
 	case "T":
-		s.t, _ = w.(Transformer)
+		if s.t, _ = w.(Transformer); s.t != nil {
+			s.process = s.t.Process
+			if f, ok := w.(TransformFunc); ok {
+				s.process = f // one call per batch, not two
+			}
+		}
 	case "L":
 		s.l, _ = w.(Loader)
 		if s.al, _ = w.(AsyncLoader); s.al != nil {
@@ -215,8 +220,10 @@ type server struct {
 	w    any
 	e    Extractor
 	t    Transformer
-	l    Loader
-	al   AsyncLoader
+	// t's Process
+	process func([][]byte) ([][]byte, error)
+	l       Loader
+	al      AsyncLoader
 	// Batches an AsyncLoader is finishing, oldest first; at most maxPending of them when
 	// it is called for the next one.
 	pending    []<-chan error
@@ -486,6 +493,9 @@ func (s *server) message(msg []byte) error {
 		s.cycle++
 		return s.acknowledge()
 	case modeSingle:
+		if s.t != nil {
+			return s.transformOne(msg)
+		}
 		s.one[0] = msg
 		return s.runBatch(s.one)
 	case modeWorkerDriven:
@@ -518,7 +528,7 @@ func (s *server) runBatch(batch [][]byte) error {
 	}
 	if len(batch) > 0 {
 		if s.t != nil {
-			results, err := s.t.Process(batch)
+			results, err := s.process(batch)
 			if err != nil {
 				return err
 			}
@@ -530,6 +540,31 @@ func (s *server) runBatch(batch [][]byte) error {
 		} else if err := s.l.Load(batch); err != nil {
 			return err
 		}
+		if err := s.report(); err != nil {
+			return err
+		}
+	}
+	return s.answered(s.sc.Markers.EOP)
+}
+
+// transformOne: runBatch for a transformer in single mode, as few steps a message as it takes.
+func (s *server) transformOne(msg []byte) error {
+	s.one[0] = msg
+	results, err := s.process(s.one)
+	if err != nil {
+		return err
+	}
+	eom := s.sc.Markers.EOM
+	for _, r := range results {
+		s.obuf = append(append(s.obuf, r...), eom)
+		s.cur++
+		if len(s.obuf) >= chunkSize { // as write does
+			if err := s.flush(); err != nil {
+				return err
+			}
+		}
+	}
+	if s.rep != nil {
 		if err := s.report(); err != nil {
 			return err
 		}
