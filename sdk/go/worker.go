@@ -234,6 +234,7 @@ type server struct {
 	mark       int    // obuf[:mark] holds complete answers (each ended by EOP or BNC)
 	ends       []int  // for each complete answer in obuf: where it ends, its number of results
 	cur        int    // results of the answer under way
+	framing    int    // the EOMs, EOPs and BNCs of the complete answers in obuf
 	batch      [][]byte
 	owned      int // batch[:owned] are copies; the rest point into the read buffer
 	cycle      int
@@ -456,7 +457,13 @@ func (s *server) feed(data []byte, old int) (int, error) {
 			if e < 0 {
 				break
 			}
-			if err := s.message(data[pos : pos+e]); err != nil {
+			var err error
+			if s.mode == modeSingle && s.t != nil {
+				err = s.transformOne(data[pos : pos+e])
+			} else {
+				err = s.message(data[pos : pos+e])
+			}
+			if err != nil {
 				return 0, err
 			}
 			pos += e + 1
@@ -493,9 +500,6 @@ func (s *server) message(msg []byte) error {
 		s.cycle++
 		return s.acknowledge()
 	case modeSingle:
-		if s.t != nil {
-			return s.transformOne(msg)
-		}
 		s.one[0] = msg
 		return s.runBatch(s.one)
 	case modeWorkerDriven:
@@ -599,6 +603,7 @@ func (s *server) answered(marker byte) error {
 	s.obuf = append(s.obuf, marker)
 	s.mark = len(s.obuf)
 	s.ends = append(s.ends, s.mark, s.cur)
+	s.framing += s.cur + 1
 	s.cur = 0
 	return nil
 }
@@ -609,11 +614,7 @@ func (s *server) answered(marker byte) error {
 // answers before the culprit's and the error says which.
 func (s *server) check() error {
 	m := s.sc.Markers
-	framing := s.cur + len(s.ends)/2
-	for i := 1; i < len(s.ends); i += 2 {
-		framing += s.ends[i]
-	}
-	if countAny4(s.obuf, m.EOM, m.EOP, m.BNC, m.EOB) == framing {
+	if countAny4(s.obuf, m.EOM, m.EOP, m.BNC, m.EOB) == s.framing+s.cur {
 		return nil
 	}
 	start := 0
@@ -650,7 +651,7 @@ func (s *server) flush() error {
 	if len(s.obuf) > 0 {
 		_, err = s.out.Write(s.obuf)
 	}
-	s.obuf, s.mark, s.ends, s.cur = s.obuf[:0], 0, s.ends[:0], 0
+	s.obuf, s.mark, s.ends, s.cur, s.framing = s.obuf[:0], 0, s.ends[:0], 0, 0
 	if verr != nil {
 		return verr
 	}
