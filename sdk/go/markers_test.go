@@ -5,8 +5,9 @@ import (
 	"testing"
 )
 
-// The one-pass searches against the plain ones, on every length up to 700 bytes and every
-// position of a hit (the vector code handles blocks of 64 or 32 bytes and a tail).
+// The one-pass searches against the plain ones, at each level the CPU allows, on every
+// length up to 700 bytes and every position of a hit (the vector code handles blocks of
+// 64 or 32 bytes and a tail).
 func TestMarkerSearches(t *testing.T) {
 	defer func(l int) { level = l }(level)
 	for level = cpuLevel(); level >= 0; level-- {
