@@ -346,3 +346,40 @@ func TestFailureSendsCompletedAnswersOnly(t *testing.T) {
 		t.Fatalf("exit %d (%v), output %q", ExitStatus(err), err, out.String())
 	}
 }
+
+// Each of the four markers in a result is refused, in both modes, with the answers before
+// it sent, also when the output buffer is flushed in the middle of a read.
+func TestEveryMarkerInAResultIsRefused(t *testing.T) {
+	for _, mode := range []string{"single", "batch"} {
+		env := map[string]string{"ETLSTAGE_TYPE": "T", "ETLSTAGE_MODE": mode, "ETLSTAGE_BATCH_SIZE": "2"}
+		input, want := "a\nc\n", "a\n\x00"
+		if mode == "batch" {
+			input, want = "a\n\x17c\n\x17", "a\n\x00"
+		}
+		for _, mk := range []byte{DefaultMarkers.EOM, DefaultMarkers.EOP, DefaultMarkers.EOB, DefaultMarkers.BNC} {
+			bad := TransformFunc(func(m [][]byte) ([][]byte, error) {
+				if string(m[0]) == "c" {
+					return [][]byte{[]byte("ok"), {'x', mk, 'y'}}, nil
+				}
+				return m, nil
+			})
+			var out bytes.Buffer
+			err := Serve(bad, strings.NewReader(input), &out, func(k string) string { return env[k] })
+			if ExitStatus(err) != 3 || out.String() != want {
+				t.Errorf("%s mode, marker 0x%02x: exit %d (%v), output %q", mode, mk, ExitStatus(err), err, out.String())
+			}
+			// After a megabyte of good answers in the same read (flushed as the buffer fills).
+			big := strings.Repeat(strings.Repeat("b", 99)+"\n", 20000)
+			in2 := big + input
+			if mode == "batch" {
+				in2 = strings.ReplaceAll(big, "\n", "\n\x17") + input
+			}
+			out.Reset()
+			err = Serve(bad, strings.NewReader(in2), &out, func(k string) string { return env[k] })
+			good := strings.Repeat(strings.Repeat("b", 99)+"\n\x00", 20000) + want
+			if ExitStatus(err) != 3 || out.String() != good {
+				t.Errorf("%s mode, marker 0x%02x after 2 MB: exit %d (%v), %d bytes out, want %d", mode, mk, ExitStatus(err), err, out.Len(), len(good))
+			}
+		}
+	}
+}

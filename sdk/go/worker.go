@@ -162,7 +162,12 @@ func Serve(w any, in io.Reader, out io.Writer, getenv func(string) string) (err 
 	case "E":
 		s.e, _ = w.(Extractor)
 	case "T":
-		s.t, _ = w.(Transformer)
+		if s.t, _ = w.(Transformer); s.t != nil {
+			s.process = s.t.Process
+			if f, ok := w.(TransformFunc); ok {
+				s.process = f // one call per batch, not two
+			}
+		}
 	case "L":
 		s.l, _ = w.(Loader)
 		if s.al, _ = w.(AsyncLoader); s.al != nil {
@@ -215,8 +220,10 @@ type server struct {
 	w    any
 	e    Extractor
 	t    Transformer
-	l    Loader
-	al   AsyncLoader
+	// t's Process
+	process func([][]byte) ([][]byte, error)
+	l       Loader
+	al      AsyncLoader
 	// Batches an AsyncLoader is finishing, oldest first; at most maxPending of them when
 	// it is called for the next one.
 	pending    []<-chan error
@@ -227,6 +234,7 @@ type server struct {
 	mark       int    // obuf[:mark] holds complete answers (each ended by EOP or BNC)
 	ends       []int  // for each complete answer in obuf: where it ends, its number of results
 	cur        int    // results of the answer under way
+	framing    int    // the EOMs, EOPs and BNCs of the complete answers in obuf
 	batch      [][]byte
 	owned      int // batch[:owned] are copies; the rest point into the read buffer
 	cycle      int
@@ -407,21 +415,41 @@ func (s *server) loadAsync(batch [][]byte) error {
 // before) and returns how many bytes it consumed.
 func (s *server) feed(data []byte, old int) (int, error) {
 	m := s.sc.Markers
-	for _, mk := range []struct {
-		b    byte
-		name string
-	}{{m.EOP, "EOP"}, {m.BNC, "BNC"}} {
-		if at := bytes.IndexByte(data[old:], mk.b); at >= 0 {
+	// One pass over the new bytes for the markers only a worker writes and, where an EOB
+	// is not allowed, for EOB; in batch mode the EOBs are found as the batches end.
+	single := s.sc.Type == "E" || !s.sc.IsBatch()
+	third := m.BNC
+	if single {
+		third = m.EOB
+	}
+	first := -1 // single: the first EOB in data (the bytes seen before hold none)
+	if at := indexAny3(data[old:], m.EOP, m.BNC, third); at >= 0 {
+		if data[old+at] == m.EOB { // an EOP or BNC after it still comes first
+			first = old + at
+			at = indexAny3(data[first:], m.EOP, m.BNC, m.BNC)
+			if at >= 0 {
+				at += first - old
+			}
+		}
+		if at >= 0 {
+			name := "EOP"
+			if data[old+at] == m.BNC {
+				name = "BNC"
+			}
 			return 0, &ProtocolViolation{fmt.Sprintf("the supervisor's input holds %s (0x%02x), which only a worker may write; bytes seen: %q",
-				mk.name, mk.b, around(data, old+at))}
+				name, data[old+at], around(data, old+at))}
 		}
 	}
 	pos := 0
 	for {
-		k := bytes.IndexByte(data[pos:], m.EOB)
+		k := first
+		if !single {
+			if k = bytes.IndexByte(data[pos:], m.EOB); k >= 0 {
+				k += pos
+			}
+		}
 		stop := len(data)
 		if k >= 0 {
-			k += pos
 			stop = k
 		}
 		for {
@@ -429,7 +457,13 @@ func (s *server) feed(data []byte, old int) (int, error) {
 			if e < 0 {
 				break
 			}
-			if err := s.message(data[pos : pos+e]); err != nil {
+			var err error
+			if s.mode == modeSingle && s.t != nil {
+				err = s.transformOne(data[pos : pos+e])
+			} else {
+				err = s.message(data[pos : pos+e])
+			}
+			if err != nil {
 				return 0, err
 			}
 			pos += e + 1
@@ -440,7 +474,7 @@ func (s *server) feed(data []byte, old int) (int, error) {
 		if pos < k {
 			return 0, &ProtocolViolation{fmt.Sprintf("EOB arrived in the middle of a message (its bytes were not ended by EOM); bytes seen: %q", around(data, k))}
 		}
-		if s.sc.Type == "E" || !s.sc.IsBatch() {
+		if single {
 			return 0, &ProtocolViolation{fmt.Sprintf("EOB received by a %s-worker in %s mode", s.sc.Type, s.sc.Mode)}
 		}
 		if err := s.runBatch(s.batch); err != nil {
@@ -498,7 +532,7 @@ func (s *server) runBatch(batch [][]byte) error {
 	}
 	if len(batch) > 0 {
 		if s.t != nil {
-			results, err := s.t.Process(batch)
+			results, err := s.process(batch)
 			if err != nil {
 				return err
 			}
@@ -510,6 +544,31 @@ func (s *server) runBatch(batch [][]byte) error {
 		} else if err := s.l.Load(batch); err != nil {
 			return err
 		}
+		if err := s.report(); err != nil {
+			return err
+		}
+	}
+	return s.answered(s.sc.Markers.EOP)
+}
+
+// transformOne: runBatch for a transformer in single mode, as few steps a message as it takes.
+func (s *server) transformOne(msg []byte) error {
+	s.one[0] = msg
+	results, err := s.process(s.one)
+	if err != nil {
+		return err
+	}
+	eom := s.sc.Markers.EOM
+	for _, r := range results {
+		s.obuf = append(append(s.obuf, r...), eom)
+		s.cur++
+		if len(s.obuf) >= chunkSize { // as write does
+			if err := s.flush(); err != nil {
+				return err
+			}
+		}
+	}
+	if s.rep != nil {
 		if err := s.report(); err != nil {
 			return err
 		}
@@ -544,22 +603,18 @@ func (s *server) answered(marker byte) error {
 	s.obuf = append(s.obuf, marker)
 	s.mark = len(s.obuf)
 	s.ends = append(s.ends, s.mark, s.cur)
+	s.framing += s.cur + 1
 	s.cur = 0
 	return nil
 }
 
-// check that no result in obuf holds a marker: the counts of the markers must be those
-// the SDK wrote (one pass of bytes.Count each, not four searches per result). When one
-// is off, obuf keeps the answers before the culprit's and the error says which.
+// check that no result in obuf holds a marker: obuf must hold as many marker bytes as the
+// SDK wrote, an EOM per result and an EOP or BNC per answer (one pass over obuf for all
+// four markers, not four searches per result). When the count is off, obuf keeps the
+// answers before the culprit's and the error says which.
 func (s *server) check() error {
 	m := s.sc.Markers
-	results, answers := s.cur, len(s.ends)/2
-	for i := 1; i < len(s.ends); i += 2 {
-		results += s.ends[i]
-	}
-	if bytes.Count(s.obuf, []byte{m.EOM}) == results &&
-		bytes.Count(s.obuf, []byte{m.EOP})+bytes.Count(s.obuf, []byte{m.BNC}) == answers &&
-		bytes.IndexByte(s.obuf, m.EOB) < 0 {
+	if countAny4(s.obuf, m.EOM, m.EOP, m.BNC, m.EOB) == s.framing+s.cur {
 		return nil
 	}
 	start := 0
@@ -596,7 +651,7 @@ func (s *server) flush() error {
 	if len(s.obuf) > 0 {
 		_, err = s.out.Write(s.obuf)
 	}
-	s.obuf, s.mark, s.ends, s.cur = s.obuf[:0], 0, s.ends[:0], 0
+	s.obuf, s.mark, s.ends, s.cur, s.framing = s.obuf[:0], 0, s.ends[:0], 0, 0
 	if verr != nil {
 		return verr
 	}

@@ -1,0 +1,240 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// func cpuLevel() int: 2 with AVX-512BW (and POPCNT), 1 with AVX2, 0 without either
+TEXT ·cpuLevel(SB), NOSPLIT, $0-8
+	MOVQ $0, ret+0(FP)
+	XORL AX, AX
+	XORL CX, CX
+	CPUID
+	CMPL AX, $7
+	JB   out
+	MOVL $1, AX
+	XORL CX, CX
+	CPUID
+	MOVL CX, R8          // POPCNT: bit 23
+	ANDL $0x18000000, CX // OSXSAVE and AVX
+	CMPL CX, $0x18000000
+	JNE  out
+	XORL CX, CX
+	XGETBV               // which registers the OS saves
+	MOVL AX, R9
+	ANDL $6, AX          // XMM and YMM
+	CMPL AX, $6
+	JNE  out
+	MOVL $7, AX
+	XORL CX, CX
+	CPUID
+	BTL  $5, BX          // AVX2
+	JCC  out
+	MOVQ $1, ret+0(FP)
+	ANDL $0xE6, R9       // and opmask, ZMM
+	CMPL R9, $0xE6
+	JNE  out
+	ANDL $0x40010000, BX // AVX512F and AVX512BW
+	CMPL BX, $0x40010000
+	JNE  out
+	BTL  $23, R8
+	JCC  out
+	MOVQ $2, ret+0(FP)
+out:
+	RET
+
+// func indexAny3AVX2(b []byte, x, y, z byte) int
+TEXT ·indexAny3AVX2(SB), NOSPLIT, $0-40
+	MOVQ b_base+0(FP), SI
+	MOVQ b_len+8(FP), CX
+	ANDQ $~31, CX
+	MOVQ SI, R9
+	LEAQ (SI)(CX*1), DI
+	MOVBLZX x+24(FP), AX
+	MOVQ AX, X1
+	VPBROADCASTB X1, Y1
+	MOVBLZX y+25(FP), AX
+	MOVQ AX, X2
+	VPBROADCASTB X2, Y2
+	MOVBLZX z+26(FP), AX
+	MOVQ AX, X3
+	VPBROADCASTB X3, Y3
+	// 64 bytes a round while they last, then one block of 32
+	LEAQ -32(DI), R10
+loop64:
+	CMPQ SI, R10
+	JAE  tail32
+	VMOVDQU (SI), Y5
+	VMOVDQU 32(SI), Y10
+	VPCMPEQB Y1, Y5, Y6
+	VPCMPEQB Y2, Y5, Y7
+	VPCMPEQB Y3, Y5, Y8
+	VPCMPEQB Y1, Y10, Y11
+	VPCMPEQB Y2, Y10, Y12
+	VPCMPEQB Y3, Y10, Y13
+	VPOR Y6, Y7, Y6
+	VPOR Y11, Y12, Y11
+	VPOR Y6, Y8, Y6
+	VPOR Y11, Y13, Y11
+	VPOR Y6, Y11, Y14
+	VPTEST Y14, Y14
+	JNZ  found64
+	ADDQ $64, SI
+	JMP  loop64
+found64:
+	VPMOVMSKB Y6, AX
+	TESTL AX, AX
+	JNZ  found
+	ADDQ $32, SI
+	VPMOVMSKB Y11, AX
+	JMP  found
+tail32:
+	CMPQ SI, DI
+	JAE  none
+	VMOVDQU (SI), Y5
+	VPCMPEQB Y1, Y5, Y6
+	VPCMPEQB Y2, Y5, Y7
+	VPCMPEQB Y3, Y5, Y8
+	VPOR Y6, Y7, Y6
+	VPOR Y6, Y8, Y6
+	VPMOVMSKB Y6, AX
+	TESTL AX, AX
+	JNZ  found
+none:
+	VZEROUPPER
+	MOVQ $-1, ret+32(FP)
+	RET
+found:
+	BSFL AX, AX
+	SUBQ R9, SI
+	ADDQ SI, AX
+	VZEROUPPER
+	MOVQ AX, ret+32(FP)
+	RET
+
+// func countAny4AVX2(b []byte, w, x, y, z byte) int
+TEXT ·countAny4AVX2(SB), NOSPLIT, $0-40
+	MOVQ b_base+0(FP), SI
+	MOVQ b_len+8(FP), CX
+	ANDQ $~31, CX
+	LEAQ (SI)(CX*1), DI
+	MOVBLZX w+24(FP), AX
+	MOVQ AX, X1
+	VPBROADCASTB X1, Y1
+	MOVBLZX x+25(FP), AX
+	MOVQ AX, X2
+	VPBROADCASTB X2, Y2
+	MOVBLZX y+26(FP), AX
+	MOVQ AX, X3
+	VPBROADCASTB X3, Y3
+	MOVBLZX z+27(FP), AX
+	MOVQ AX, X4
+	VPBROADCASTB X4, Y4
+	XORQ R8, R8 // the total
+	VPXOR Y15, Y15, Y15
+outer:
+	CMPQ SI, DI
+	JAE  done
+	VPXOR Y0, Y0, Y0 // a count per byte lane: at most 255 blocks before they are summed
+	MOVQ $255, DX
+inner:
+	VMOVDQU (SI), Y5
+	VPCMPEQB Y1, Y5, Y6
+	VPCMPEQB Y2, Y5, Y7
+	VPCMPEQB Y3, Y5, Y8
+	VPCMPEQB Y4, Y5, Y9
+	VPOR Y6, Y7, Y6
+	VPOR Y8, Y9, Y8
+	VPOR Y6, Y8, Y6
+	VPSUBB Y6, Y0, Y0 // a match is -1
+	ADDQ $32, SI
+	CMPQ SI, DI
+	JAE  sum
+	DECQ DX
+	JNZ  inner
+sum:
+	VPSADBW Y15, Y0, Y0
+	VEXTRACTI128 $1, Y0, X9
+	VPADDQ X9, X0, X0
+	VPSHUFD $0x4E, X0, X9
+	VPADDQ X9, X0, X0
+	MOVQ X0, AX
+	ADDQ AX, R8
+	JMP  outer
+done:
+	VZEROUPPER
+	MOVQ R8, ret+32(FP)
+	RET
+
+// func indexAny3AVX512(b []byte, x, y, z byte) int
+TEXT ·indexAny3AVX512(SB), NOSPLIT, $0-40
+	MOVQ b_base+0(FP), SI
+	MOVQ b_len+8(FP), CX
+	ANDQ $~63, CX
+	MOVQ SI, R9
+	LEAQ (SI)(CX*1), DI
+	MOVBLZX x+24(FP), AX
+	VPBROADCASTB AX, Z1
+	MOVBLZX y+25(FP), AX
+	VPBROADCASTB AX, Z2
+	MOVBLZX z+26(FP), AX
+	VPBROADCASTB AX, Z3
+loop:
+	CMPQ SI, DI
+	JAE  none
+	VMOVDQU8 (SI), Z5
+	VPCMPEQB Z1, Z5, K1
+	VPCMPEQB Z2, Z5, K2
+	VPCMPEQB Z3, Z5, K3
+	KORQ K1, K2, K1
+	KORQ K1, K3, K1
+	KORTESTQ K1, K1
+	JNZ  found
+	ADDQ $64, SI
+	JMP  loop
+none:
+	VZEROUPPER
+	MOVQ $-1, ret+32(FP)
+	RET
+found:
+	KMOVQ K1, AX
+	BSFQ AX, AX
+	SUBQ R9, SI
+	ADDQ SI, AX
+	VZEROUPPER
+	MOVQ AX, ret+32(FP)
+	RET
+
+// func countAny4AVX512(b []byte, w, x, y, z byte) int
+TEXT ·countAny4AVX512(SB), NOSPLIT, $0-40
+	MOVQ b_base+0(FP), SI
+	MOVQ b_len+8(FP), CX
+	ANDQ $~63, CX
+	LEAQ (SI)(CX*1), DI
+	MOVBLZX w+24(FP), AX
+	VPBROADCASTB AX, Z1
+	MOVBLZX x+25(FP), AX
+	VPBROADCASTB AX, Z2
+	MOVBLZX y+26(FP), AX
+	VPBROADCASTB AX, Z3
+	MOVBLZX z+27(FP), AX
+	VPBROADCASTB AX, Z4
+	XORQ R8, R8
+loop:
+	CMPQ SI, DI
+	JAE  done
+	VMOVDQU8 (SI), Z5
+	VPCMPEQB Z1, Z5, K1
+	VPCMPEQB Z2, Z5, K2
+	VPCMPEQB Z3, Z5, K3
+	VPCMPEQB Z4, Z5, K4
+	KORQ K1, K2, K1
+	KORQ K3, K4, K3
+	KORQ K1, K3, K1
+	KMOVQ K1, AX
+	POPCNTQ AX, AX
+	ADDQ AX, R8
+	ADDQ $64, SI
+	JMP  loop
+done:
+	VZEROUPPER
+	MOVQ R8, ret+32(FP)
+	RET
