@@ -11,7 +11,7 @@ step "node: node --test"
 (cd node && node --test test/)
 
 step "go: vet, test, build the examples into go/bin"
-(cd go && go vet ./... && go test ./... && go build -o bin/ ./examples/...)
+(cd go && go vet ./... && go test ./... && go test -tags purego ./... && go build -o bin/ ./examples/...)
 
 step "rust: cargo test, the examples built in release mode"
 (cd rust && cargo test --quiet && cargo build --release --examples --quiet)
