@@ -20,7 +20,7 @@ import os
 import shutil
 from typing import Any, cast
 
-from etlstage_workers.crashpoint import crash_point as _crash_point
+from etlstage_workers import crashpoint
 from etlstage_workers.spark import table_log
 from etlstage_workers.spark.extract import TABLE
 
@@ -83,7 +83,7 @@ def publish(output: str, batch: str) -> int:
             os.makedirs(os.path.dirname(dest), exist_ok=True)
             os.replace(src, dest)
             moved += 1
-            _crash_point("mid-publish")
+            crash_point("mid-publish")
         touched.add(os.path.dirname(dest))
     for directory in sorted(touched):
         fsync_path(directory, directory=True)
@@ -91,7 +91,7 @@ def publish(output: str, batch: str) -> int:
     for table, since in plan["tables"].items():
         files = [dest for _, dest in plan["moves"] if dest.startswith(table + os.sep)]
         table_log.append(table, files, batch, since, busy)
-        _crash_point("mid-log")
+        crash_point("mid-log")
     return moved
 
 
@@ -129,4 +129,4 @@ def leftovers(output: str, prefix: str) -> list[str]:
 
 def crash_point(name: str) -> None:
     """Tests only: ``ETLSTAGE_SPARK_LOAD_CRASH=<point>`` SIGKILLs the loader at that point."""
-    _crash_point("ETLSTAGE_SPARK_LOAD_CRASH", name)
+    crashpoint.crash_point("ETLSTAGE_SPARK_LOAD_CRASH", name)
