@@ -26,6 +26,8 @@ SMOKE = [
         "etlstage-spark-load replay (all dups)",
     ),
     ("sdk_throughput.py", ["--n", "2000", "--repeat", "1"], "SDK / by hand"),
+    ("jit_steady.py", ["--n", "200", "--batches", "2"], "-XX:TieredStopAtLevel=1"),
+    ("lake.py", ["--tables", "--rounds", "1", "--cold", "1", "--small", "300"], "at once (loader)"),
 ]
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import logging
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from etlstage_workers.markersafe import MarkerGuard
@@ -60,7 +61,7 @@ class Framer:
         """Records re-serialised or enveloped because of a marker byte."""
         return self.guard.escaped
 
-    def frame(self, records: list[Record]) -> list[bytes]:
+    def frame(self, records: Sequence[Record]) -> list[bytes]:
         """One message per record, in order. Values without a marker byte (the rule) come
         as :class:`Checked`: one protocol block, encoded and scanned once, that the SDK
         writes as it is."""

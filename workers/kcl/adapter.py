@@ -27,7 +27,7 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
-from etlstage_workers.kcl.records import Parsed, Record, classify, now_ms
+from etlstage_workers.kcl.records import Parsed, classify, now_ms
 from etlstage_workers.kcl.session import ShardSession
 from etlstage_workers.kcl.store import CheckpointStore
 
@@ -139,9 +139,11 @@ class _MldDriver:
         if synthetic:
             first = self.store.allocate(shard_id, len(synthetic))
             for n, p in enumerate(synthetic, first):
+                assert p.record is not None  # synthetic: a plain record
                 p.record.assign(n)
         session = self._session(shard_id)
-        records: list[Record] = [p.record for p in parsed_list]
+        records = [p.record for p in parsed_list if p.record is not None]
+        assert len(records) == len(parsed_list)  # shard ends were taken out before
         floor = session.last_checkpoint
         if floor is not None:
             kept = [r for r in records if r.key > floor]

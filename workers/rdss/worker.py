@@ -170,7 +170,7 @@ class RdssTransformer(Transformer):
         out: list[bytes] = []
         emitted: set[str] = set()
         for r in results:
-            if type(r) is bytes:
+            if isinstance(r, bytes):
                 out.append(r)
             else:
                 raw, verdict = r

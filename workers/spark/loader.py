@@ -132,6 +132,12 @@ class SparkLoader(Loader):
         return os.path.join(state_dir, f"spark-load-{digest}.sqlite")
 
     @property
+    def session(self) -> SparkSession:
+        """The Spark session, started by :meth:`setup` (or given)."""
+        assert self.spark is not None, "setup() starts the session"
+        return self.spark
+
+    @property
     def batch_prefix(self) -> str:
         return f"i{self.scenario.instance}-"
 
@@ -203,7 +209,7 @@ class SparkLoader(Loader):
             # a later batch is not committed before an earlier one that failed (it comes again first)
             raise RuntimeError("batch not written: an earlier batch failed") from self._failed_write
         try:
-            counts = lake.commit_batch(self.spark, self.config, self.output, prepared, positions, lap=clock.lap)
+            counts = lake.commit_batch(self.session, self.config, self.output, prepared, positions, lap=clock.lap)
         except BaseException as exc:
             self._failed_write = self._failed_write or exc
             raise
@@ -301,7 +307,7 @@ class SparkLoader(Loader):
         stage_input(self.output, batch, prepared, positions, self.parallelism)
 
     def _run_spark(self, batch: str, prepared: Prepared, positions: list[int], clock: _Clock) -> dict[str, int]:
-        return write_staged(self.spark, self.config, self.output, batch, prepared, positions, clock.lap)
+        return write_staged(self.session, self.config, self.output, batch, prepared, positions, clock.lap)
 
 
 @dataclass
