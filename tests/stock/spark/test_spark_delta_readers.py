@@ -1,7 +1,8 @@
 """A reader without Spark (delta-rs) polls the loader's Delta table while the loader is
 SIGKILLed at seeded random moments during its commits: every snapshot it sees holds whole
 batches only (each batch is one window of ten new ids, so a snapshot's row count is a
-multiple of ten) and never a key twice; after the run, exactly the expected rows."""
+multiple of ten) and never a key twice; after the run, exactly the expected rows. On a
+local path and on S3 (``s3a://``, moto's server on loopback)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,9 @@ import subprocess
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
@@ -20,6 +24,7 @@ import pytest
 from tests.conftest import PY
 from tests.support.paths import FIXTURES
 from tests.support.run_cli import RUN_ONCE
+from tests.support.s3 import moto_s3
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 
@@ -28,10 +33,45 @@ PER_WINDOW = 10
 KILLS = 2
 
 
+@dataclass
+class Lake:
+    """Where the table lives: the loader's ``--output`` (and its extra arguments), how
+    delta-rs reads it, and how many commits its log holds."""
+
+    output: str
+    reader_uri: str
+    commits: Callable[[], int]
+    storage_options: dict[str, str] = field(default_factory=dict)
+    loader_args: str = ""
+    env: dict[str, str] = field(default_factory=dict)
+
+    def ids(self) -> list[int]:
+        from deltalake import DeltaTable
+
+        table = DeltaTable(self.reader_uri, storage_options=self.storage_options or None)
+        return table.to_pyarrow_table(columns=["id"]).column("id").to_pylist()
+
+
+@contextmanager
+def lake(kind: str, tmp: Path) -> Iterator[Lake]:
+    if kind == "local":
+        log_dir = tmp / "out" / "_delta_log"
+        yield Lake("out", str(tmp / "out"), lambda: len(list(log_dir.glob("*.json"))))
+        return
+    with moto_s3(tmp.parent / f"{tmp.name}-s3") as s3:  # its log outside the pipeline's folder
+        s3.create_bucket("lake")
+
+        def commits() -> int:
+            return sum(k.endswith(".json") for k in s3.keys("lake", "out/_delta_log/"))
+
+        conf = ", ".join(f'--conf, "{k}={v}"' for k, v in s3.spark_conf().items())
+        yield Lake("s3a://lake/out", "s3://lake/out", commits, s3.storage_options(), f", {conf}", s3.env())
+
+
 class Poller(threading.Thread):
     """Reads the table over and over; keeps what was wrong with any snapshot."""
 
-    def __init__(self, table: str) -> None:
+    def __init__(self, table: Lake) -> None:
         super().__init__(daemon=True)
         self.table = table
         self.stop = threading.Event()
@@ -39,11 +79,9 @@ class Poller(threading.Thread):
         self.problems: list[str] = []
 
     def run(self) -> None:
-        from deltalake import DeltaTable
-
         while not self.stop.is_set():
             try:
-                ids = DeltaTable(self.table).to_pyarrow_table(columns=["id"]).column("id").to_pylist()
+                ids = self.table.ids()
             except Exception:  # no table yet
                 self.stop.wait(0.05)
                 continue
@@ -63,7 +101,13 @@ def loader_of(proc: subprocess.Popen[bytes]) -> psutil.Process | None:
     return None
 
 
-def test_a_reader_sees_whole_batches_while_the_loader_is_killed_mid_commit(tmp_path: Path) -> None:
+@pytest.mark.parametrize("where", ["local", "s3"])
+def test_a_reader_sees_whole_batches_while_the_loader_is_killed_mid_commit(tmp_path: Path, where: str) -> None:
+    with lake(where, tmp_path) as table:
+        readers_see_whole_batches(tmp_path, table)
+
+
+def readers_see_whole_batches(tmp_path: Path, table: Lake) -> None:
     seed = int(os.environ.get("ETLSTAGE_CRASH_SEED", "3"))
     rng = random.Random(seed)
     data = tmp_path / "in.jsonl"
@@ -73,21 +117,20 @@ def test_a_reader_sees_whole_batches_while_the_loader_is_killed_mid_commit(tmp_p
 stages:
   - {{name: src, type: E, mode: cyclic, command: [{PY}, {FIXTURES / "lines.py"}, {data}, "{PER_WINDOW}"]}}
   - {{name: load, type: L, mode: batch, batch_size: {PER_WINDOW},
-     command: [etlstage-spark-load, --format, delta, --output, out, --columns, "id:long=/id", "name=/name",
-               --key, /id, --master, "local[1]"],
+     command: [etlstage-spark-load, --format, delta, --output, "{table.output}", --columns, "id:long=/id",
+               "name=/name", --key, /id, --master, "local[1]"{table.loader_args}],
      timeouts: {{startup: 600, request: 600}}}}
 """
     )
-    table = str(tmp_path / "out")
     poller = Poller(table)
     poller.start()
     kills = 0
     with open(tmp_path / "log.txt", "ab") as log:
-        proc = subprocess.Popen(RUN_ONCE, cwd=tmp_path, stdout=log, stderr=log)
+        proc = subprocess.Popen(RUN_ONCE, cwd=tmp_path, stdout=log, stderr=log, env={**os.environ, **table.env})
         try:
             deadline = time.monotonic() + 1200  # a busy machine: each JVM start takes a minute
             while kills < KILLS and proc.poll() is None and time.monotonic() < deadline:
-                commits = len(list((tmp_path / "out" / "_delta_log").glob("*.json")))
+                commits = table.commits()
                 if commits < 2 + kills * 2:  # the table made, a batch committed, and more after each kill
                     time.sleep(0.05)
                     continue
@@ -108,7 +151,4 @@ stages:
     assert kills == KILLS, f"seed {seed}: the run ended after {kills} kills"
     assert poller.snapshots > 0
     assert not poller.problems, f"seed {seed}: {poller.problems[:5]}"
-    from deltalake import DeltaTable
-
-    ids = DeltaTable(table).to_pyarrow_table(columns=["id"]).column("id").to_pylist()
-    assert Counter(ids) == Counter(range(IDS)), f"seed {seed}"
+    assert Counter(table.ids()) == Counter(range(IDS)), f"seed {seed}"
