@@ -36,6 +36,8 @@ from etlstage_workers.spark.config import LoaderConfig
 from etlstage_workers.spark.extract import TABLE, Prepared
 from etlstage_workers.spark.writer import shape
 
+from etlstage.spark.session import is_connect
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
@@ -126,16 +128,18 @@ def commit_batch(
     The tables are merged at the same time, each in a session of its own: a MERGE is
     mostly the driver waiting (log reads, planning, small jobs, the commit), so the three
     RDSS tables take little longer than one; the session keeps each thread's temp view
-    and idempotent-write pair apart."""
+    and idempotent-write pair apart. (Through Spark Connect, one after the other.)"""
     tables = batch_tables(prepared, positions)
+    # Spark Connect has no newSession(): there the tables are merged one after the other
+    at_once = len(tables) > 1 and not is_connect(spark)
 
     def one(route: str | None, rows: pa.Table) -> int:
-        session = spark if len(tables) == 1 else spark.newSession()
+        session = spark.newSession() if at_once else spark
         df = shape(session.createDataFrame(rows), config, prepared.parsed, keep=(KEY,), routed=False)
         return merge(session, df, table_path(output, route), config.partition_by, txn)
 
     # leaving the block waits for every MERGE, so none is still running when a failure is raised
-    with ThreadPoolExecutor(max_workers=len(tables), thread_name_prefix="delta-merge") as pool:
+    with ThreadPoolExecutor(max_workers=len(tables) if at_once else 1, thread_name_prefix="delta-merge") as pool:
         futures = {route: pool.submit(one, route, rows) for route, rows in tables.items()}
     counts = {"total": 0}
     for route, future in futures.items():
