@@ -23,6 +23,11 @@ public final class Etlstage {
         run("transformer", (sc, in, out) -> Serve.transformer(w, sc, in, out), w);
     }
 
+    /** A transformer that reads each batch in place ({@link BatchTransformer}). */
+    public static void runBatchTransformer(BatchTransformer w) {
+        run("transformer", (sc, in, out) -> Serve.batchTransformer(w, sc, in, out), w);
+    }
+
     public static void runLoader(Loader w) {
         run("loader", (sc, in, out) -> Serve.loader(w, sc, in, out), w);
     }

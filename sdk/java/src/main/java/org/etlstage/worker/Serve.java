@@ -22,6 +22,8 @@ public final class Serve {
     private final Markers m;
     private final ByteSet special;
     private final Transformer transformer;
+    private final BatchTransformer batchTransformer; // or this one, reading batches in place
+    private final Batch batch = new Batch();
     private final Loader loader;
 
     private byte[] buf = new byte[CHUNK];
@@ -33,39 +35,47 @@ public final class Serve {
     private int open;
     private long cycle;
 
-    private Serve(Worker worker, Scenario sc, InputStream in, OutputStream out) {
+    private Serve(Worker worker, boolean inPlace, Scenario sc, InputStream in, OutputStream out) {
         this.worker = worker;
         this.sc = sc;
         this.in = in;
         this.out = new Output(out, sc.markers(), sc.stage());
         this.m = sc.markers();
         this.special = new ByteSet(m);
-        this.transformer = sc.type() == Scenario.StageType.T ? (Transformer) worker : null;
+        boolean t = sc.type() == Scenario.StageType.T;
+        this.transformer = t && !inPlace ? (Transformer) worker : null;
+        this.batchTransformer = t && inPlace ? (BatchTransformer) worker : null;
         this.loader = sc.type() == Scenario.StageType.L ? (Loader) worker : null;
     }
 
     public static void extractor(Extractor w, Scenario sc, InputStream in, OutputStream out)
             throws WorkerException, IOException {
-        serve(w, Scenario.StageType.E, sc, in, out);
+        serve(w, false, Scenario.StageType.E, sc, in, out);
     }
 
     public static void transformer(Transformer w, Scenario sc, InputStream in, OutputStream out)
             throws WorkerException, IOException {
-        serve(w, Scenario.StageType.T, sc, in, out);
+        serve(w, false, Scenario.StageType.T, sc, in, out);
+    }
+
+    /** A T-worker that reads each batch in place ({@link Batch}): no copy per message. */
+    public static void batchTransformer(BatchTransformer w, Scenario sc, InputStream in, OutputStream out)
+            throws WorkerException, IOException {
+        serve(w, true, Scenario.StageType.T, sc, in, out);
     }
 
     public static void loader(Loader w, Scenario sc, InputStream in, OutputStream out)
             throws WorkerException, IOException {
-        serve(w, Scenario.StageType.L, sc, in, out);
+        serve(w, false, Scenario.StageType.L, sc, in, out);
     }
 
-    private static void serve(Worker w, Scenario.StageType kind, Scenario sc, InputStream in, OutputStream out)
-            throws WorkerException, IOException {
+    private static void serve(Worker w, boolean inPlace, Scenario.StageType kind, Scenario sc, InputStream in,
+            OutputStream out) throws WorkerException, IOException {
         if (sc.type() != kind) {
             throw WorkerException.config("stage \"" + sc.stage() + "\" is an " + sc.type()
                     + "-stage (ETLSTAGE_TYPE) but this worker is an " + kind + "-worker");
         }
-        Serve s = new Serve(w, sc, in, out);
+        Serve s = new Serve(w, inPlace, sc, in, out);
         call(() -> w.setup(sc));
         try {
             s.conversation();
@@ -88,10 +98,14 @@ public final class Serve {
         } catch (WorkerException | IOException | RuntimeException e) {
             throw e;
         } catch (Exception e) {
-            WorkerException w = new WorkerException(WorkerException.FAILED, e.toString());
-            w.initCause(e);
-            throw w;
+            throw failed(e);
         }
+    }
+
+    private static WorkerException failed(Exception e) {
+        WorkerException w = new WorkerException(WorkerException.FAILED, e.toString());
+        w.initCause(e);
+        return w;
     }
 
     private void conversation() throws WorkerException, IOException {
@@ -170,7 +184,14 @@ public final class Serve {
             out.flush();
             cycle++;
         } else if (sc.mode() == Scenario.Mode.SINGLE) {
-            handle(List.of(Arrays.copyOfRange(buf, start, end)));
+            if (batchTransformer != null) {
+                starts[0] = start;
+                ends[0] = end;
+                open = 1;
+                runBatch();
+            } else {
+                handle(List.of(Arrays.copyOfRange(buf, start, end)));
+            }
         } else {
             if (open == starts.length) {
                 starts = Arrays.copyOf(starts, open * 2);
@@ -195,6 +216,22 @@ public final class Serve {
             out.signal(m.eop());
             return;
         }
+        if (batchTransformer != null) {
+            batch.open(buf, starts, ends, open);
+            open = 0;
+            try {
+                batchTransformer.process(batch, out);
+            } catch (WorkerException | IOException | RuntimeException e) {
+                throw e;
+            } catch (Exception e) {
+                throw failed(e);
+            } finally {
+                batch.close();
+            }
+            report();
+            out.signal(m.eop());
+            return;
+        }
         List<byte[]> messages = new ArrayList<>(open);
         for (int i = 0; i < open; i++) messages.add(Arrays.copyOfRange(buf, starts[i], ends[i]));
         open = 0;
@@ -209,9 +246,7 @@ public final class Serve {
         } catch (WorkerException | IOException | RuntimeException e) {
             throw e;
         } catch (Exception e) {
-            WorkerException w = new WorkerException(WorkerException.FAILED, e.toString());
-            w.initCause(e);
-            throw w;
+            throw failed(e);
         }
         report();
         out.signal(m.eop());
