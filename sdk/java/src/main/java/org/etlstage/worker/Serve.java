@@ -76,25 +76,34 @@ public final class Serve {
                     + "-stage (ETLSTAGE_TYPE) but this worker is an " + kind + "-worker");
         }
         Serve s = new Serve(w, inPlace, sc, in, out);
-        call(() -> w.setup(sc));
+        s.call(SETUP, null);
         try {
             s.conversation();
         } catch (WorkerException | IOException | RuntimeException e) {
             s.out.flushAnswered();
             throw e;
         } finally {
-            call(w::teardown);
+            s.call(TEARDOWN, null);
         }
     }
 
-    private interface Call {
-        void run() throws Exception;
-    }
+    private static final int SETUP = 0;
+    private static final int TEARDOWN = 1;
+    private static final int EXTRACT = 2;
+    private static final int WINDOW_DONE = 3;
 
-    /** The worker's own code: its failures become exit 1, naming what failed. */
-    private static void call(Call c) throws WorkerException, IOException {
+    /**
+     * A hook of the worker's own code: its failures become exit 1, naming what failed.
+     * (A switch, not lambdas: nothing at start-up bootstraps a lambda.)
+     */
+    private void call(int hook, Request request) throws WorkerException, IOException {
         try {
-            c.run();
+            switch (hook) {
+                case SETUP -> worker.setup(sc);
+                case TEARDOWN -> worker.teardown();
+                case EXTRACT -> ((Extractor) worker).extract(request, out);
+                default -> ((Extractor) worker).onWindowDone(request);
+            }
         } catch (WorkerException | IOException | RuntimeException e) {
             throw e;
         } catch (Exception e) {
@@ -110,8 +119,7 @@ public final class Serve {
 
     private void conversation() throws WorkerException, IOException {
         if (sc.mode() == Scenario.Mode.PLAIN) {
-            Extractor e = (Extractor) worker;
-            call(() -> e.extract(null, out));
+            call(EXTRACT, null);
             report();
             out.flush();
             return;
@@ -175,14 +183,7 @@ public final class Serve {
 
     private void message(int start, int end) throws WorkerException, IOException {
         if (sc.type() == Scenario.StageType.E) {
-            Extractor e = (Extractor) worker;
-            Request request = Request.parse(Arrays.copyOfRange(buf, start, end), cycle);
-            if (cycle > 0) call(() -> e.onWindowDone(request));
-            call(() -> e.extract(request, out));
-            report();
-            out.signal(m.eop());
-            out.flush();
-            cycle++;
+            cycle(start, end);
         } else if (sc.mode() == Scenario.Mode.SINGLE) {
             if (batchTransformer != null) {
                 starts[0] = start;
@@ -209,6 +210,17 @@ public final class Serve {
                 }
             }
         }
+    }
+
+    /** One request of a cyclic extractor. */
+    private void cycle(int start, int end) throws WorkerException, IOException {
+        Request request = Request.parse(Arrays.copyOfRange(buf, start, end), cycle);
+        if (cycle > 0) call(WINDOW_DONE, request);
+        call(EXTRACT, request);
+        report();
+        out.signal(m.eop());
+        out.flush();
+        cycle++;
     }
 
     private void runBatch() throws WorkerException, IOException {
