@@ -11,7 +11,9 @@ modes. The rows of a language run in turn, best of ``--repeat``, in MB of input 
 CPU-second of the worker; "steady state" compares the runs of N and N/20 messages, so
 the start-up (loading the SDK) is left out. The programs are in
 ``bench/sdk_passthrough/`` (Python, Node.js, Go: built first with ``go build``) and, for
-Rust and Java, the SDKs' own examples (``cargo build --release``, ``mvn compile``). A
+Rust and Java, the SDKs' own examples (``cargo build --release``, ``mvn compile``); Java
+has a second row, "Java (in place)", for its optional in-place batch API
+(``PassthroughInPlace``, a ``BatchTransformer``), beside the same loop by hand. A
 language whose toolchain is missing is left out.
 """
 
@@ -38,6 +40,11 @@ class Variant:
     language: str
     sdk: list[str]
     hand: list[str]
+    label: str = ""  # the row's name, when a language has more than one SDK program
+
+    @property
+    def row(self) -> str:
+        return self.label or self.language
 
 
 def variants(bin_dir: Path) -> list[Variant]:
@@ -57,7 +64,10 @@ def variants(bin_dir: Path) -> list[Variant]:
         subprocess.run(["mvn", "-q", "-B", "compile"], cwd=java, check=True)
         cp = ["java", "-cp", str(java / "target" / "classes")]
         examples = "org.etlstage.examples"
-        found.append(Variant("Java", [*cp, f"{examples}.Passthrough"], [*cp, f"{examples}.PassthroughByHand"]))
+        hand = [*cp, f"{examples}.PassthroughByHand"]
+        found.append(Variant("Java", [*cp, f"{examples}.Passthrough"], hand))
+        # the optional in-place API (BatchTransformer): messages read where the SDK read them
+        found.append(Variant("Java", [*cp, f"{examples}.PassthroughInPlace"], hand, "Java (in place)"))
     return found
 
 
@@ -133,13 +143,13 @@ def main() -> int:
                         for name, (path, want) in inputs.items():
                             _, used, size, crc = run_once(getattr(v, kind), env, path)
                             if (size, crc) != want:
-                                raise SystemExit(f"{v.language} {kind} ({mode}): wrong answer ({size} bytes)")
+                                raise SystemExit(f"{v.row} {kind} ({mode}): wrong answer ({size} bytes)")
                             cpu[kind, name] = min(cpu[kind, name], used)
                 sdk, hand = mb / cpu["sdk", "full"], mb / cpu["hand", "full"]
                 # The messages of the long run beyond the short one: start-up left out.
                 steady = {k: (mb - mb_small) / max(1e-9, cpu[k, "full"] - cpu[k, "small"]) for k in ("sdk", "hand")}
                 print(
-                    f"| {v.language} | {mode} | {sdk:,.0f} | {hand:,.0f} | {100 * sdk / hand:.0f} % "
+                    f"| {v.row} | {mode} | {sdk:,.0f} | {hand:,.0f} | {100 * sdk / hand:.0f} % "
                     f"| {100 * steady['sdk'] / steady['hand']:.0f} % |",
                     flush=True,
                 )

@@ -16,22 +16,24 @@ public final class Etlstage {
     private Etlstage() {}
 
     public static void runExtractor(Extractor w) {
-        run("extractor", (sc, in, out) -> Serve.extractor(w, sc, in, out), w);
+        run("extractor", 'E', w);
     }
 
     public static void runTransformer(Transformer w) {
-        run("transformer", (sc, in, out) -> Serve.transformer(w, sc, in, out), w);
+        run("transformer", 'T', w);
+    }
+
+    /** A transformer that reads each batch in place ({@link BatchTransformer}). */
+    public static void runBatchTransformer(BatchTransformer w) {
+        run("transformer", 'B', w);
     }
 
     public static void runLoader(Loader w) {
-        run("loader", (sc, in, out) -> Serve.loader(w, sc, in, out), w);
+        run("loader", 'L', w);
     }
 
-    private interface Body {
-        void serve(Scenario sc, InputStream in, OutputStream out) throws WorkerException, IOException;
-    }
-
-    private static void run(String fallback, Body body, Worker w) {
+    /** {@code how}: which of Serve's entry points (a switch, not lambdas: none is bootstrapped at start-up). */
+    private static void run(String fallback, char how, Worker w) {
         String name = w.getClass().getSimpleName().isEmpty() ? fallback : w.getClass().getSimpleName();
         // the protocol's own stdout; System.out goes to stderr so a stray println cannot break the stream
         OutputStream out = new FileOutputStream(FileDescriptor.out);
@@ -39,7 +41,14 @@ public final class Etlstage {
         System.setOut(System.err);
         int code = 0;
         try {
-            body.serve(Scenario.fromEnv(), new FileInputStream(FileDescriptor.in), out);
+            Scenario sc = Scenario.fromEnv();
+            InputStream in = new FileInputStream(FileDescriptor.in);
+            switch (how) {
+                case 'E' -> Serve.extractor((Extractor) w, sc, in, out);
+                case 'T' -> Serve.transformer((Transformer) w, sc, in, out);
+                case 'B' -> Serve.batchTransformer((BatchTransformer) w, sc, in, out);
+                default -> Serve.loader((Loader) w, sc, in, out);
+            }
         } catch (WorkerException e) {
             System.err.println(name + ": " + e.getMessage());
             if (e.getCause() != null) e.getCause().printStackTrace();

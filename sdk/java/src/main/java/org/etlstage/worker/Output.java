@@ -2,6 +2,7 @@ package org.etlstage.worker;
 
 import java.io.IOException;
 import java.io.OutputStream;
+import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
 
@@ -36,14 +37,40 @@ public final class Output {
         if (!markerBytes.clean(message, offset, offset + length)) {
             throw markerIn(message, offset, length, markerBytes.find(message, offset, offset + length));
         }
-        if (len + length + 1 > buf.length) {
-            if (len > 0) drain();
-            if (length + 1 > buf.length) buf = Arrays.copyOf(buf, length + 1);
-        }
+        room(length);
         System.arraycopy(message, offset, buf, len, length);
         len += length;
         buf[len++] = markers.eom();
         if (len >= BLOCK) drain();
+    }
+
+    /**
+     * The remaining bytes of {@code message} as one result (a {@link Batch#message} view, a
+     * slice of one, any buffer); its position moves to its limit.
+     */
+    public void emit(ByteBuffer message) throws WorkerException, IOException {
+        int length = message.remaining();
+        if (message.hasArray()) {
+            emit(message.array(), message.arrayOffset() + message.position(), length);
+        } else {
+            room(length);
+            message.get(message.position(), buf, len, length); // copied first, checked in place
+            if (!markerBytes.clean(buf, len, len + length)) {
+                throw markerIn(buf, len, length, markerBytes.find(buf, len, len + length));
+            }
+            len += length;
+            buf[len++] = markers.eom();
+            if (len >= BLOCK) drain();
+        }
+        message.position(message.limit());
+    }
+
+    /** Room for a result of {@code length} bytes and its EOM after {@code len}. */
+    private void room(int length) throws IOException {
+        if (len + length + 1 > buf.length) {
+            if (len > 0) drain();
+            if (length + 1 > buf.length) buf = Arrays.copyOf(buf, length + 1);
+        }
     }
 
     /** A text result, as UTF-8. */

@@ -81,7 +81,7 @@ public record Scenario(
     }
 
     private static String get(Map<String, String> env, String name, String fallback) {
-        String v = env.get("ETLSTAGE_" + name);
+        String v = env.get("ETLSTAGE_".concat(name)); // not +: that bootstraps StringConcatFactory at start-up
         return v == null || v.isEmpty() ? fallback : v;
     }
 
@@ -101,7 +101,7 @@ public record Scenario(
     }
 
     private static byte marker(Map<String, String> env, String name, byte fallback) throws WorkerException {
-        String v = env.get("ETLSTAGE_" + name);
+        String v = env.get("ETLSTAGE_".concat(name));
         if (v == null || v.isEmpty()) return fallback;
         if (v.length() > 2) throw bad(env, name, "two hex digits such as 0a");
         try {

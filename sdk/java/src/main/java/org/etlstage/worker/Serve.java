@@ -22,6 +22,8 @@ public final class Serve {
     private final Markers m;
     private final ByteSet special;
     private final Transformer transformer;
+    private final BatchTransformer batchTransformer; // or this one, reading batches in place
+    private final Batch batch = new Batch();
     private final Loader loader;
 
     private byte[] buf = new byte[CHUNK];
@@ -33,71 +35,91 @@ public final class Serve {
     private int open;
     private long cycle;
 
-    private Serve(Worker worker, Scenario sc, InputStream in, OutputStream out) {
+    private Serve(Worker worker, boolean inPlace, Scenario sc, InputStream in, OutputStream out) {
         this.worker = worker;
         this.sc = sc;
         this.in = in;
         this.out = new Output(out, sc.markers(), sc.stage());
         this.m = sc.markers();
         this.special = new ByteSet(m);
-        this.transformer = sc.type() == Scenario.StageType.T ? (Transformer) worker : null;
+        boolean t = sc.type() == Scenario.StageType.T;
+        this.transformer = t && !inPlace ? (Transformer) worker : null;
+        this.batchTransformer = t && inPlace ? (BatchTransformer) worker : null;
         this.loader = sc.type() == Scenario.StageType.L ? (Loader) worker : null;
     }
 
     public static void extractor(Extractor w, Scenario sc, InputStream in, OutputStream out)
             throws WorkerException, IOException {
-        serve(w, Scenario.StageType.E, sc, in, out);
+        serve(w, false, Scenario.StageType.E, sc, in, out);
     }
 
     public static void transformer(Transformer w, Scenario sc, InputStream in, OutputStream out)
             throws WorkerException, IOException {
-        serve(w, Scenario.StageType.T, sc, in, out);
+        serve(w, false, Scenario.StageType.T, sc, in, out);
+    }
+
+    /** A T-worker that reads each batch in place ({@link Batch}): no copy per message. */
+    public static void batchTransformer(BatchTransformer w, Scenario sc, InputStream in, OutputStream out)
+            throws WorkerException, IOException {
+        serve(w, true, Scenario.StageType.T, sc, in, out);
     }
 
     public static void loader(Loader w, Scenario sc, InputStream in, OutputStream out)
             throws WorkerException, IOException {
-        serve(w, Scenario.StageType.L, sc, in, out);
+        serve(w, false, Scenario.StageType.L, sc, in, out);
     }
 
-    private static void serve(Worker w, Scenario.StageType kind, Scenario sc, InputStream in, OutputStream out)
-            throws WorkerException, IOException {
+    private static void serve(Worker w, boolean inPlace, Scenario.StageType kind, Scenario sc, InputStream in,
+            OutputStream out) throws WorkerException, IOException {
         if (sc.type() != kind) {
             throw WorkerException.config("stage \"" + sc.stage() + "\" is an " + sc.type()
                     + "-stage (ETLSTAGE_TYPE) but this worker is an " + kind + "-worker");
         }
-        Serve s = new Serve(w, sc, in, out);
-        call(() -> w.setup(sc));
+        Serve s = new Serve(w, inPlace, sc, in, out);
+        s.call(SETUP, null);
         try {
             s.conversation();
         } catch (WorkerException | IOException | RuntimeException e) {
             s.out.flushAnswered();
             throw e;
         } finally {
-            call(w::teardown);
+            s.call(TEARDOWN, null);
         }
     }
 
-    private interface Call {
-        void run() throws Exception;
-    }
+    private static final int SETUP = 0;
+    private static final int TEARDOWN = 1;
+    private static final int EXTRACT = 2;
+    private static final int WINDOW_DONE = 3;
 
-    /** The worker's own code: its failures become exit 1, naming what failed. */
-    private static void call(Call c) throws WorkerException, IOException {
+    /**
+     * A hook of the worker's own code: its failures become exit 1, naming what failed.
+     * (A switch, not lambdas: nothing at start-up bootstraps a lambda.)
+     */
+    private void call(int hook, Request request) throws WorkerException, IOException {
         try {
-            c.run();
+            switch (hook) {
+                case SETUP -> worker.setup(sc);
+                case TEARDOWN -> worker.teardown();
+                case EXTRACT -> ((Extractor) worker).extract(request, out);
+                default -> ((Extractor) worker).onWindowDone(request);
+            }
         } catch (WorkerException | IOException | RuntimeException e) {
             throw e;
         } catch (Exception e) {
-            WorkerException w = new WorkerException(WorkerException.FAILED, e.toString());
-            w.initCause(e);
-            throw w;
+            throw failed(e);
         }
+    }
+
+    private static WorkerException failed(Exception e) {
+        WorkerException w = new WorkerException(WorkerException.FAILED, e.toString());
+        w.initCause(e);
+        return w;
     }
 
     private void conversation() throws WorkerException, IOException {
         if (sc.mode() == Scenario.Mode.PLAIN) {
-            Extractor e = (Extractor) worker;
-            call(() -> e.extract(null, out));
+            call(EXTRACT, null);
             report();
             out.flush();
             return;
@@ -161,16 +183,16 @@ public final class Serve {
 
     private void message(int start, int end) throws WorkerException, IOException {
         if (sc.type() == Scenario.StageType.E) {
-            Extractor e = (Extractor) worker;
-            Request request = Request.parse(Arrays.copyOfRange(buf, start, end), cycle);
-            if (cycle > 0) call(() -> e.onWindowDone(request));
-            call(() -> e.extract(request, out));
-            report();
-            out.signal(m.eop());
-            out.flush();
-            cycle++;
+            cycle(start, end);
         } else if (sc.mode() == Scenario.Mode.SINGLE) {
-            handle(List.of(Arrays.copyOfRange(buf, start, end)));
+            if (batchTransformer != null) {
+                starts[0] = start;
+                ends[0] = end;
+                open = 1;
+                runBatch();
+            } else {
+                handle(List.of(Arrays.copyOfRange(buf, start, end)));
+            }
         } else {
             if (open == starts.length) {
                 starts = Arrays.copyOf(starts, open * 2);
@@ -190,8 +212,35 @@ public final class Serve {
         }
     }
 
+    /** One request of a cyclic extractor. */
+    private void cycle(int start, int end) throws WorkerException, IOException {
+        Request request = Request.parse(Arrays.copyOfRange(buf, start, end), cycle);
+        if (cycle > 0) call(WINDOW_DONE, request);
+        call(EXTRACT, request);
+        report();
+        out.signal(m.eop());
+        out.flush();
+        cycle++;
+    }
+
     private void runBatch() throws WorkerException, IOException {
         if (open == 0) {
+            out.signal(m.eop());
+            return;
+        }
+        if (batchTransformer != null) {
+            batch.open(buf, starts, ends, open);
+            open = 0;
+            try {
+                batchTransformer.process(batch, out);
+            } catch (WorkerException | IOException | RuntimeException e) {
+                throw e;
+            } catch (Exception e) {
+                throw failed(e);
+            } finally {
+                batch.close();
+            }
+            report();
             out.signal(m.eop());
             return;
         }
@@ -209,9 +258,7 @@ public final class Serve {
         } catch (WorkerException | IOException | RuntimeException e) {
             throw e;
         } catch (Exception e) {
-            WorkerException w = new WorkerException(WorkerException.FAILED, e.toString());
-            w.initCause(e);
-            throw w;
+            throw failed(e);
         }
         report();
         out.signal(m.eop());

@@ -132,6 +132,62 @@ class VectorsTest {
         }
     }
 
+    /**
+     * The T handlers again on the in-place API ({@link BatchTransformer}): messages read from
+     * the SDK's buffer (echo), changed in place (upper-ascii), split through ByteBuffer views
+     * of it (split-comma).
+     */
+    static final class InPlace implements BatchTransformer {
+        static final List<String> NAMES = List.of("echo", "upper-ascii", "split-comma", "drop", "count-batch");
+        final String name;
+        long batches;
+        long messages;
+
+        InPlace(String name) {
+            this.name = name;
+        }
+
+        @Override
+        public Report report() {
+            if (!name.equals("count-batch")) return null;
+            return new Report().count("batches", batches).count("messages", messages);
+        }
+
+        @Override
+        public void process(Batch b, Output out) throws Exception {
+            batches++;
+            messages += b.size();
+            byte[] a = b.array();
+            switch (name) {
+                case "echo" -> {
+                    for (int i = 0; i < b.size(); i++) out.emit(a, b.offset(i), b.length(i));
+                }
+                case "upper-ascii" -> {
+                    for (int i = 0; i < b.size(); i++) {
+                        int end = b.offset(i) + b.length(i);
+                        for (int j = b.offset(i); j < end; j++) if (a[j] >= 'a' && a[j] <= 'z') a[j] -= 32;
+                        out.emit(a, b.offset(i), b.length(i));
+                    }
+                }
+                case "split-comma" -> {
+                    for (int i = 0; i < b.size(); i++) {
+                        java.nio.ByteBuffer m = b.message(i);
+                        int from = 0;
+                        for (int j = 0; j <= m.limit(); j++) {
+                            if (j == m.limit() || m.get(j) == ',') {
+                                out.emit(m.duplicate().limit(j).position(from));
+                                from = j + 1;
+                            }
+                        }
+                    }
+                }
+                case "drop" -> {}
+                case "count-batch" -> out.emit(Integer.toString(b.size()));
+                default -> throw new AssertionError("no T handler " + name);
+            }
+        }
+    }
+
     static List<byte[]> b64s(Object list) {
         List<byte[]> out = new ArrayList<>();
         for (Object s : (List<?>) list) out.add(Base64.getDecoder().decode((String) s));
@@ -143,7 +199,7 @@ class VectorsTest {
     }
 
     @SuppressWarnings("unchecked")
-    static void run(Map<String, Object> v, Path stateDir) throws IOException {
+    static void run(Map<String, Object> v, Path stateDir, boolean inPlace) throws IOException {
         Map<String, String> env = new HashMap<>((Map<String, String>) v.get("env"));
         if (v.get("report") != null) env.put("ETLSTAGE_STATE_DIR", stateDir.toString());
         Handler h = new Handler((String) v.get("handler"));
@@ -160,7 +216,10 @@ class VectorsTest {
             Scenario sc = Scenario.fromEnv(env);
             switch (sc.type()) {
                 case E -> Serve.extractor(h, sc, in, sink);
-                case T -> Serve.transformer(h, sc, in, sink);
+                case T -> {
+                    if (inPlace) Serve.batchTransformer(new InPlace(h.name), sc, in, sink);
+                    else Serve.transformer(h, sc, in, sink);
+                }
                 case L -> Serve.loader(h, sc, in, sink);
             }
         } catch (WorkerException e) {
@@ -219,22 +278,37 @@ class VectorsTest {
         return all;
     }
 
-    @TestFactory
-    Stream<DynamicTest> everyVectorGivesTheSameBytesOut() throws IOException {
-        return vectors().stream().map(v -> DynamicTest.dynamicTest((String) v.get("name"), () -> {
+    static DynamicTest test(String name, Map<String, Object> v, boolean inPlace) {
+        return DynamicTest.dynamicTest(name, () -> {
             Path dir = Files.createTempDirectory("etlstage-java-vectors");
             try {
-                run(v, dir);
+                run(v, dir, inPlace);
             } finally {
                 try (Stream<Path> files = Files.walk(dir)) {
                     for (Path p : files.sorted(Comparator.reverseOrder()).toList()) Files.delete(p);
                 }
             }
-        }));
+        });
+    }
+
+    @TestFactory
+    Stream<DynamicTest> everyVectorGivesTheSameBytesOut() throws IOException {
+        return vectors().stream().map(v -> test((String) v.get("name"), v, false));
+    }
+
+    /** Every vector of a T handler again, the worker on the in-place API. */
+    @TestFactory
+    Stream<DynamicTest> everyTransformerVectorInPlaceToo() throws IOException {
+        return inPlaceVectors().stream().map(v -> test("in place: " + v.get("name"), v, true));
+    }
+
+    static List<Map<String, Object>> inPlaceVectors() throws IOException {
+        return vectors().stream().filter(v -> InPlace.NAMES.contains((String) v.get("handler"))).toList();
     }
 
     @Test
     void theVectorsAreThere() throws IOException {
         assertTrue(vectors().size() >= 40, "sdk/vectors holds " + vectors().size() + " vectors");
+        assertTrue(inPlaceVectors().size() >= 15, inPlaceVectors().size() + " vectors of T handlers");
     }
 }
