@@ -41,7 +41,7 @@ sys.path.insert(0, str(ROOT))
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 from etlstage_workers.kafka.broker import Broker, create_topic
-from etlstage_workers.kafka.extractor import KafkaExtractor
+from etlstage_workers.kafka.extractor import FETCH_TUNING, KafkaExtractor
 from etlstage_workers.kafka.loader import KafkaLoader
 from etlstage_workers.kafka.options import LoadOptions, Options
 
@@ -121,6 +121,7 @@ def bare_consume(bootstrap: str, topic: str, n: int) -> float:
             "group.id": f"bare-{next(_ids)}",
             "auto.offset.reset": "earliest",
             "enable.auto.commit": False,
+            **FETCH_TUNING,  # the extractor's client settings: the loops differ in what they do
         }
     )
     started = time.perf_counter()
@@ -142,6 +143,7 @@ def bare_consume_framed(bootstrap: str, topic: str, n: int) -> float:
             "group.id": f"bare-framed-{next(_ids)}",
             "auto.offset.reset": "earliest",
             "enable.auto.commit": False,
+            **FETCH_TUNING,
         }
     )
     sink = NullSink()

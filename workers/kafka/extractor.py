@@ -35,6 +35,10 @@ from etlstage.worker import Extractor, Request
 log = logging.getLogger("etlstage.kafka")
 
 Part = tuple[str, int]  # (topic, partition)
+# Once the prefetch queue is over queued.max.messages.kbytes, librdkafka stops fetching for
+# fetch.queue.backoff.ms (1000 ms by default): a window read while the queue drains then
+# waits up to a second for its last partition. 20 ms resumes at once. (--config overrides.)
+FETCH_TUNING = {"fetch.queue.backoff.ms": "20"}
 
 
 class KafkaExtractor(Extractor):
@@ -83,10 +87,8 @@ class KafkaExtractor(Extractor):
         # coordinator restart fences a static member's in-flight commit, a fatal error.
         conf.setdefault("session.timeout.ms", "10000")
         conf.setdefault("heartbeat.interval.ms", "3000")
-        # once the prefetch queue is over queued.max.messages.kbytes, librdkafka stops
-        # fetching for fetch.queue.backoff.ms (1000 ms): a window read while the queue
-        # drains then waits up to a second for its last partition. 20 ms resumes at once.
-        conf.setdefault("fetch.queue.backoff.ms", "20")
+        for key, value in FETCH_TUNING.items():
+            conf.setdefault(key, value)
         self.consumer = Consumer(conf, logger=log)
         self.consumer.subscribe(o.topics, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost)
         log.info(
