@@ -115,24 +115,9 @@ class Counts:
 
     def listener(self) -> Any:
         if self._listener is None:
-            from pyspark.sql.streaming import StreamingQueryListener
+            from etlstage.spark.listener import progress_listener
 
-            counts = self
-
-            class Listener(StreamingQueryListener):
-                def onQueryStarted(self, event: Any) -> None:
-                    pass
-
-                def onQueryProgress(self, event: Any) -> None:
-                    counts.progress(event.progress)
-
-                def onQueryIdle(self, event: Any) -> None:
-                    pass
-
-                def onQueryTerminated(self, event: Any) -> None:
-                    pass
-
-            self._listener = Listener()
+            self._listener = progress_listener(self.progress)
         return self._listener
 
     def progress(self, p: Any) -> None:

@@ -250,24 +250,9 @@ class GroupCommitter:
                         progress.batchId, exc)  # fmt: skip
 
     def listener(self) -> Any:
-        from pyspark.sql.streaming import StreamingQueryListener
+        from etlstage.spark.listener import progress_listener
 
-        committer = self
-
-        class Listener(StreamingQueryListener):
-            def onQueryStarted(self, event: Any) -> None:
-                pass
-
-            def onQueryProgress(self, event: Any) -> None:
-                committer.on_progress(event.progress)
-
-            def onQueryIdle(self, event: Any) -> None:
-                pass
-
-            def onQueryTerminated(self, event: Any) -> None:
-                pass
-
-        return Listener()
+        return progress_listener(self.on_progress)
 
 
 def native_source(spark: SparkSession, ctx: NativeContext) -> DataFrame:
