@@ -260,9 +260,15 @@ def native_source(spark: SparkSession, ctx: NativeContext) -> DataFrame:
     options = options_from(ctx)
     start = None
     if not any(t.startswith("^") for t in options.topics):
+        from confluent_kafka import KafkaException
+
         consumer = _group_consumer(options)
         try:
             start = starting_offsets(options, consumer)
+        except ConfigError as exc:
+            raise ConfigError(exc.problems, ctx.where) from None
+        except KafkaException as exc:  # the broker unreachable, no access...
+            raise ConfigError([f"where the query starts, from {options.bootstrap}: {exc}"], ctx.where) from None
         finally:
             consumer.close()
     spark.streams.addListener(GroupCommitter(options).listener())
