@@ -51,7 +51,7 @@ class _Families:
 
 # (metric, help, key in the live stage document); all counters, labels pipeline and stage
 _STAGE_COUNTERS = (
-    ("etlstage_stage_input_messages", "Messages a stage took in (T, L) or received from its workers (E).", "in"),
+    ("etlstage_stage_input_messages", "Messages a T- or L-stage took in (0 for E).", "in"),
     ("etlstage_stage_output_messages", "Messages a stage's workers produced (E: extracted; T: results).", "out"),
     ("etlstage_stage_input_bytes", "Bytes of the messages a T- or L-stage took in (markers included).", "bytes_in"),
     (

@@ -5,6 +5,7 @@ offset and time and when they were committed, the build) carry exactly the state
 
 from __future__ import annotations
 
+import asyncio
 import sys
 import time
 from pathlib import Path
@@ -18,6 +19,8 @@ from etlstage.observe.metrics import PipelineCollector
 from etlstage.observe.server import pipeline_snapshot
 from etlstage.runtime.flow import Piece
 from etlstage.runtime.pipeline import Pipeline, Source
+from etlstage.runtime.runner import run_pipeline
+from tests.support.paths import FIXTURES
 
 NOOP = f'["{sys.executable}", "-c", "pass"]'
 
@@ -88,3 +91,42 @@ def test_live_gauges_and_checkpoints_on_metrics(tmp_path: Path) -> None:
         when = _one(s, "etlstage_source_last_commit_time_seconds", stage=source[0], instance=source[1])
         assert before <= when <= after, source
     assert not [n for n, ls in s if n == "etlstage_source_committed_time_seconds" and ("stage", "src") in ls]
+
+
+def test_each_stage_counts_the_messages_and_bytes_it_took_in_and_gave_out(tmp_path: Path) -> None:
+    """count 10 → fanout T (digit d: none when d % 3 == 0, two when 1, one when 2) → L, run in
+    this process: every stage's counters, as /metrics shows them, match the messages and
+    bytes (markers included) that went through it. T takes in 10 messages of 20 bytes and
+    gives out 9 of 24, so an in/out or message/byte mix-up shows."""
+    tw = str(FIXTURES / "tw.py")
+    text = f"""
+name: counts
+state_dir: {tmp_path / "state"}
+stages:
+  - {{name: src, type: E, command: ["{sys.executable}", "{tw}", count, "10"]}}
+  - {{name: t, type: T, command: ["{sys.executable}", "{tw}", fanout]}}
+  - {{name: sink, type: L, command: ["{sys.executable}", "{tw}", append, "{tmp_path / "out.txt"}"]}}
+"""
+    seen: list[Pipeline] = []
+
+    def keep(p: Pipeline):
+        seen.append(p)
+        return lambda: None
+
+    config = parse_config(text, base_dir=str(tmp_path))
+    assert asyncio.run(run_pipeline(config, once=True, progress=False, attach=keep)) == 0
+    assert sorted((tmp_path / "out.txt").read_text().split()) == sorted(
+        ["1a", "1b", "2", "4a", "4b", "5", "7a", "7b", "8"]
+    )
+    s = _samples(seen[0])
+    seen[0].store.close()
+
+    def counts(stage: str) -> tuple[float, ...]:
+        return tuple(
+            _one(s, f"etlstage_stage_{what}_total", stage=stage)
+            for what in ("input_messages", "input_bytes", "output_messages", "output_bytes")
+        )
+
+    assert counts("src") == (0, 0, 10, 20)  # an E takes nothing in (docs/operating.md)
+    assert counts("t") == (10, 20, 9, 24)
+    assert counts("sink") == (9, 24, 0, 0)

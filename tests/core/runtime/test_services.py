@@ -2,6 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+import sys
+
+import pytest
+
+from etlstage.config.model import ServiceConfig
+from etlstage.errors import PipelineError
+from etlstage.kit.services import Services
+
 CHATTY = """
 import sys, time
 print("GREETING=hello", flush=True)
@@ -52,3 +61,23 @@ def test_a_preparation_service_that_exits_is_waited_for_and_released(pdir):
     assert pdir.lines("out.txt") == ["ok"]
     own = [line for line in r.stderr.splitlines() if "etlstage.worker: [" not in line]  # not the workers' lines
     assert not [line for line in own if "unclosed" in line], own
+
+
+def test_a_preparation_service_that_overruns_its_timeout_is_stopped(tmp_path):
+    """Start-up fails naming the service, and the service is not left running behind it
+    (in-process: the supervisor lives on, so dying with it proves nothing)."""
+    (tmp_path / "slow.py").write_text("import os, time\nopen('pid', 'w').write(str(os.getpid()))\ntime.sleep(60)\n")
+    prep = ServiceConfig("prep", [sys.executable, "slow.py"], ready="exit", timeout=1)
+    with pytest.raises(PipelineError, match="prep.*was not ready within 1s"):
+        asyncio.run(Services([prep], str(tmp_path)).start({}))
+    pid = int((tmp_path / "pid").read_text())
+    assert not _alive(pid), f"service prep (pid {pid}) still runs after start-up failed"
+
+
+def _alive(pid: int) -> bool:
+    """Running, not a zombie waiting for its parent to reap it."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False

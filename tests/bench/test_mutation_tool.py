@@ -1,0 +1,35 @@
+"""bench/mutation.py's own rules: which tests a mutant runs first, and what counts as a kill."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from tests.support.paths import ROOT
+
+sys.path.insert(0, str(ROOT / "bench"))
+import mutation
+
+
+def test_a_mutant_first_runs_the_tests_of_every_line_it_changes() -> None:
+    m = mutation.Mutant("etlstage/x.py", 10, "drop", "call(\n    a,\n    b)", "pass", 0, 0)
+    line_tests: mutation.LineTests = {
+        "etlstage/x.py": {9: {"t::before"}, 10: {"t::a"}, 11: {"t::b", "t::a"}, 12: {"t::c"}, 13: {"t::after"}},
+        "etlstage/y.py": {10: {"t::other_file"}},
+    }
+    assert mutation.covering(m, line_tests) == ["t::a", "t::b", "t::c"]
+
+
+def test_a_mutant_no_test_executes_selects_nothing_first() -> None:
+    m = mutation.Mutant("etlstage/x.py", 3, "return", "", "return\n    ", 0, 0)
+    assert mutation.covering(m, {"etlstage/x.py": {4: {"t::a"}}}) == []
+
+
+def test_only_a_failing_test_kills_a_usage_error_is_no_verdict(tmp_path: Path) -> None:
+    (tmp_path / "test_fails.py").write_text("def test_x():\n    assert False\n")
+    (tmp_path / "test_passes.py").write_text("def test_x():\n    pass\n")
+    (tmp_path / "test_broken.py").write_text("import no_such_module_here\n")
+    assert mutation.run_tests(tmp_path, ["test_fails.py"], 60)[0] == "failed"
+    assert mutation.run_tests(tmp_path, ["test_passes.py"], 60)[0] == "passed"
+    assert mutation.run_tests(tmp_path, ["test_broken.py"], 60)[0] == "failed"  # a mutant that breaks an import
+    assert mutation.run_tests(tmp_path, ["test_passes.py::no_such_test"], 60)[0] == "error"
