@@ -190,6 +190,19 @@ def _quiet(stmt: ast.stmt) -> bool:
     return False
 
 
+def _stub(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """A method whose whole body is ``raise NotImplementedError`` or ``...`` (a base class's or
+    a protocol's placeholder, which subclasses replace)."""
+    body = [s for s in fn.body if not _is_docstring(s)]
+    if len(body) != 1:
+        return not body
+    only = body[0]
+    if isinstance(only, ast.Raise) and only.exc is not None:
+        exc = only.exc.func if isinstance(only.exc, ast.Call) else only.exc
+        return isinstance(exc, ast.Name) and exc.id == "NotImplementedError"
+    return isinstance(only, ast.Expr) and isinstance(only.value, ast.Constant) and only.value.value is Ellipsis
+
+
 def _type_checking(node: ast.If) -> bool:
     return "TYPE_CHECKING" in ast.unparse(node.test)
 
@@ -200,8 +213,10 @@ def mutants_of(path: str) -> list[Mutant]:
     starts = _offsets(source)
     out: list[Mutant] = []
     skip: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and _type_checking(node):
+    for node in ast.walk(tree):  # no behaviour to change: imports for type checkers, placeholders
+        if (isinstance(node, ast.If) and _type_checking(node)) or (
+            isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and _stub(node)
+        ):
             skip.update(id(n) for n in ast.walk(node))
 
     def add(node: ast.AST, kind: str, after: str) -> None:

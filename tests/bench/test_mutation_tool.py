@@ -33,3 +33,18 @@ def test_only_a_failing_test_kills_a_usage_error_is_no_verdict(tmp_path: Path) -
     assert mutation.run_tests(tmp_path, ["test_passes.py"], 60)[0] == "passed"
     assert mutation.run_tests(tmp_path, ["test_broken.py"], 60)[0] == "failed"  # a mutant that breaks an import
     assert mutation.run_tests(tmp_path, ["test_passes.py::no_such_test"], 60)[0] == "error"
+
+
+def test_placeholders_of_an_interface_are_not_mutated(tmp_path: Path, monkeypatch) -> None:
+    (tmp_path / "m.py").write_text(
+        "class Base:\n"
+        "    def read(self):\n"
+        '        """Subclasses read."""\n'
+        "        raise NotImplementedError\n"
+        "    def size(self): ...\n"
+        "    def real(self, x):\n"
+        "        return x < 1\n"
+    )
+    monkeypatch.setattr(mutation, "ROOT", tmp_path)
+    lines = {m.line for m in mutation.mutants_of("m.py")}
+    assert lines == {7}, lines  # only the method with behaviour

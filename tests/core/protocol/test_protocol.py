@@ -37,6 +37,12 @@ def test_parse_marker_rejects_anything_else_naming_the_value(value):
     assert "markers.eom" in str(err.value) and repr(value) in str(err.value)
 
 
+@pytest.mark.parametrize("value", [256, -1, 0x1FF])
+def test_an_integer_marker_out_of_range_says_so(value):
+    with pytest.raises(MarkerError, match=rf"markers.eob: {value} is outside 0\.\.255"):
+        parse_marker(value, "markers.eob")
+
+
 def test_markers_must_be_distinct():
     with pytest.raises(MarkerError, match="eom and eop are both 0x0a"):
         Markers(eom=10, eop=10)

@@ -29,6 +29,24 @@ def test_a_missing_working_directory_is_named_as_such(pdir):
     assert "not found" not in r.stderr and "install it" not in r.stderr, r.stderr
 
 
+def test_a_missing_or_unexecutable_program_is_named_with_its_fix(pdir):
+    """The program's own name (not an argument of it) and what to do, for each way it fails."""
+    (pdir.path / "plain.sh").write_text("#!/bin/sh\necho hi\n")  # not executable
+    for program, says, fix in (
+        ("no-such-worker-program", "program 'no-such-worker-program' not found", "fix: install it"),
+        ("./plain.sh", "'./plain.sh' is not executable", "fix: chmod +x it"),
+    ):
+        pdir.write(f"""\
+            stages:
+              - {{name: src, type: E, command: ["{{PY}}", "{{TW}}", count, "3"]}}
+              - {{name: sink, type: L, restart: {{max_restarts: 0}}, command: [{program}, --its-argument]}}
+        """)
+        r = pdir.run("--once")
+        assert r.code == 1, r.stderr
+        assert f"cannot start sink: {says}" in r.stderr, r.stderr
+        assert fix in r.stderr, r.stderr
+
+
 VENV_BIN = Path(sys.executable).parent
 NO_VENV_PATH = "/usr/bin:/bin"
 
