@@ -313,9 +313,10 @@ def run_tests(copy: Path, tests: list[str], timeout: float, extra: tuple[str, ..
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
         return "timeout", time.monotonic() - started
-    # 0: all passed; 1: a test failed; 2: interrupted (a module failed to import); anything
-    # else (a usage error, no test collected) is no verdict on the mutant
-    return {0: "passed", 1: "failed", 2: "failed"}.get(code, "error"), time.monotonic() - started
+    # 0: all passed; 1: a test failed; 2: interrupted (a module failed to import); 3: pytest's
+    # internal error (a plugin of the project's failed to load); anything else (a usage error,
+    # no test collected) is no verdict on the mutant
+    return {0: "passed", 1: "failed", 2: "failed", 3: "failed"}.get(code, "error"), time.monotonic() - started
 
 
 COVERAGE = ".mutation-coverage"

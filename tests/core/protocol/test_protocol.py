@@ -24,7 +24,7 @@ PRINTABLE = Markers(eom=ord("|"), eop=ord("#"), eob=ord("~"), bnc=ord("^"))
 
 @pytest.mark.parametrize(
     "value, expected",
-    [(0x17, 0x17), (0, 0), ("\n", 10), ("|", 124), ("0x11", 0x11), ("\\x00", 0), ("\x00", 0)],
+    [(0x17, 0x17), (0, 0), ("\n", 10), ("|", 124), ("0x11", 0x11), ("0xa", 10), ("\\x00", 0), ("\x00", 0)],
 )
 def test_parse_marker_accepts_ints_and_one_character_strings(value, expected):
     assert parse_marker(value) == expected
@@ -41,6 +41,14 @@ def test_parse_marker_rejects_anything_else_naming_the_value(value):
 def test_an_integer_marker_out_of_range_says_so(value):
     with pytest.raises(MarkerError, match=rf"markers.eob: {value} is outside 0\.\.255"):
         parse_marker(value, "markers.eob")
+
+
+def test_markers_from_a_mapping_override_the_base_and_refuse_an_unknown_name():
+    base = Markers(eom=ord("|"))
+    got = Markers.from_mapping({"eob": "~", "bnc": "0x12"}, base, "stages[0].markers")
+    assert (got.eom, got.eop, got.eob, got.bnc) == (ord("|"), 0, ord("~"), 0x12)
+    with pytest.raises(MarkerError, match=r"stages\[0\]\.markers: unknown marker 'eon'; expected one of eom, eop"):
+        Markers.from_mapping({"eon": 1}, base, "stages[0].markers")
 
 
 def test_markers_must_be_distinct():
