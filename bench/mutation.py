@@ -70,6 +70,7 @@ TESTS: list[tuple[str, list[str]]] = [
     (
         "etlstage/protocol/offsets.py",
         [
+            "protocol/test_offsets.py",
             "pipeline/test_pipeline.py",
             "pipeline/test_crash.py",
             "docs/test_doctests.py",

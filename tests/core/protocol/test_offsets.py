@@ -1,0 +1,24 @@
+"""Offset policies of supervisor-managed extraction: the windows they cut and what they refuse."""
+
+from __future__ import annotations
+
+import pytest
+
+from etlstage.errors import ConfigError
+from etlstage.protocol.offsets import make_policy
+
+
+def test_a_counter_policy_with_step_1_cuts_windows_of_one() -> None:
+    policy = make_policy("counter", 5, 1, None, "stages[0].offset_policy")
+    assert policy.first() == 5
+    assert policy.window(5) == (5, 6)
+    assert policy.window(6) == (6, 7)
+
+
+@pytest.mark.parametrize(("start", "step"), [(0, 0), (0, -3), (0, "10"), ("0", 10), (0, 1.5)])
+def test_a_counter_policy_refuses_a_step_below_1_or_anything_not_an_integer(start: object, step: object) -> None:
+    with pytest.raises(ConfigError) as err:
+        make_policy("counter", start, step, None, "stages[0].offset_policy")
+    assert f"stages[0].offset_policy: a counter policy needs integer start and step >= 1, got start={start!r}" in str(
+        err.value
+    )
