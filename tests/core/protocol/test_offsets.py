@@ -22,3 +22,14 @@ def test_a_counter_policy_refuses_a_step_below_1_or_anything_not_an_integer(star
     assert f"stages[0].offset_policy: a counter policy needs integer start and step >= 1, got start={start!r}" in str(
         err.value
     )
+
+
+@pytest.mark.parametrize("step", ["PT0S", 0])
+def test_a_time_policy_refuses_a_step_of_no_time(step: object) -> None:
+    with pytest.raises(ConfigError, match=r"stages\[1\]\.offset_policy\.step: .* is no time"):
+        make_policy("time", "2026-01-01T00:00:00Z", step, None, "stages[1].offset_policy")
+
+
+def test_a_time_policy_cuts_windows_of_its_step_from_its_start() -> None:
+    policy = make_policy("time", "2026-01-01T00:00:00Z", "PT6H", "PT0S", "stages[1].offset_policy")
+    assert policy.window("2026-01-01T00:00:00Z") == ("2026-01-01T00:00:00Z", "2026-01-01T06:00:00Z")
