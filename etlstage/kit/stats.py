@@ -140,7 +140,8 @@ class StageStats:
     _odd_reports: set[Path] = field(default_factory=set, repr=False)  # report files already warned about
 
     def answered(self, seconds: float) -> None:
-        """A request, batch or cycle was answered ``seconds`` after the worker began on it."""
+        """A job (a batch, a cycle, or single-mode requests written in one go) was answered
+        ``seconds`` after the worker began on it."""
         self.jobs += 1
         self.latency.observe(seconds)
 

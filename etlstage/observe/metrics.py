@@ -59,7 +59,11 @@ _STAGE_COUNTERS = (
         "Bytes of the messages a stage's workers produced (markers included).",
         "bytes_out",
     ),
-    ("etlstage_stage_requests", "Requests answered by a stage's workers: batches, single requests or cycles.", "jobs"),
+    (
+        "etlstage_stage_requests",
+        "Jobs a stage's workers answered: batches, cycles, or single-mode requests written in one go.",
+        "jobs",
+    ),
     ("etlstage_stage_restarts", "Worker restarts after a failure (crash, timeout, protocol violation).", "restarts"),
     ("etlstage_stage_deadletter_messages", "Messages this run wrote to the dead-letter store.", "deadletters"),
 )
@@ -155,7 +159,7 @@ def _stage(fams: _Families, pipeline: str, stage: str, st: StageDoc) -> None:
         _histogram(
             fams,
             "etlstage_stage_request_duration_seconds",
-            "Time a worker took to answer a request, batch or cycle (from when it was first in line).",
+            "Time a worker took to answer a job: a batch, a cycle or requests written in one go.",
             ["pipeline", "stage"],
             labels,
             st["latency"],

@@ -104,8 +104,8 @@ name: counts
 state_dir: {tmp_path / "state"}
 stages:
   - {{name: src, type: E, command: ["{sys.executable}", "{tw}", count, "10"]}}
-  - {{name: t, type: T, command: ["{sys.executable}", "{tw}", fanout]}}
-  - {{name: sink, type: L, command: ["{sys.executable}", "{tw}", append, "{tmp_path / "out.txt"}"]}}
+  - {{name: t, type: T, mode: single, prefetch: 2, command: ["{sys.executable}", "{tw}", fanout]}}
+  - {{name: sink, type: L, mode: single, prefetch: 2, command: ["{sys.executable}", "{tw}", append, "{tmp_path / "out.txt"}"]}}
 """
     seen: list[Pipeline] = []
 
@@ -130,3 +130,9 @@ stages:
     assert counts("src") == (0, 0, 10, 20)  # an E takes nothing in (docs/operating.md)
     assert counts("t") == (10, 20, 9, 24)
     assert counts("sink") == (9, 24, 0, 0)
+    # single mode with prefetch 2: the requests written in one go are one at a time, so each
+    # message is one answered request, timed
+    for stage, requests in (("t", 10), ("sink", 9)):
+        assert _one(s, "etlstage_stage_requests_total", stage=stage) == requests
+        assert _one(s, "etlstage_stage_request_duration_seconds_count", stage=stage) == requests
+        assert 0 < _one(s, "etlstage_stage_request_duration_seconds_sum", stage=stage) < 60
