@@ -6,6 +6,7 @@ import asyncio
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -14,8 +15,10 @@ from etlstage.config.loader import parse_config
 from etlstage.errors import PipelineError, WorkerError
 from etlstage.runtime.driver import Restarts
 from etlstage.runtime.flow import Inbox
+from etlstage.runtime.runner import run_pipeline
 from tests.core.observe.test_observe_page import stage_figures
 from tests.support.live_run import LiveRun
+from tests.support.paths import FIXTURES
 from tests.support.waiting import wait_for
 
 # a cyclic E-worker that answers its first request and exits while its stdin is still open
@@ -114,3 +117,35 @@ def test_a_write_to_a_worker_that_does_not_read_waits_for_room(tmp_path: Path) -
             await t.stop(1, 1)  # closes the transport while the loop runs (no pipes left to the GC)
 
     asyncio.run(scenario())
+
+
+# a cyclic E-worker: "a", then after 2 s "b", then an empty cycle
+SLOW_CYCLES = (
+    "import os, sys, time\n"
+    "for i, answer in enumerate([b'a\\n', b'b\\n', b'']):\n"
+    "    sys.stdin.buffer.readline()\n"
+    "    if i == 1:\n"
+    "        time.sleep(2)\n"
+    "    os.write(1, answer + bytes([0]))\n"
+    "sys.stdin.buffer.read()\n"
+)
+
+
+def test_a_stage_waiting_for_input_after_its_windows_are_confirmed_does_not_spin(tmp_path: Path) -> None:
+    """Once a T-stage's held windows are confirmed it stops checking for quiet: while the
+    extractor takes 2 s over its next cycle, the supervisor (this process) stays nearly idle."""
+    tw = str(FIXTURES / "tw.py")
+    (tmp_path / "cycles.py").write_text(SLOW_CYCLES)
+    text = f"""
+name: idle
+state_dir: {tmp_path / "state"}
+stages:
+  - {{name: src, type: E, mode: cyclic, command: ["{sys.executable}", "cycles.py"]}}
+  - {{name: t, type: T, mode: single, command: ["{sys.executable}", "{tw}", upper]}}
+  - {{name: sink, type: L, command: ["{sys.executable}", "{tw}", append, "{tmp_path / "out.txt"}"]}}
+"""
+    cpu = time.process_time()
+    assert asyncio.run(run_pipeline(parse_config(text, base_dir=str(tmp_path)), once=True, progress=False)) == 0
+    spent = time.process_time() - cpu
+    assert (tmp_path / "out.txt").read_text().split() == ["A", "B"]
+    assert spent < 0.5, f"the supervisor spent {spent:.2f} CPU-s over a run that mostly waited 2 s"
