@@ -149,3 +149,16 @@ stages:
     spent = time.process_time() - cpu
     assert (tmp_path / "out.txt").read_text().split() == ["A", "B"]
     assert spent < 0.5, f"the supervisor spent {spent:.2f} CPU-s over a run that mostly waited 2 s"
+
+
+def test_a_plain_extractor_that_exits_non_zero_after_its_output_fails_the_window(pdir) -> None:
+    """Its messages came, but status 1 says the extraction was not whole: the window is not done."""
+    bad_end = "import os, sys; os.write(1, b'a' + bytes([10])); sys.exit(1)"
+    pdir.write(f"""
+        stages:
+          - {{name: src, type: E, restart: {{max_restarts: 0}}, command: ["{{PY}}", "-c", "{bad_end}"]}}
+          - {{name: sink, type: L, command: ["{{PY}}", "{{TW}}", append, out.txt]}}
+    """)
+    r = pdir.run("--once", timeout=60)
+    assert r.code == 1, r.stderr
+    assert "exited with status 1 (a plain E-worker ends with 0)" in r.stderr, r.stderr
