@@ -214,9 +214,9 @@ def mutants_of(path: str) -> list[Mutant]:
     starts = _offsets(source)
     out: list[Mutant] = []
     skip: set[int] = set()
-    for node in ast.walk(tree):  # no behaviour to change: imports for type checkers, placeholders
+    for node in ast.walk(tree):  # no behaviour to change: imports for type checkers, placeholders, reprs
         if (isinstance(node, ast.If) and _type_checking(node)) or (
-            isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and _stub(node)
+            isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and (_stub(node) or node.name == "__repr__")
         ):
             skip.update(id(n) for n in ast.walk(node))
 
