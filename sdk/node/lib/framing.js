@@ -60,20 +60,25 @@ const asBuffer = (r) => (Buffer.isBuffer(r) ? r : typeof r === 'string' ? Buffer
 
 /**
  * The answers to one chunk of input, built in one Buffer: results (each followed by EOM),
- * EOP and BNC. Every result is also copied to a scratch buffer, so `take()` looks for the
- * four markers in all the results of the chunk at once (four searches per chunk, not per
- * result). A result holding a marker is refused: the answers before its own go out, then
- * the error. `abandon()` drops the answer under way when the worker's code fails.
+ * EOP and BNC. Where a marker goes, a placeholder byte (none of the four markers) is
+ * written first and its place kept; `take()` looks for each of the four markers in the
+ * whole answer at once, where only a result can have put one, then writes the markers in
+ * (four searches per chunk, not per result, and no copy of the results). A result holding
+ * a marker is refused: the answers before its own go out, then the error. `abandon()`
+ * drops the answer under way when the worker's code fails.
  */
 class Reply {
   constructor(markers, stage) {
     this.m = markers;
     this.stage = stage;
+    const { eom, eop, eob, bnc } = markers;
+    this.hole = [0, 1, 2, 3, 4].find((b) => b !== eom && b !== eop && b !== eob && b !== bnc);
     this.buf = Buffer.allocUnsafe(1 << 16);
     this.len = 0;
-    this.scratch = Buffer.allocUnsafe(1 << 16);
-    this.slen = 0;
-    this.ends = []; // for each complete answer: where it ends in buf, then in scratch
+    this.eoms = new Int32Array(1 << 10); // where the EOMs go
+    this.neom = 0;
+    this.ends = new Int32Array(3 << 6); // each complete answer: its end, its EOMs, its marker
+    this.nend = 0;
   }
 
   static grown(buf, used, need) {
@@ -82,6 +87,12 @@ class Reply {
     const bigger = Buffer.allocUnsafe(size);
     buf.copy(bigger, 0, 0, used);
     return bigger;
+  }
+
+  static longer(ints) {
+    const more = new Int32Array(ints.length * 2);
+    more.set(ints);
+    return more;
   }
 
   /** Results: Buffers, Uint8Arrays or strings (UTF-8). */
@@ -93,26 +104,28 @@ class Reply {
     if (!(r instanceof Uint8Array)) r = asBuffer(r);
     const n = r.length;
     if (this.len + n + 1 > this.buf.length) this.buf = Reply.grown(this.buf, this.len, n + 1);
-    if (this.slen + n > this.scratch.length) this.scratch = Reply.grown(this.scratch, this.slen, n);
+    if (this.neom === this.eoms.length) this.eoms = Reply.longer(this.eoms);
     this.buf.set(r, this.len);
-    this.scratch.set(r, this.slen);
     this.len += n;
-    this.slen += n;
-    this.buf[this.len++] = this.m.eom;
+    this.eoms[this.neom++] = this.len;
+    this.buf[this.len++] = this.hole;
   }
 
   /** EOP or BNC: the answer under way is complete. */
   end(marker) {
     if (this.len + 1 > this.buf.length) this.buf = Reply.grown(this.buf, this.len, 1);
-    this.buf[this.len++] = marker;
-    this.ends.push(this.len, this.slen);
+    if (this.nend + 3 > this.ends.length) this.ends = Reply.longer(this.ends);
+    this.buf[this.len++] = this.hole;
+    this.ends[this.nend++] = this.len;
+    this.ends[this.nend++] = this.neom;
+    this.ends[this.nend++] = marker;
   }
 
   /** The worker's code failed: drop what it wrote of the answer under way. */
   abandon() {
-    const { ends } = this;
-    this.len = ends.length ? ends[ends.length - 2] : 0;
-    this.slen = ends.length ? ends[ends.length - 1] : 0;
+    const n = this.nend;
+    this.len = n ? this.ends[n - 3] : 0;
+    this.neom = n ? this.ends[n - 2] : 0;
   }
 
   /**
@@ -121,27 +134,46 @@ class Reply {
    * follows, and is the error.
    */
   take() {
+    const { buf, len, eoms, neom, ends, nend } = this;
     let error = null;
-    if (this.slen) {
-      const all = this.scratch.subarray(0, this.slen);
+    let keep = len;
+    if (len) {
       const { eom, eop, eob, bnc } = this.m;
-      for (const [byte, name] of [[eom, 'EOM'], [eop, 'EOP'], [eob, 'EOB'], [bnc, 'BNC']]) {
+      const all = buf.subarray(0, len);
+      let cut = -1; // the first marker byte in a result
+      let name;
+      for (const [byte, n] of [[eom, 'EOM'], [eop, 'EOP'], [eob, 'EOB'], [bnc, 'BNC']]) {
         const k = all.indexOf(byte);
-        if (k >= 0 && !error) {
-          error = new ProtocolViolation(
-            `a result of stage '${this.stage}' contains its ${name} marker ${hex(byte)}: ${snippet(all, k)}; ` +
-              'messages must not contain marker bytes (choose other markers, or encode the data)',
-          );
-          let i = 0; // the answers that end before the culprit's bytes
-          while (i < this.ends.length && this.ends[i + 1] <= k) i += 2;
-          this.len = i ? this.ends[i - 2] : 0;
+        if (k >= 0 && (cut < 0 || k < cut)) {
+          cut = k;
+          name = n;
         }
       }
+      for (let i = 0; i < neom; i++) buf[eoms[i]] = eom;
+      for (let i = 0; i < nend; i += 3) buf[ends[i] - 1] = ends[i + 2];
+      if (cut >= 0) {
+        let i = 0; // the answers that end before the culprit
+        while (i < nend && ends[i] <= cut) i += 3;
+        keep = i ? ends[i - 3] : 0;
+        let from = keep; // the culprit: after the marker before it, up to the EOM after it
+        let to = len;
+        for (let j = i ? ends[i - 2] : 0; j < neom; j++) {
+          if (eoms[j] > cut) {
+            to = eoms[j];
+            break;
+          }
+          from = eoms[j] + 1;
+        }
+        const result = buf.subarray(from, to);
+        error = new ProtocolViolation(
+          `a result of stage '${this.stage}' contains its ${name} marker ${hex(buf[cut])}: ` +
+            `${snippet(result, cut - from)}; messages must not contain marker bytes (choose other markers, or encode the data)`,
+        );
+      }
     }
-    const out = this.buf.subarray(0, this.len);
-    if (this.len) this.buf = Buffer.allocUnsafe(Math.max(1 << 16, this.len + (this.len >> 2)));
-    this.len = this.slen = 0;
-    this.ends.length = 0;
+    const out = buf.subarray(0, keep);
+    if (len) this.buf = Buffer.allocUnsafe(Math.max(1 << 16, len + (len >> 2)));
+    this.len = this.neom = this.nend = 0;
     return [out, error];
   }
 }
