@@ -12,6 +12,7 @@ class RequestParser {
   constructor(markers) {
     this.m = markers;
     this.tail = null;
+    this.open = []; // batches(): the messages of the batch under way
   }
 
   get pendingBytes() {
@@ -20,17 +21,8 @@ class RequestParser {
 
   /** The tokens completed by `chunk`, in order: Buffers (messages) and EOB. */
   feed(chunk) {
-    const { eom, eob, eop, bnc } = this.m;
-    for (const [byte, name] of [[eop, 'EOP'], [bnc, 'BNC']]) {
-      const at = chunk.indexOf(byte);
-      if (at >= 0) {
-        throw new ProtocolViolation(
-          `the supervisor's input holds ${name} (${hex(byte)}), which only a worker may write; bytes seen: ${snippet(chunk, at)}`,
-        );
-      }
-    }
-    const buf = this.tail ? Buffer.concat([this.tail, chunk]) : chunk;
-    this.tail = null;
+    const { eom, eob } = this.m;
+    const buf = this.joined(chunk);
     const out = [];
     let pos = 0;
     for (;;) {
@@ -41,18 +33,72 @@ class RequestParser {
         out.push(buf.subarray(pos, e));
         pos = e + 1;
       }
-      if (k < 0) {
-        if (pos < buf.length) this.tail = Buffer.from(buf.subarray(pos));
-        return out;
-      }
-      if (pos < k) {
-        throw new ProtocolViolation(
-          `EOB arrived in the middle of a message (its bytes were not ended by EOM); bytes seen: ${snippet(buf, k)}`,
-        );
-      }
+      if (k < 0) break;
+      this.checkEob(buf, pos, k);
       out.push(EOB);
       pos = k + 1;
     }
+    this.keep(buf, pos);
+    return out;
+  }
+
+  /**
+   * The batches completed by `chunk` (arrays of messages), for supervisor-driven batch
+   * mode: the messages go straight into their batch (no token list to go through again);
+   * those of the batch under way wait in `open`.
+   */
+  batches(chunk) {
+    const { eom, eob } = this.m;
+    const buf = this.joined(chunk);
+    const done = [];
+    let batch = this.open;
+    let pos = 0;
+    for (;;) {
+      const k = buf.indexOf(eob, pos);
+      const stop = k < 0 ? buf.length : k;
+      let e;
+      while ((e = buf.indexOf(eom, pos)) >= 0 && e < stop) {
+        batch.push(buf.subarray(pos, e));
+        pos = e + 1;
+      }
+      if (k < 0) break;
+      this.checkEob(buf, pos, k);
+      done.push(batch);
+      batch = [];
+      pos = k + 1;
+    }
+    this.open = batch;
+    this.keep(buf, pos);
+    return done;
+  }
+
+  /** `chunk`, checked for the markers only a worker writes, after the last one's tail. */
+  joined(chunk) {
+    const { eop, bnc } = this.m;
+    for (const [byte, name] of [[eop, 'EOP'], [bnc, 'BNC']]) {
+      const at = chunk.indexOf(byte);
+      if (at >= 0) {
+        throw new ProtocolViolation(
+          `the supervisor's input holds ${name} (${hex(byte)}), which only a worker may write; bytes seen: ${snippet(chunk, at)}`,
+        );
+      }
+    }
+    const buf = this.tail ? Buffer.concat([this.tail, chunk]) : chunk;
+    this.tail = null;
+    return buf;
+  }
+
+  checkEob(buf, pos, k) {
+    if (pos < k) {
+      throw new ProtocolViolation(
+        `EOB arrived in the middle of a message (its bytes were not ended by EOM); bytes seen: ${snippet(buf, k)}`,
+      );
+    }
+  }
+
+  /** The bytes from `pos` on, the start of a message, wait for the next chunk. */
+  keep(buf, pos) {
+    if (pos < buf.length) this.tail = Buffer.from(buf.subarray(pos));
   }
 }
 
