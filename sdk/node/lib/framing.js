@@ -7,38 +7,43 @@ const EOB = Symbol('EOB');
 const snippet = (buf, at) => JSON.stringify(buf.subarray(Math.max(0, at - 24), at + 24).toString('latin1'));
 const hex = (b) => '0x' + b.toString(16).padStart(2, '0');
 
+const eobInMessage = (buf, at) =>
+  new ProtocolViolation(
+    `EOB arrived in the middle of a message (its bytes were not ended by EOM); bytes seen: ${snippet(buf, at)}`,
+  );
+
 /** Splits what the supervisor writes into messages (Buffers, EOM removed) and EOB. */
 class RequestParser {
   constructor(markers) {
     this.m = markers;
-    this.tail = null;
+    this.parts = []; // the start of a message, from earlier chunks (copies)
+    this.partBytes = 0;
     this.open = []; // batches(): the messages of the batch under way
   }
 
   get pendingBytes() {
-    return this.tail ? this.tail.length : 0;
+    return this.partBytes;
   }
 
   /** The tokens completed by `chunk`, in order: Buffers (messages) and EOB. */
   feed(chunk) {
     const { eom, eob } = this.m;
-    const buf = this.joined(chunk);
     const out = [];
-    let pos = 0;
+    let pos = this.begin(chunk, out);
     for (;;) {
-      const k = buf.indexOf(eob, pos);
-      const stop = k < 0 ? buf.length : k;
+      const k = chunk.indexOf(eob, pos);
+      const stop = k < 0 ? chunk.length : k;
       let e;
-      while ((e = buf.indexOf(eom, pos)) >= 0 && e < stop) {
-        out.push(buf.subarray(pos, e));
+      while ((e = chunk.indexOf(eom, pos)) >= 0 && e < stop) {
+        out.push(chunk.subarray(pos, e));
         pos = e + 1;
       }
       if (k < 0) break;
-      this.checkEob(buf, pos, k);
+      if (pos < k) throw eobInMessage(chunk, k);
       out.push(EOB);
       pos = k + 1;
     }
-    this.keep(buf, pos);
+    this.keep(chunk, pos);
     return out;
   }
 
@@ -49,32 +54,36 @@ class RequestParser {
    */
   batches(chunk) {
     const { eom, eob } = this.m;
-    const buf = this.joined(chunk);
     const done = [];
     let batch = this.open;
-    let pos = 0;
+    let pos = this.begin(chunk, batch);
     for (;;) {
-      const k = buf.indexOf(eob, pos);
-      const stop = k < 0 ? buf.length : k;
+      const k = chunk.indexOf(eob, pos);
+      const stop = k < 0 ? chunk.length : k;
       let e;
-      while ((e = buf.indexOf(eom, pos)) >= 0 && e < stop) {
-        batch.push(buf.subarray(pos, e));
+      while ((e = chunk.indexOf(eom, pos)) >= 0 && e < stop) {
+        batch.push(chunk.subarray(pos, e));
         pos = e + 1;
       }
       if (k < 0) break;
-      this.checkEob(buf, pos, k);
+      if (pos < k) throw eobInMessage(chunk, k);
       done.push(batch);
       batch = [];
       pos = k + 1;
     }
     this.open = batch;
-    this.keep(buf, pos);
+    this.keep(chunk, pos);
     return done;
   }
 
-  /** `chunk`, checked for the markers only a worker writes, after the last one's tail. */
-  joined(chunk) {
-    const { eop, bnc } = this.m;
+  /**
+   * Checks `chunk` for the markers only a worker writes, and completes the message begun
+   * in earlier chunks, if any, with the bytes up to its first EOM (pushed to `into`): the
+   * parts are joined, not the whole chunk copied behind them. Returns where the rest of
+   * the chunk starts.
+   */
+  begin(chunk, into) {
+    const { eom, eop, eob, bnc } = this.m;
     for (const [byte, name] of [[eop, 'EOP'], [bnc, 'BNC']]) {
       const at = chunk.indexOf(byte);
       if (at >= 0) {
@@ -83,22 +92,29 @@ class RequestParser {
         );
       }
     }
-    const buf = this.tail ? Buffer.concat([this.tail, chunk]) : chunk;
-    this.tail = null;
-    return buf;
-  }
-
-  checkEob(buf, pos, k) {
-    if (pos < k) {
-      throw new ProtocolViolation(
-        `EOB arrived in the middle of a message (its bytes were not ended by EOM); bytes seen: ${snippet(buf, k)}`,
-      );
+    if (!this.partBytes) return 0;
+    const e = chunk.indexOf(eom);
+    const head = e < 0 ? chunk : chunk.subarray(0, e);
+    const k = head.indexOf(eob);
+    if (k >= 0) throw eobInMessage(chunk, k);
+    if (e < 0) {
+      this.parts.push(Buffer.from(chunk));
+      this.partBytes += chunk.length;
+      return chunk.length;
     }
+    this.parts.push(head);
+    into.push(Buffer.concat(this.parts, this.partBytes + e));
+    this.parts = [];
+    this.partBytes = 0;
+    return e + 1;
   }
 
   /** The bytes from `pos` on, the start of a message, wait for the next chunk. */
-  keep(buf, pos) {
-    if (pos < buf.length) this.tail = Buffer.from(buf.subarray(pos));
+  keep(chunk, pos) {
+    if (pos < chunk.length) {
+      this.parts.push(Buffer.from(chunk.subarray(pos)));
+      this.partBytes = chunk.length - pos;
+    }
   }
 }
 

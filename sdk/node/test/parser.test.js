@@ -1,6 +1,7 @@
 'use strict';
 // RequestParser.batches() (supervisor-driven batch mode) against feed(): the same
-// messages in the same batches however the input is cut into chunks.
+// messages in the same batches however the input is cut into chunks, messages begun in
+// one chunk and ended in a later one included.
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const { RequestParser, EOB, scenarioFromEnv, ProtocolViolation } = require('..');
@@ -44,7 +45,19 @@ test('batches() splits like feed() at every cut of the input', () => {
   }
 });
 
+test('a message over many chunks, one byte each', () => {
+  const input = Buffer.from(`${'x'.repeat(50)}\ny\n\x17z`, 'latin1');
+  const chunks = [...input].map((b) => Buffer.from([b]));
+  const got = viaBatches(chunks);
+  assert.deepEqual(got, viaFeed(chunks));
+  assert.deepEqual(got.batches, [['x'.repeat(50), 'y']]);
+  assert.equal(got.pending, 1);
+});
+
 test('batches(): EOB in the middle of a message, or EOP in the input, is a violation', () => {
   assert.throws(() => new RequestParser(markers).batches(Buffer.from('a\nb\x17')), ProtocolViolation);
   assert.throws(() => new RequestParser(markers).batches(Buffer.from('a\0\n\x17')), ProtocolViolation);
+  const p = new RequestParser(markers); // the message begun in the chunk before
+  p.batches(Buffer.from('a\nb'));
+  assert.throws(() => p.batches(Buffer.from('c\x17d\n')), /EOB arrived in the middle of a message/);
 });
