@@ -125,9 +125,9 @@ const asBuffer = (r) => (Buffer.isBuffer(r) ? r : typeof r === 'string' ? Buffer
  * EOP and BNC. Where a marker goes, a placeholder byte (none of the four markers) is
  * written first and its place kept; `take()` looks for each of the four markers in the
  * whole answer at once, where only a result can have put one, then writes the markers in
- * (four searches per chunk, not per result, and no copy of the results). A result holding
- * a marker is refused: the answers before its own go out, then the error. `abandon()`
- * drops the answer under way when the worker's code fails.
+ * (four searches per chunk, not per result, and no second copy of the results). A
+ * result holding a marker is refused: the answers before its own go out, then the error.
+ * `abandon()` drops the answer under way when the worker's code fails.
  */
 class Reply {
   constructor(markers, stage) {
