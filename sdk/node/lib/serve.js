@@ -258,7 +258,8 @@ async function serve(worker, options = {}) {
           p = runCycle(token);
         } else if (single) {
           p = runBatch([token]);
-        } else if (workerDriven) {
+        } else {
+          // worker-driven batches (supervisor-driven ones come whole from the parser)
           batch.push(token);
           if (batch.length >= batchSize) {
             p = runBatch(batch);
@@ -268,18 +269,28 @@ async function serve(worker, options = {}) {
           } else {
             out.end(bnc);
           }
-        } else {
-          batch.push(token);
         }
         if (p) return { at: i + 1, wait: p };
       }
       return null;
     };
 
+    // Supervisor-driven batches (T or L) come from the parser whole.
+    const byBatch = !isE && !single && !workerDriven;
+    const stepBatches = (batches, from) => {
+      for (let i = from; i < batches.length; i++) {
+        const p = runBatch(batches[i]);
+        if (p) return { at: i + 1, wait: p };
+      }
+      return null;
+    };
+    const next = byBatch ? stepBatches : step;
+
     const handleChunk = async (chunk) => {
       try {
-        const tokens = parser.feed(Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk));
-        for (let more = step(tokens, 0); more; more = step(tokens, more.at)) await more.wait;
+        const buf = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk);
+        const items = byBatch ? parser.batches(buf) : parser.feed(buf); // batches, or tokens
+        for (let more = next(items, 0); more; more = next(items, more.at)) await more.wait;
         if (pending.length) {
           await null; // the reactions of loads that were done at once have run
           ackDone();
@@ -335,9 +346,10 @@ async function serve(worker, options = {}) {
         if (!finished && typeof it.return === 'function') Promise.resolve(it.return()).catch(() => {});
       }
     }
-    if (batch.length || parser.pendingBytes) {
+    const unfinished = byBatch ? parser.open.length : batch.length;
+    if (unfinished || parser.pendingBytes) {
       process.stderr.write(
-        `${sc.stage}: stdin closed with an unfinished batch (${batch.length} messages, ${parser.pendingBytes} bytes): ` +
+        `${sc.stage}: stdin closed with an unfinished batch (${unfinished} messages, ${parser.pendingBytes} bytes): ` +
           'not processed; the supervisor will send it again\n',
       );
     }

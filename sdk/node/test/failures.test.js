@@ -42,6 +42,19 @@ test('a result holding a marker: the answers before its own go out, then exit 3'
   assert.deepEqual(await run(worker, ['a\nb\nc\nd\n']), [3, 'a\n\0b\n\0']);
 });
 
+test('results holding markers of two kinds: the answers before the first one go out', async () => {
+  // b's answer holds a BNC and c's an EOM: the cut is at b's, whatever the kinds' order
+  const worker = { process: ([m]) => ({ b: ['q\x11', 'p'], c: ['r\n'] })[m.toString()] || [m] };
+  assert.deepEqual(await run(worker, ['a\nb\nc\n']), [3, 'a\n\0']);
+  const output = { write: () => true };
+  async function* input() {
+    yield Buffer.from('a\nb\nc\n');
+  }
+  await assert.rejects(serve(worker, { input: input(), output, env: { ETLSTAGE_TYPE: 'T', ETLSTAGE_STAGE: 'up' } }), {
+    message: /^a result of stage 'up' contains its BNC marker 0x11: "q\\u0011"; /,
+  });
+});
+
 test('a violation in the input after complete answers: they go out', async () => {
   assert.deepEqual(await run({ process: (ms) => ms }, ['a\n\x17']), [3, 'a\n\0']);
 });
