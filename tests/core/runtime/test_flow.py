@@ -22,6 +22,7 @@ def test_cut_position_matches_a_plain_split_for_any_sizes(seed):
         offset = sum(len(m) + 1 for m in msgs[:start])
         pos = cut_position(block, n, b"\n", offset, k - start)
         assert block[offset:pos] == b"".join(m + b"\n" for m in msgs[start : start + n])
+        assert cut_position(block, n, b"\n", offset) == pos  # the count unknown: found message by message
 
 
 def test_inbox_takes_across_and_within_pieces_and_keeps_counts():
