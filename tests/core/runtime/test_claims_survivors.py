@@ -15,6 +15,7 @@ from etlstage.config.loader import parse_config
 from etlstage.errors import PipelineError, WorkerError
 from etlstage.runtime.driver import Restarts
 from etlstage.runtime.flow import Inbox
+from etlstage.runtime.pipeline import Pipeline
 from etlstage.runtime.runner import run_pipeline
 from tests.core.observe.test_observe_page import stage_figures
 from tests.support.live_run import LiveRun
@@ -162,3 +163,28 @@ def test_a_plain_extractor_that_exits_non_zero_after_its_output_fails_the_window
     r = pdir.run("--once", timeout=60)
     assert r.code == 1, r.stderr
     assert "exited with status 1 (a plain E-worker ends with 0)" in r.stderr, r.stderr
+
+
+def test_a_run_that_ended_leaves_no_heartbeat_behind(tmp_path: Path) -> None:
+    """After Pipeline.run() returns, nothing marks the run alive again: in a process that goes
+    on (an embedding program, the harness), the state store shows no run 2.5 s later (the
+    heartbeat beats every 2 s)."""
+    text = f"""
+state_dir: {tmp_path / "state"}
+stages:
+  - {{name: src, type: E, command: ["{sys.executable}", "{FIXTURES / "tw.py"}", count, "3"]}}
+  - {{name: sink, type: L, command: ["{sys.executable}", "{FIXTURES / "tw.py"}", append, "{tmp_path / "out.txt"}"]}}
+"""
+
+    async def scenario() -> None:
+        p = Pipeline(parse_config(text, base_dir=str(tmp_path)), once=True)
+        try:
+            await p.run()
+            assert p.store.runs() == []
+            await asyncio.sleep(2.5)
+            assert p.store.runs() == [], "a heartbeat after the end marked the run alive again"
+        finally:
+            p.store.close()
+
+    asyncio.run(scenario())
+    assert (tmp_path / "out.txt").read_text().split() == ["0", "1", "2"]
