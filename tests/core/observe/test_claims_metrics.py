@@ -93,6 +93,23 @@ def test_live_gauges_and_checkpoints_on_metrics(tmp_path: Path) -> None:
     assert not [n for n, ls in s if n == "etlstage_source_committed_time_seconds" and ("stage", "src") in ls]
 
 
+def test_the_pipeline_state_gauge_follows_the_run(tmp_path: Path) -> None:
+    """running, then draining (stopping gracefully), then failed: one state at 1, the others 0."""
+    p = _pipeline(tmp_path)
+    try:
+        for make, expected in (
+            (lambda: None, "running"),
+            (lambda: setattr(p, "stopping", True), "draining"),
+            (lambda: setattr(p, "failed", True), "failed"),
+        ):
+            make()
+            s = _samples(p)
+            states = {dict(ls)["state"]: v for (n, ls), v in s.items() if n == "etlstage_pipeline_state"}
+            assert states == {"running": 0, "draining": 0, "failed": 0, expected: 1}, (expected, states)
+    finally:
+        p.store.close()
+
+
 def test_each_stage_counts_the_messages_and_bytes_it_took_in_and_gave_out(tmp_path: Path) -> None:
     """count 10 → fanout T (digit d: none when d % 3 == 0, two when 1, one when 2) → L, run in
     this process: every stage's counters, as /metrics shows them, match the messages and

@@ -8,6 +8,7 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -188,3 +189,32 @@ stages:
 
     asyncio.run(scenario())
     assert (tmp_path / "out.txt").read_text().split() == ["0", "1", "2"]
+
+
+def test_a_live_run_shows_a_rate_from_its_heartbeat_samples(tmp_path: Path) -> None:
+    """An extractor writing 40 messages a second for 5 s: 4.5 s in, the live document gives
+    the sink a rate above 0 and a rate history, both from the heartbeat's samples."""
+    steady = "import sys, time\nfor i in range(200):\n    print(i, flush=True)\n    time.sleep(0.025)\n"
+    (tmp_path / "steady.py").write_text(steady)
+    text = f"""
+state_dir: {tmp_path / "state"}
+stages:
+  - {{name: src, type: E, command: ["{sys.executable}", "steady.py"]}}
+  - {{name: sink, type: L, mode: single, command: ["{sys.executable}", "{FIXTURES / "tw.py"}", append, "out.txt"]}}
+"""
+
+    async def scenario() -> dict[str, Any]:
+        p = Pipeline(parse_config(text, base_dir=str(tmp_path)), once=True)
+        try:
+            run = asyncio.ensure_future(p.run())
+            await asyncio.sleep(4.5)
+            live = p.progress()
+            await run
+            return live["stages"]["sink"]  # type: ignore[index, return-value]
+        finally:
+            p.store.close()
+
+    sink = asyncio.run(scenario())
+    assert sink["rate"] > 0, sink["rate"]
+    assert sink["history"] and any(rate > 0 for _, rate in sink["history"]), sink["history"]
+    assert len((tmp_path / "out.txt").read_text().split()) == 200
