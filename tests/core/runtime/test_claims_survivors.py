@@ -218,3 +218,31 @@ stages:
     assert sink["rate"] > 0, sink["rate"]
     assert sink["history"] and any(rate > 0 for _, rate in sink["history"]), sink["history"]
     assert len((tmp_path / "out.txt").read_text().split()) == 200
+
+
+# a T-worker killed by a signal as it starts, the first time only (as the OOM killer or an
+# operator might), then the toy upper-caser
+KILLED_ONCE = (
+    "import os, signal, sys\n"
+    "if not os.path.exists('killed-once'):\n"
+    "    open('killed-once', 'w').close()\n"
+    "    os.kill(os.getpid(), signal.SIGKILL)\n"
+    "os.execv(sys.executable, [sys.executable, sys.argv[1], 'upper'])\n"
+)
+
+
+def test_a_worker_killed_by_a_signal_before_its_first_request_is_restarted(pdir) -> None:
+    """A signal is not a broken command: only a worker that exits on its own before it is
+    asked stops the stage at once; one killed from outside is restarted like any failure."""
+    (pdir.path / "killed_once.py").write_text(KILLED_ONCE)
+    pdir.write("""
+        stages:
+          - {name: src, type: E, command: ["{PY}", "{TW}", count, "5"]}
+          - {name: t, type: T, restart: {backoff: 0}, command: ["{PY}", killed_once.py, "{TW}"]}
+          - {name: sink, type: L, command: ["{PY}", "{TW}", append, out.txt]}
+    """)
+    r = pdir.run("--once", timeout=60)
+    assert r.code == 0, r.stderr
+    assert (pdir.path / "killed-once").exists()
+    assert sorted(pdir.lines("out.txt")) == ["0", "1", "2", "3", "4"]
+    assert "restarting it would fail the same way" not in r.stderr
