@@ -65,6 +65,14 @@ SUPERVISOR = [
     "runtime/test_claims_survivors.py",
     "runtime/test_hardening_spawn.py",
     "runtime/test_memory_bound.py",
+    "runtime/test_confirm.py",
+    "runtime/test_worker_exits.py",
+    "runtime/test_tap.py",
+    "runtime/test_logs_repeats.py",
+    "pipeline/test_hardening_pipeline.py",
+    "pipeline/test_hardening_bad_input.py",
+    "conversation/test_policy.py",
+    "conversation/test_parity.py",
 ]
 TESTS: list[tuple[str, list[str]]] = [
     (
@@ -106,6 +114,8 @@ TESTS: list[tuple[str, list[str]]] = [
             "state/test_claims_durability.py",
             "state/test_hardening_state.py",
             "state/test_runlock.py",
+            "state/test_pipeline_state.py",
+            "state/test_schema_atomic.py",
             "docs/test_doctests.py",
             "runtime/test_claims_limits.py",
             "pipeline/test_pipeline.py",
