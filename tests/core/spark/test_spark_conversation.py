@@ -127,6 +127,9 @@ def test_the_tally_names_every_worker_process_started(tmp_path):
     worker._ensure = ensure  # type: ignore[method-assign]
     assert len(run_through(worker)) == 20
     assert len(pids) == 2 and worker.tally.stats.pids == pids
+    assert worker.tally.starts == 2  # each process started here counts (a handed-over one would not)
+    assert worker.tally.stats.jobs == 10  # each batch of 2 answered once, timed
+    assert worker.tally.stats.latency.cumulative()[-1][1] == 10
 
 
 def test_a_worker_with_answers_held_is_not_handed_over(tmp_path, monkeypatch):
