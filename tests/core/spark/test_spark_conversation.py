@@ -7,7 +7,7 @@ import sys
 
 from etlstage.config.model import RestartPolicy, StageConfig, Timeouts
 from etlstage.protocol.markers import Markers
-from etlstage.protocol.vocabulary import BatchDriver, Mode, StageType
+from etlstage.protocol.vocabulary import BatchDriver, Mode, OnFailure, StageType
 from etlstage.spark.conversation import StageWorker, worker_env
 from tests.support.paths import FIXTURES
 
@@ -166,3 +166,37 @@ def test_a_worker_driven_batch_closes_before_batch_bytes_and_sends_each_message_
     worker = misbehaving(tmp_path, batch_size=10, batch_driver=BatchDriver.WORKER, batch_bytes=12, replay_bytes=1 << 20)
     assert run_through(worker) == [b"m%03d" % i for i in range(20)]
     assert worker.tally.stats.restarts == 0
+
+
+def test_a_failed_batch_is_isolated_one_message_at_a_time_and_only_the_culprit_is_a_dead_letter(tmp_path, monkeypatch):
+    """A batch that fails every try is split into its messages, each written alone (nothing
+    else in flight nor held unconfirmed beside it): the one that kills the worker is the
+    dead letter, and every other message is answered once."""
+    stage = StageConfig(
+        "t",
+        StageType.T,
+        [sys.executable, str(FIXTURES / "tw.py"), "poison", "m002"],
+        Mode.BATCH,
+        Markers(),
+        batch_size=4,
+        timeouts=Timeouts(startup=30, request=30),
+        restart=RestartPolicy(max_restarts=1, backoff=0.01),
+        on_failure=OnFailure.DEADLETTER,
+    )
+    scenario = stage.scenario(0, str(tmp_path))
+    worker = StageWorker(stage, scenario, worker_env(stage, scenario), None, "t")
+    dead: list[bytes] = []
+    worker.deadletter = lambda st, job, error: dead.append(job.block)
+    beside: list[tuple[int, int]] = []  # for each message written alone: (in flight, held) beside it
+    write = StageWorker._write
+
+    def watched_write(self, job, *parts):
+        if job.alone:
+            beside.append((len(self.rules.outstanding), len(self._held)))
+        write(self, job, *parts)
+
+    monkeypatch.setattr(StageWorker, "_write", watched_write)
+    results = run_through(worker, 8)
+    assert dead == [b"m002\n"]
+    assert beside == [(0, 0)] * 4, beside  # m000..m003, one try each
+    assert sorted(results) == [b"m%03d" % i for i in range(8) if i != 2]
