@@ -200,3 +200,10 @@ def test_a_failed_batch_is_isolated_one_message_at_a_time_and_only_the_culprit_i
     assert dead == [b"m002\n"]
     assert beside == [(0, 0)] * 4, beside  # m000..m003, one try each
     assert sorted(results) == [b"m%03d" % i for i in range(8) if i != 2]
+
+
+def test_a_worker_driven_stage_held_to_one_batch_of_replay_goes_on_to_the_end_of_its_input(tmp_path):
+    """One job in flight (worker-driven) and replay_bytes of one batch: after each batch the
+    task confirms it and goes on; it ends only once its input is exhausted."""
+    worker = misbehaving(tmp_path, batch_driver=BatchDriver.WORKER)
+    assert sorted(run_through(worker)) == [b"m%03d" % i for i in range(20)]
