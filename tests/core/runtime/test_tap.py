@@ -13,6 +13,7 @@ import sys
 import pytest
 
 from etlstage.config.loader import load_config
+from etlstage.errors import ConfigError
 from etlstage.runtime.tap import connect, read_taps, socket_path
 from tests.support.live_run import LiveRun
 from tests.support.waiting import wait_for
@@ -98,6 +99,24 @@ def test_tap_refuses_an_unknown_stage_a_pipeline_not_running_and_the_spark_engin
     r = pdir.etlstage("tap", "src")
     assert r.code == 2 and "runs on the Spark engine" in r.stderr and "--engine supervisor" in r.stderr, r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_a_stage_the_running_pipeline_lacks_is_refused_by_it_and_the_connection_closed(pdir):
+    """The file changed since the run started (a stage added): the running pipeline refuses
+    the tap naming its own stages, and the client has closed its end by the time the error
+    reaches the caller (no descriptor held while the error is)."""
+    pdir.write(FOREVER)
+    with LiveRun(pdir.path):
+        _listening(pdir)
+        config = load_config(pdir.path / "stages.yaml")
+        before = set(os.listdir("/proc/self/fd"))
+        with pytest.raises(
+            ConfigError, match=r"no stage 'later' in this pipeline \(its stages: src, mark, sink\)"
+        ) as e:
+            connect(config, "later")
+        left = set(os.listdir("/proc/self/fd")) - before  # while the error (and its traceback) lives
+        assert e.value is not None
+        assert not left, [os.readlink(f"/proc/self/fd/{fd}") for fd in left if os.path.exists(f"/proc/self/fd/{fd}")]
 
 
 @pytest.mark.skipif(os.getuid() != 0, reason="needs root to act as another user")
