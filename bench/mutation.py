@@ -116,6 +116,7 @@ TESTS: list[tuple[str, list[str]]] = [
             "state/test_runlock.py",
             "state/test_pipeline_state.py",
             "state/test_schema_atomic.py",
+            "observe/test_status_last_run.py",
             "docs/test_doctests.py",
             "runtime/test_claims_limits.py",
             "pipeline/test_pipeline.py",

@@ -53,3 +53,19 @@ def test_a_held_lock_refuses_a_second_run_naming_the_holder(tmp_path: Path) -> N
             RunLock(tmp_path).acquire("spark", "stages.yaml")
     finally:
         first.release()
+
+
+def test_the_holder_is_named_while_a_run_holds_the_lock_and_none_after(tmp_path: Path) -> None:
+    """What `etlstage status` reads: the run holding the lock now, nobody once it let go
+    (its details stay as the last run's)."""
+    assert runlock.holder(tmp_path) is None  # no lock file yet
+    lock = RunLock(tmp_path)
+    me = lock.acquire("spark", "stages.yaml")
+    try:
+        now = runlock.holder(tmp_path)
+        assert now is not None and (now.pid, now.engine) == (os.getpid(), "spark") and now == me
+    finally:
+        lock.release()
+    assert runlock.holder(tmp_path) is None
+    last = runlock.last_holder(tmp_path)
+    assert last is not None and last.pid == os.getpid()
