@@ -5,10 +5,13 @@ from __future__ import annotations
 import os
 import pwd
 import random
+import sqlite3
 import stat
 from pathlib import Path
 
 import pytest
+
+from etlstage.state.store import state_dir_problems
 
 STAGES = """\
 stages:
@@ -52,6 +55,26 @@ def test_a_damaged_state_db_is_refused_by_status_and_run(ran):
         assert f"the state store {db} is damaged" in r.stderr, r.stderr
         assert f"mv {db} {db}.damaged" in r.stderr, r.stderr
     assert len(ran.lines("out.txt")) == 20  # nothing extracted again
+
+
+@pytest.mark.parametrize(
+    ("damage", "says"),
+    [
+        ("DROP TABLE checkpoints", "it has no table checkpoints"),
+        ("ALTER TABLE checkpoints DROP COLUMN committed_end", "its table checkpoints lacks committed_end"),
+    ],
+)
+def test_a_state_db_missing_a_table_or_a_column_is_refused_not_recreated(ran, damage, says):
+    """A table recreated empty would lose the offsets it held: the store is refused, naming
+    what is missing, and nothing is extracted again."""
+    db = ran.path / ".etlstage" / "stages" / "state.db"
+    with sqlite3.connect(db) as conn:
+        conn.execute(damage)
+    conn.close()
+    r = ran.run("--once")
+    assert r.code == 2, r.stderr
+    assert says in r.stderr and f"the state store {db} is damaged" in r.stderr, r.stderr
+    assert len(ran.lines("out.txt")) == 20
 
 
 def test_an_emptied_state_db_beside_stage_folders_is_refused(ran):
@@ -201,3 +224,11 @@ def test_processes_creating_the_store_at_once_all_open_it(tmp_path: Path, round_
         assert len(store.deadletters()) == 8
     finally:
         store.close()
+
+
+def test_a_state_dir_several_levels_from_an_existing_folder_can_be_created(tmp_path: Path) -> None:
+    """validate looks up to the nearest existing folder: there it may write, so no problem;
+    beneath a file, it says so."""
+    assert state_dir_problems(tmp_path / "a" / "b" / "c") == []
+    (tmp_path / "file").write_text("x")
+    assert state_dir_problems(tmp_path / "file" / "b" / "c") == [f"{tmp_path / 'file' / 'b' / 'c'}: Not a directory"]
