@@ -1,0 +1,33 @@
+"""The state store's windows and checkpoints on their own: what a run leaves open is read
+back as it was written, and a commit closes its window and those before it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from etlstage.state.store import StateStore
+
+
+def test_open_windows_are_read_back_with_their_numbers_and_requests(tmp_path: Path) -> None:
+    store = StateStore(tmp_path / "state")
+    try:
+        store.open_window("src#0", 3, {"start": 30, "end": 40})
+        store.open_window("src#0", 4, {"start": 40, "end": 50})
+        store.open_window("plain#0", 0, None)
+        got = [(w.source, w.seq, w.request) for w in store.open_windows()]
+        assert got == [
+            ("plain#0", 0, None),
+            ("src#0", 3, {"start": 30, "end": 40}),
+            ("src#0", 4, {"start": 40, "end": 50}),
+        ]
+
+        store.commit("src#0", 3, 40, 10)  # window 3 done: it and those before it leave the list
+        assert [(w.source, w.seq) for w in store.open_windows()] == [("plain#0", 0), ("src#0", 4)]
+        assert store.committed("src#0") == (40, 4)
+        store.commit("src#0", 4, 50, 7)
+        assert store.committed("src#0") == (50, 5)
+        [src] = [c for c in store.checkpoints() if c.source == "src#0"]
+        assert src.messages == 17  # summed over the commits
+        assert store.committed("never#0") == (None, 0)
+    finally:
+        store.close()
