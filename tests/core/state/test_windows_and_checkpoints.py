@@ -31,3 +31,20 @@ def test_open_windows_are_read_back_with_their_numbers_and_requests(tmp_path: Pa
         assert store.committed("never#0") == (None, 0)
     finally:
         store.close()
+
+
+def test_dead_letters_are_found_by_number_stage_and_status(tmp_path: Path) -> None:
+    store = StateStore(tmp_path / "state")
+    try:
+        one = store.add_deadletter("t", 3, "crashed", b"a\nb\n", 2, 10)
+        two = store.add_deadletter("sink", 1, "refused", b"c\n", 1, 10)
+        got = store.deadletter(two)
+        assert got is not None and (got.id, got.stage, got.inputs, got.messages) == (two, "sink", b"c\n", 1)
+        assert store.deadletter(two + 100) is None
+        assert [d.id for d in store.deadletters(stage="t")] == [one]
+        assert store.set_deadletter_status([one], "replay") == 1
+        assert [d.id for d in store.deadletters(status="replay")] == [one]
+        assert store.deadletter_counts() == {"new": 1, "replay": 1}
+        assert store.deadletter_stage_counts() == {"t": 1, "sink": 1}
+    finally:
+        store.close()
