@@ -3,8 +3,12 @@ back as it was written, and a commit closes its window and those before it."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
+import pytest
+
+from etlstage.errors import StateError
 from etlstage.state.store import StateStore
 
 
@@ -48,3 +52,22 @@ def test_dead_letters_are_found_by_number_stage_and_status(tmp_path: Path) -> No
         assert store.deadletter_stage_counts() == {"t": 1, "sink": 1}
     finally:
         store.close()
+
+
+def test_the_heartbeat_finds_the_store_replaced_or_truncated_under_the_run(tmp_path: Path) -> None:
+    """Each heartbeat looks: what is committed after the file changed would be lost."""
+    for n, (damage, says) in enumerate(
+        (
+            (lambda p: os.replace(p.with_name("other.db"), p), "was replaced by another file during the run"),
+            (lambda p: os.truncate(p, 0), "was truncated or overwritten during the run"),
+        )
+    ):
+        store = StateStore(tmp_path / str(n) / "state")
+        try:
+            store.heartbeat({"ok": 1})
+            (store.path.parent / "other.db").write_bytes(store.path.read_bytes())
+            damage(store.path)
+            with pytest.raises(StateError, match=says):
+                store.heartbeat({"ok": 2})
+        finally:
+            store.close()
