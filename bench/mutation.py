@@ -333,6 +333,7 @@ def run_tests(copy: Path, tests: list[str], timeout: float, extra: tuple[str, ..
 
 
 COVERAGE = ".mutation-coverage"
+NEARBY = 5  # lines an earlier report's early-return mutant may have moved by and still be the same
 LineTests = dict[str, dict[int, set[str]]]  # file (relative) -> line -> test node ids executing it
 
 
@@ -483,6 +484,8 @@ def _same_mutants(wanted: list[dict[str, Any]], mutants: list[Mutant]) -> tuple[
         same = [
             m for m in mutants if (m.path, m.kind, m.before, m.after) == (w["path"], w["kind"], w["before"], w["after"])
         ]
+        if w["kind"] == "return":  # every function's early return reads the same: only one nearby is this one
+            same = [m for m in same if abs(m.line - w["line"]) <= NEARBY]
         if same:
             found.append(min(same, key=lambda m: abs(m.line - w["line"])))
         else:
