@@ -333,7 +333,7 @@ def run_tests(copy: Path, tests: list[str], timeout: float, extra: tuple[str, ..
 
 
 COVERAGE = ".mutation-coverage"
-NEARBY = 5  # lines an earlier report's early-return mutant may have moved by and still be the same
+NEARBY = 2  # lines an earlier report's early-return mutant may have moved by and still be the same
 LineTests = dict[str, dict[int, set[str]]]  # file (relative) -> line -> test node ids executing it
 
 
