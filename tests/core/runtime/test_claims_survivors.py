@@ -193,7 +193,8 @@ stages:
 
 def test_a_live_run_shows_a_rate_from_its_heartbeat_samples(tmp_path: Path) -> None:
     """An extractor writing 40 messages a second for 5 s: 4.5 s in, the live document gives
-    the sink a rate above 0 and a rate history, both from the heartbeat's samples."""
+    the sink a rate above 0 and a rate history, both from the heartbeat's samples, and the
+    memory of its live worker."""
     steady = "import sys, time\nfor i in range(200):\n    print(i, flush=True)\n    time.sleep(0.025)\n"
     (tmp_path / "steady.py").write_text(steady)
     text = f"""
@@ -217,6 +218,7 @@ stages:
     sink = asyncio.run(scenario())
     assert sink["rate"] > 0, sink["rate"]
     assert sink["history"] and any(rate > 0 for _, rate in sink["history"]), sink["history"]
+    assert sink["rss"] > 0 and [w["rss"] > 0 for w in sink["workers"]] == [True], sink  # its live worker measured
     assert len((tmp_path / "out.txt").read_text().split()) == 200
 
 
