@@ -4,12 +4,13 @@ seconds for /metrics, measured over the process and its children."""
 from __future__ import annotations
 
 import asyncio
+import collections
 import os
 import sys
 import time
 from pathlib import Path
 
-from etlstage.kit.transport import ProcessTransport
+from etlstage.kit.transport import ProcessTransport, _WorkerProtocol
 
 # burns CPU for about 0.3 s, then waits for its stdin to close
 BUSY = "import sys, time\nend = time.process_time() + 0.3\nwhile time.process_time() < end: pass\nsys.stdin.read()"
@@ -31,3 +32,35 @@ def test_a_running_worker_has_memory_and_cpu_seconds(tmp_path: Path) -> None:
     used, seconds = asyncio.run(scenario())
     assert used is not None and used[0] > 1_000_000  # a Python interpreter's resident memory
     assert seconds is not None and seconds >= 0.25
+
+
+def test_reading_a_worker_pauses_only_once_more_than_the_limit_is_buffered() -> None:
+    """Backpressure on the worker's stdout: reading stops once more than ``max_buffered``
+    bytes wait unread, once (not again at each chunk), and not before."""
+
+    class Pipe(asyncio.ReadTransport):
+        pauses = 0
+
+        def pause_reading(self) -> None:
+            self.pauses += 1
+
+    class Process:
+        def __init__(self) -> None:
+            self.pipe = Pipe()
+
+        def get_pipe_transport(self, fd: int) -> Pipe:
+            return self.pipe
+
+    async def scenario() -> None:
+        proto = _WorkerProtocol("t", collections.deque(), max_buffered=100)
+        process = Process()
+        proto.connection_made(process)  # type: ignore[arg-type]
+        for _ in range(10):
+            proto.pipe_data_received(1, b"x" * 10)  # 100 bytes: at the limit, not over it
+        assert process.pipe.pauses == 0
+        proto.pipe_data_received(1, b"x")
+        assert process.pipe.pauses == 1
+        proto.pipe_data_received(1, b"x" * 50)  # paused already: not paused again
+        assert process.pipe.pauses == 1
+
+    asyncio.run(scenario())
