@@ -64,3 +64,16 @@ def test_reading_a_worker_pauses_only_once_more_than_the_limit_is_buffered() -> 
         assert process.pipe.pauses == 1
 
     asyncio.run(scenario())
+
+
+def test_a_stderr_line_with_no_end_is_shown_in_pieces_each_once() -> None:
+    """A worker writing 10,000 bytes to stderr with no newline: shown once it passes 8 KiB,
+    then the next line on its own (not the long one again)."""
+
+    async def scenario() -> list[str]:
+        proto = _WorkerProtocol("t", collections.deque(), max_buffered=100)
+        proto.pipe_data_received(2, b"a" * 10_000)
+        proto.pipe_data_received(2, b"next\n")
+        return list(proto.tail)
+
+    assert asyncio.run(scenario()) == ["a" * 10_000, "next"]
