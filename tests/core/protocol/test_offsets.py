@@ -33,3 +33,9 @@ def test_a_time_policy_refuses_a_step_of_no_time(step: object) -> None:
 def test_a_time_policy_cuts_windows_of_its_step_from_its_start() -> None:
     policy = make_policy("time", "2026-01-01T00:00:00Z", "PT6H", "PT0S", "stages[1].offset_policy")
     assert policy.window("2026-01-01T00:00:00Z") == ("2026-01-01T00:00:00Z", "2026-01-01T06:00:00Z")
+
+
+@pytest.mark.parametrize("start", ["yesterday", 12.5, "2026-13-01T00:00:00Z"])
+def test_a_time_policy_refuses_a_start_that_is_no_instant(start: object) -> None:
+    with pytest.raises(ConfigError, match=r"stages\[1\]\.offset_policy\.start: .* is not an ISO-8601 instant such as"):
+        make_policy("time", start, "PT1H", None, "stages[1].offset_policy")

@@ -136,8 +136,13 @@ def test_message_longer_than_the_limit_is_a_violation(cut):
     p = ReplyParser(DEFAULT_MARKERS, max_message_bytes=50)
     ok = b"x" * 50 + b"\n"
     assert normalise(feed_in_pieces(p, ok, cut)) == [ok]
-    with pytest.raises(ProtocolViolation, match="exceeds max_message_bytes=50"):
-        feed_in_pieces(p, b"y" * 51 + b"\n", cut)
+    with pytest.raises(ProtocolViolation, match="exceeds max_message_bytes=50") as err:
+        feed_in_pieces(p, b"0123456789" * 6 + b"\n", cut)
+    assert err.value.snippet == b"0123456789" * 4  # the message's first 40 bytes, no more
+    later = ReplyParser(DEFAULT_MARKERS, max_message_bytes=50)  # the oversize one after another in one read
+    with pytest.raises(ProtocolViolation, match="exceeds max_message_bytes=50") as err:
+        later.feed(b"ok\n" + b"0123456789" * 6 + b"\n")
+    assert err.value.snippet == b"0123456789" * 4
 
 
 def test_request_parser_splits_messages_and_batches():
