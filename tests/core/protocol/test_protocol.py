@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
-from etlstage.errors import MarkerError, MarkerInMessage, ProtocolViolation
+from etlstage.errors import ConfigError, MarkerError, MarkerInMessage, ProtocolViolation
 from etlstage.protocol import (
     BNC,
     DEFAULT_MARKERS,
@@ -62,6 +64,13 @@ def test_markers_travel_as_two_hex_digits():
     assert Markers.from_env(env) == PRINTABLE
     with pytest.raises(MarkerError, match="ETLSTAGE_EOM='zz'"):
         Markers.from_env({"ETLSTAGE_EOM": "zz"})
+
+
+@pytest.mark.parametrize("size", [0, -2, "3", 2.5])
+def test_a_scenario_refuses_a_batch_size_that_is_not_a_positive_integer(size):
+    """What an SDK reads from ETLSTAGE_BATCH_SIZE (or a harness is given) is checked as stages.yaml is."""
+    with pytest.raises(ConfigError, match=rf"stage 't'.*batch_size {re.escape(repr(size))}: expected an integer >= 1"):
+        Scenario(type="T", mode="batch", batch_size=size, stage="t")  # type: ignore[arg-type]
 
 
 def test_scenario_env_and_placeholders():
