@@ -248,3 +248,19 @@ def test_a_worker_killed_by_a_signal_before_its_first_request_is_restarted(pdir)
     assert (pdir.path / "killed-once").exists()
     assert sorted(pdir.lines("out.txt")) == ["0", "1", "2", "3", "4"]
     assert "restarting it would fail the same way" not in r.stderr
+
+
+def test_a_worker_that_closes_its_stdin_and_lives_on_fails_at_the_first_write(pdir) -> None:
+    """Not a wait for an answer that cannot come: the write fails, and the failure says so."""
+    deaf = "import os, time; os.close(0); time.sleep(60)"
+    pdir.write(f"""
+        stages:
+          - {{name: src, type: E, command: ["{{PY}}", "{{TW}}", count, "3"]}}
+          - {{name: t, type: T, restart: {{max_restarts: 0}}, timeouts: {{request: 50}}, command: ["{{PY}}", "-c", "{deaf}"]}}
+          - {{name: sink, type: L, command: ["{{PY}}", "{{TW}}", append, out.txt]}}
+    """)
+    started = time.monotonic()
+    r = pdir.run("--once", timeout=90)
+    assert r.code == 1, r.stderr
+    assert "stopped reading its stdin (BrokenPipeError) — it exited or closed it" in r.stderr, r.stderr
+    assert time.monotonic() - started < 30
