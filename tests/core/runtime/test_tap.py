@@ -3,6 +3,7 @@ drops (and says how many) and never slows the pipeline; only the pipeline's user
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -14,7 +15,8 @@ import pytest
 
 from etlstage.config.loader import load_config
 from etlstage.errors import ConfigError
-from etlstage.runtime.tap import connect, read_taps, socket_path
+from etlstage.protocol.markers import DEFAULT_MARKERS
+from etlstage.runtime.tap import _Tap, connect, read_taps, socket_path
 from tests.support.live_run import LiveRun
 from tests.support.waiting import wait_for
 
@@ -146,3 +148,21 @@ def test_something_in_the_way_of_the_socket_costs_the_tap_not_the_run(pdir):
     r = pdir.run("--once")
     assert r.code == 0, r.stderr
     assert "no tap for this run" in r.stderr and len(pdir.lines("out.txt")) == 10
+
+
+def test_a_taps_buffer_holds_64_kib_then_counts_what_it_drops() -> None:
+    """docs/operating.md: the tap's buffer is 64 KiB; what does not fit is dropped and counted,
+    and a block larger than the buffer still goes through when it is alone."""
+
+    async def scenario() -> tuple[int, int, int]:
+        tap = _Tap(DEFAULT_MARKERS)
+        for _ in range(64):
+            tap.offer(b"x" * 1023 + b"\n", 1)  # 64 KiB in all: fits
+        tap.offer(b"y\n", 1)  # one byte more: dropped
+        held, dropped = len(tap.blocks), tap.dropped
+        while tap.blocks:
+            tap.take()
+        tap.offer(b"z" * (200 * 1024) + b"\n", 1)  # alone: taken however large
+        return held, dropped, len(tap.blocks)
+
+    assert asyncio.run(scenario()) == (64, 1, 1)
