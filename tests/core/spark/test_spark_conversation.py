@@ -4,8 +4,12 @@ the stage keys it honours as the supervisor does (compared in test_parity.py).""
 from __future__ import annotations
 
 import sys
+import time
+
+import pytest
 
 from etlstage.config.model import RestartPolicy, StageConfig, Timeouts
+from etlstage.errors import EtlstageError
 from etlstage.protocol.markers import Markers
 from etlstage.protocol.vocabulary import BatchDriver, Mode, OnFailure, StageType
 from etlstage.spark.conversation import StageWorker, worker_env
@@ -207,3 +211,24 @@ def test_a_worker_driven_stage_held_to_one_batch_of_replay_goes_on_to_the_end_of
     task confirms it and goes on; it ends only once its input is exhausted."""
     worker = misbehaving(tmp_path, batch_driver=BatchDriver.WORKER)
     assert sorted(run_through(worker)) == [b"m%03d" % i for i in range(20)]
+
+
+def test_a_worker_that_never_answers_its_first_request_meets_the_startup_limit(tmp_path):
+    """Before its first answer a worker has timeouts.startup (here 1 s), not the longer
+    request limit (60 s): the task fails within seconds, naming the start-up limit."""
+    stage = StageConfig(
+        "t",
+        StageType.T,
+        [sys.executable, "-c", "import time; time.sleep(120)"],
+        Mode.BATCH,
+        Markers(),
+        batch_size=2,
+        timeouts=Timeouts(startup=1, request=60),
+        restart=RestartPolicy(max_restarts=0),
+    )
+    scenario = stage.scenario(0, str(tmp_path))
+    worker = StageWorker(stage, scenario, worker_env(stage, scenario), None, "t")
+    started = time.monotonic()
+    with pytest.raises(EtlstageError, match="did not answer within its start-up timeout of 1s"):
+        run_through(worker, 4)
+    assert time.monotonic() - started < 20
