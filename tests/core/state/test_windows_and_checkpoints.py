@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from etlstage.errors import StateError
+from etlstage.state.lastrun import RunRecorder
 from etlstage.state.store import StateStore
 
 
@@ -71,3 +72,18 @@ def test_the_heartbeat_finds_the_store_replaced_or_truncated_under_the_run(tmp_p
                 store.heartbeat({"ok": 2})
         finally:
             store.close()
+
+
+def test_recording_how_a_run_ended_leaves_no_file_open(tmp_path: Path) -> None:
+    StateStore(tmp_path / "state").close()  # the run's store exists
+    recorder = RunRecorder(str(tmp_path / "state"), "supervisor")
+    before = set(os.listdir("/proc/self/fd"))
+    assert recorder.end(0) == 0
+    left = set(os.listdir("/proc/self/fd")) - before
+    assert not left, left
+    store = StateStore(tmp_path / "state")
+    try:
+        rows = store.db.execute("SELECT engine, exit_status FROM run_ends").fetchall()
+    finally:
+        store.close()
+    assert rows == [("supervisor", 0)]
