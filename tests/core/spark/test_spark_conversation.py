@@ -16,21 +16,28 @@ from etlstage.spark.conversation import StageWorker, worker_env
 from tests.support.paths import FIXTURES
 
 
-def transform(tmp_path, monkeypatch, **kw) -> tuple[list[bytes], int, int]:
-    """(results, confirmations, most input bytes written and unanswered at once)."""
+def t_worker(tmp_path, argv: list[str], **keys) -> StageWorker:
+    """A T-stage's conversation in batches of 2 (instance 0), ``keys`` overriding the stage's."""
     stage = StageConfig(
         "t",
         StageType.T,
-        [sys.executable, str(FIXTURES / "tw.py"), "upper"],
+        argv,
         Mode.BATCH,
         Markers(),
-        batch_size=2,
-        timeouts=Timeouts(startup=30, request=30),
-        restart=RestartPolicy(max_restarts=0),
-        **kw,
+        **{
+            "batch_size": 2,
+            "timeouts": Timeouts(startup=30, request=30),
+            "restart": RestartPolicy(max_restarts=0),
+            **keys,
+        },
     )
     scenario = stage.scenario(0, str(tmp_path))
-    worker = StageWorker(stage, scenario, worker_env(stage, scenario), None, "t")
+    return StageWorker(stage, scenario, worker_env(stage, scenario), None, "t")
+
+
+def transform(tmp_path, monkeypatch, **kw) -> tuple[list[bytes], int, int]:
+    """(results, confirmations, most input bytes written and unanswered at once)."""
+    worker = t_worker(tmp_path, [sys.executable, str(FIXTURES / "tw.py"), "upper"], **kw)
     settles, unanswered = [], [0]
     settle, write = StageWorker._settle, StageWorker._write
 
@@ -176,19 +183,13 @@ def test_a_failed_batch_is_isolated_one_message_at_a_time_and_only_the_culprit_i
     """A batch that fails every try is split into its messages, each written alone (nothing
     else in flight nor held unconfirmed beside it): the one that kills the worker is the
     dead letter, and every other message is answered once."""
-    stage = StageConfig(
-        "t",
-        StageType.T,
+    worker = t_worker(
+        tmp_path,
         [sys.executable, str(FIXTURES / "tw.py"), "poison", "m002"],
-        Mode.BATCH,
-        Markers(),
         batch_size=4,
-        timeouts=Timeouts(startup=30, request=30),
         restart=RestartPolicy(max_restarts=1, backoff=0.01),
         on_failure=OnFailure.DEADLETTER,
     )
-    scenario = stage.scenario(0, str(tmp_path))
-    worker = StageWorker(stage, scenario, worker_env(stage, scenario), None, "t")
     dead: list[bytes] = []
     worker.deadletter = lambda st, job, error: dead.append(job.block)
     beside: list[tuple[int, int]] = []  # for each message written alone: (in flight, held) beside it
@@ -216,18 +217,9 @@ def test_a_worker_driven_stage_held_to_one_batch_of_replay_goes_on_to_the_end_of
 def test_a_worker_that_never_answers_its_first_request_meets_the_startup_limit(tmp_path):
     """Before its first answer a worker has timeouts.startup (here 1 s), not the longer
     request limit (60 s): the task fails within seconds, naming the start-up limit."""
-    stage = StageConfig(
-        "t",
-        StageType.T,
-        [sys.executable, "-c", "import time; time.sleep(120)"],
-        Mode.BATCH,
-        Markers(),
-        batch_size=2,
-        timeouts=Timeouts(startup=1, request=60),
-        restart=RestartPolicy(max_restarts=0),
+    worker = t_worker(
+        tmp_path, [sys.executable, "-c", "import time; time.sleep(120)"], timeouts=Timeouts(startup=1, request=60)
     )
-    scenario = stage.scenario(0, str(tmp_path))
-    worker = StageWorker(stage, scenario, worker_env(stage, scenario), None, "t")
     started = time.monotonic()
     with pytest.raises(EtlstageError, match="did not answer within its start-up timeout of 1s"):
         run_through(worker, 4)
