@@ -296,9 +296,7 @@ class StageWorker:
                     todo.appendleft(job)
                     break
                 if worker_driven:
-                    for answered in self._feed_worker_driven(job, todo, jobs):
-                        held.append(answered)
-                        held_bytes += len(answered.block)
+                    self._feed_worker_driven(job, todo, jobs)
                 elif job.batch:
                     self._write(job, job.block, self.stage.markers.EOB)
                 else:
@@ -319,8 +317,10 @@ class StageWorker:
                 held.append(job)
                 held_bytes += len(job.block)
 
-    def _feed_worker_driven(self, job: Job, todo: collections.deque[Job], jobs: Iterator[Job]) -> list[Job]:
-        """Write one message, another on each BNC while input lasts, else EOB."""
+    def _feed_worker_driven(self, job: Job, todo: collections.deque[Job], jobs: Iterator[Job]) -> None:
+        """Write one message, another on each BNC while input lasts, else EOB. The batch is
+        the only job in flight, and an answer to a batch still open is a protocol violation
+        (``_step`` raises it): its answer is read by the caller's loop, once it is closed."""
         again = job.messages > 1  # a resend: its messages go one per BNC as before
         messages = (
             [job.block[s:e] for s, e in spans(message_ends(job.block, self.stage.markers.eom))]
@@ -334,8 +334,7 @@ class StageWorker:
         rest = messages[1:]
         while not job.closed:
             done, bnc = self._step()
-            if done:
-                return done
+            assert not done, "an open worker-driven batch was answered without a violation"
             if not bnc:
                 continue
             if rest:
@@ -357,7 +356,6 @@ class StageWorker:
             job.awaiting_bnc = policy.bnc_due(job.messages, self.stage.batch_size)
             job.closed = not job.awaiting_bnc
             self.pending.append(memoryview(more))
-        return []
 
     def _release(self, held: list[Job]) -> Iterator[bytes]:
         jobs = list(held)

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from etlstage.state.store import state_dir_problems
+from etlstage.errors import StateError
+from etlstage.state.store import StateStore, state_dir_problems
 
 STAGES = """\
 stages:
@@ -112,6 +113,21 @@ def test_a_state_db_linked_elsewhere_is_refused_and_its_target_untouched(pdir, t
     assert f"state.db is a symbolic link (to {target})" in r.stderr, r.stderr
     assert target.read_bytes() == b"" and mode(target) == 0o644
     assert pdir.etlstage("status", "stages.yaml").code == 2
+
+
+def test_the_store_itself_names_a_state_db_link_and_its_target(tmp_path, tmp_path_factory):
+    """The link check before a run names a linked state.db first; the store, opened on its
+    own (another process may put the link there after that check), names it as well, and
+    leaves the target as it was."""
+    target = tmp_path_factory.mktemp("elsewhere") / "victim"
+    target.write_bytes(b"")
+    target.chmod(0o644)
+    state = tmp_path / ".etlstage"
+    state.mkdir(mode=0o700)
+    (state / "state.db").symlink_to(target)
+    with pytest.raises(StateError, match=f"state.db is a symbolic link \\(to {target}\\)"):
+        StateStore(state)
+    assert target.read_bytes() == b"" and mode(target) == 0o644
 
 
 @pytest.mark.parametrize("suffix", ["-wal", "-shm", "-journal"])
