@@ -76,6 +76,21 @@ def delta_lake() -> list[str]:
     return [f"io.delta:delta-spark_{spark}_2.13:{DELTA_VERSION}"]
 
 
+# delta-storage-s3-dynamodb compiles against AWS SDK v1 (com.amazonaws, "provided" in its POM:
+# not fetched with it) at this version; hadoop-aws 3.4 uses SDK v2 (software.amazon.awssdk),
+# other packages, so the two sit side by side on one class path.
+AWS_SDK_V1_VERSION = "1.12.262"
+
+
+def delta_dynamodb() -> list[str]:
+    """Delta's DynamoDB log store for S3 (``io.delta.storage.S3DynamoDBLogStore``: several
+    writers of one S3 table) and the AWS SDK v1 DynamoDB client it calls."""
+    return [
+        f"io.delta:delta-storage-s3-dynamodb:{DELTA_VERSION}",
+        f"com.amazonaws:aws-java-sdk-dynamodb:{AWS_SDK_V1_VERSION}",
+    ]
+
+
 def kafka_connector() -> list[str]:
     """Spark's own Kafka source and sink, at exactly pyspark's version (Scala 2.13)."""
     return [f"org.apache.spark:spark-sql-kafka-0-10_2.13:{spark_version()}"]
@@ -93,6 +108,7 @@ def kafka_broker() -> list[str]:
 PACKAGES: dict[str, Callable[[], list[str]]] = {
     "s3": s3_connector,
     "delta": delta_lake,
+    "delta-dynamodb": delta_dynamodb,
     "kafka-spark": kafka_connector,
     "kafka-broker": kafka_broker,
 }

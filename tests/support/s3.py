@@ -39,10 +39,11 @@ FAKE_CREDENTIALS = {
 class S3Server:
     port: int
     proc: subprocess.Popen
+    tls: bool = False  # moto's own self-signed certificate (``moto_s3(..., tls=True)``)
 
     @property
     def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}"
 
     def env(self) -> dict[str, str]:
         return dict(FAKE_CREDENTIALS)
@@ -64,12 +65,14 @@ class S3Server:
         keys = ("AWS_REGION", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
         return {"AWS_ENDPOINT_URL": self.endpoint, "AWS_ALLOW_HTTP": "true", **{k: FAKE_CREDENTIALS[k] for k in keys}}
 
-    def client(self) -> Any:
+    def client(self, service: str = "s3") -> Any:
+        """A boto3 client of this server (moto serves every AWS service on one port)."""
         import boto3
 
         return boto3.client(
-            "s3",
+            service,
             endpoint_url=self.endpoint,
+            verify=not self.tls,
             region_name=FAKE_CREDENTIALS["AWS_REGION"],
             aws_access_key_id=FAKE_CREDENTIALS["AWS_ACCESS_KEY_ID"],
             aws_secret_access_key=FAKE_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
@@ -100,8 +103,11 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def moto_s3(log_dir: Path, timeout: float = 30.0) -> Iterator[S3Server]:
-    """moto's S3 server on a free loopback port for the ``with`` block; its log in ``log_dir``."""
+def moto_s3(log_dir: Path, timeout: float = 30.0, *, tls: bool = False) -> Iterator[S3Server]:
+    """moto's S3 server on a free loopback port for the ``with`` block; its log in ``log_dir``.
+    ``tls``: HTTPS with moto's own self-signed certificate, for a client that speaks nothing
+    else (the AWS SDK v1 that Delta's DynamoDB log store uses)."""
+    import ssl
     import urllib.error
     import urllib.request
 
@@ -110,22 +116,23 @@ def moto_s3(log_dir: Path, timeout: float = 30.0) -> Iterator[S3Server]:
         raise RuntimeError("moto_server is not installed (pip install 'moto[server]')")
     port = _free_port()
     log_dir.mkdir(parents=True, exist_ok=True)
-    with open(log_dir / "moto-s3.log", "wb") as out:
+    with open(log_dir / f"moto-s3{'-tls' if tls else ''}.log", "wb") as out:
         proc = subprocess.Popen(
-            [exe, "-H", "127.0.0.1", "-p", str(port)],
+            [exe, "-H", "127.0.0.1", "-p", str(port), *(["--ssl"] if tls else [])],
             stdout=out,
             stderr=subprocess.STDOUT,
             env={**os.environ, **FAKE_CREDENTIALS},
             start_new_session=True,
         )
-    server = S3Server(port, proc)
+    server = S3Server(port, proc, tls)
+    unchecked = ssl._create_unverified_context() if tls else None  # its certificate is made up on start
     try:
         deadline = time.monotonic() + timeout
         while True:
             if proc.poll() is not None:
-                raise RuntimeError(f"moto_server exited ({proc.returncode}): see {log_dir / 'moto-s3.log'}")
+                raise RuntimeError(f"moto_server exited ({proc.returncode}): see {out.name}")
             try:
-                urllib.request.urlopen(server.endpoint + "/moto-api/", timeout=1).close()
+                urllib.request.urlopen(server.endpoint + "/moto-api/", timeout=1, context=unchecked).close()
                 break
             except (urllib.error.URLError, OSError):
                 if time.monotonic() > deadline:

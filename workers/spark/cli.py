@@ -17,6 +17,7 @@ EPILOG = """\
 examples:
   etlstage-spark-load --output /data/events --columns id=/id kind=/type amount:double=/amount --key /id
   etlstage-spark-load --rdss --output /data/rdss --format parquet --partition-by messageType
+  etlstage-spark-load --rdss --format delta --output s3a://lake/rdss --dynamodb-log-table delta_log
   etlstage-spark-load --rdss --output /shared/rdss --master spark://10.0.0.5:7077 --conf spark.executor.memory=2g
 """
 
@@ -53,6 +54,20 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="/POINTER",
         help="idempotence key (default /messageHeader/messageId with --rdss; else the message's SHA-256)",
+    )
+    p.add_argument(
+        "--dynamodb-log-table",
+        default="",
+        metavar="NAME",
+        help="--format delta on s3a:// or s3://: commit through Delta's DynamoDB log store with this table "
+        "(created when missing), so that several instances or clusters may write one table; needed with "
+        "instances > 1",
+    )
+    p.add_argument(
+        "--dynamodb-region",
+        default="",
+        metavar="REGION",
+        help="the region of the --dynamodb-log-table table (default: Delta's, us-east-1)",
     )
     p.add_argument("--partition-by", nargs="+", default=[], metavar="COLUMN", help="partition the output by columns")
     p.add_argument("--master", default="local[*]", help="Spark master: local[*], spark://host:port, sc://host:port, …")
@@ -117,6 +132,8 @@ def config_from_args(args: argparse.Namespace) -> LoaderConfig:
         connect_timeout=args.connect_timeout,
         claim_timeout=args.claim_timeout,
         spark_log_level=args.spark_log_level,
+        log_table=args.dynamodb_log_table,
+        log_table_region=args.dynamodb_region,
     ).check()
 
 

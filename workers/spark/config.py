@@ -15,6 +15,11 @@ TABLE_FORMATS = ("delta",)  # committed by the table's own transaction: any Hado
 COLUMN_TYPES = ("string", "long", "double", "boolean")
 MASTER_FORMS = "local, local[N], local[*], spark://host:port, sc://host:port, yarn, k8s://…"
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+S3_SCHEMES = ("s3a", "s3")  # Delta's default log store there: one writing driver at a time per table
+DYNAMODB_LOG_STORE = "io.delta.storage.S3DynamoDBLogStore"
+_DDB_CONF = "spark.io.delta.storage.S3DynamoDBLogStore"  # Delta reads ddb.* settings under this prefix
+_DDB_TABLE = re.compile(r"^[A-Za-z0-9_.-]{3,255}$")  # DynamoDB's rule for table names
+_REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d+$")
 _MASTER = re.compile(r"^(local(\[(\d+|\*)(,\d+)?\])?|spark://.+|sc://.+|yarn|k8s://.+|local-cluster\[.+\])$")
 
 
@@ -73,6 +78,45 @@ class LoaderConfig:
     connect_timeout: float = 10.0
     claim_timeout: float = 120.0
     spark_log_level: str = "WARN"
+    log_table: str = ""  # --dynamodb-log-table: Delta's DynamoDB log store (several writers of an S3 table)
+    log_table_region: str = ""  # --dynamodb-region: where that table is (Delta's default: us-east-1)
+
+    @property
+    def on_s3(self) -> bool:
+        """The output is on S3 (``s3a://``, ``s3://``)."""
+        return self.output.split("://", 1)[0].lower() in S3_SCHEMES if "://" in self.output else False
+
+    def log_store_conf(self) -> dict[str, str]:
+        """Spark settings of Delta's DynamoDB log store for the output's scheme (none without
+        ``--dynamodb-log-table``). The settings are the session's: every ``s3a://`` (or
+        ``s3://``) Delta table it writes or reads goes through that DynamoDB table."""
+        if not self.log_table:
+            return {}
+        scheme = self.output.split("://", 1)[0].lower()
+        conf = {
+            f"spark.delta.logStore.{scheme}.impl": DYNAMODB_LOG_STORE,
+            f"{_DDB_CONF}.ddb.tableName": self.log_table,
+        }
+        if self.log_table_region:
+            conf[f"{_DDB_CONF}.ddb.region"] = self.log_table_region
+        return conf
+
+    def concurrent_writers_problem(self, instances: int) -> str | None:
+        """Why a stage of ``instances`` instances may not write this output, or None (the
+        caller names the stage).
+
+        The one rule both engines apply at start: a Delta table on S3 written by more than one
+        instance needs Delta's DynamoDB log store. Without it two writers may both put the
+        same ``_delta_log/N.json`` (S3 has no put-if-absent there) and one commit is lost
+        without an error."""
+        if instances <= 1 or not self.is_table or not self.on_s3 or self.log_table:
+            return None
+        return (
+            f"{instances} instances would write the Delta table {self.output} at once, and on "
+            "S3 Delta's default log store is safe for one writer only (two commits of the same number: one is "
+            "lost without an error); add --dynamodb-log-table NAME (Delta's DynamoDB log store; see "
+            'docs/workers/spark.md, "Concurrent writers") or give the stage instances: 1'
+        )
 
     @property
     def is_table(self) -> bool:
@@ -121,6 +165,21 @@ class LoaderConfig:
         for k in self.conf:
             if not k:
                 problems.append("--conf: expected key=value")
+        if self.log_table or self.log_table_region:
+            if not self.is_table or not self.on_s3:
+                problems.append(
+                    "--dynamodb-log-table / --dynamodb-region: Delta's DynamoDB log store is for --format delta "
+                    f"on s3a:// or s3://, not --format {self.format} --output {self.output!r}"
+                )
+            if not self.log_table:
+                problems.append("--dynamodb-region: give the table too (--dynamodb-log-table NAME)")
+            elif not _DDB_TABLE.match(self.log_table):
+                problems.append(
+                    f"--dynamodb-log-table {self.log_table!r}: a DynamoDB table name is 3 to 255 letters, digits, "
+                    "'_', '-' or '.'"
+                )
+            if self.log_table_region and not _REGION.match(self.log_table_region):
+                problems.append(f"--dynamodb-region {self.log_table_region!r}: expected an AWS region, e.g. eu-west-1")
         if self.connect_timeout <= 0 or self.claim_timeout <= 0:
             problems.append("--connect-timeout / --claim-timeout: expected seconds > 0")
         _check_column_tree(self.output_columns, problems)

@@ -74,12 +74,15 @@ def package_sets(config: LoaderConfig) -> list[str]:
     sets = ["delta"] if config.format == "delta" else []
     if config.output.startswith(("s3a://", "s3://")):
         sets.append("s3")
+    if config.log_table:
+        sets.append("delta-dynamodb")
     return sets
 
 
 def session_conf(config: LoaderConfig) -> dict[str, str]:
     """Spark settings the loader's tables need at session start: the jars (fetched once into
-    the cache, :mod:`etlstage.spark.jars`), Delta's SQL extension and catalog."""
+    the cache, :mod:`etlstage.spark.jars`), Delta's SQL extension and catalog, and with
+    ``--dynamodb-log-table`` Delta's DynamoDB log store."""
     from etlstage.spark.jars import JarFetchError, fetch_named
     from etlstage.spark.session import SparkStartError
 
@@ -91,6 +94,7 @@ def session_conf(config: LoaderConfig) -> dict[str, str]:
     conf = {"spark.jars": ",".join(jars)} if jars else {}
     if config.format == "delta":
         conf.update(DELTA_SESSION)
+    conf.update(config.log_store_conf())
     return conf
 
 

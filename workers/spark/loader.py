@@ -46,7 +46,7 @@ from etlstage_workers.spark.keystore import CLAIMED, COMMITTED, STAGED, KeyStore
 from etlstage_workers.spark.session import start_session
 from etlstage_workers.spark.staged import stage_input, write_staged
 
-from etlstage.errors import EtlstageError
+from etlstage.errors import ConfigError, EtlstageError
 from etlstage.spark.session import default_parallelism
 from etlstage.worker import Loader
 
@@ -82,6 +82,9 @@ class SparkLoader(Loader):
 
     def setup(self) -> None:
         sc = self.scenario
+        refused = self.config.concurrent_writers_problem(sc.instances)
+        if refused:  # before Spark starts: the stage stops at once, naming the fix
+            raise ConfigError([refused], f"stage {sc.stage!r}")
         if not sc.is_batch:
             log.warning("mode %r: one Spark job per message is slow; run this stage with mode: batch", sc.mode)
         if not lake.is_uri(self.output):

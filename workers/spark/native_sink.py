@@ -136,14 +136,20 @@ class TableBatches:
 
 
 def parse(ctx: NativeContext) -> LoaderConfig:
-    """The worker's own options, checked as it checks them (exit 2 naming the stage)."""
+    """The worker's own options, checked as it checks them (exit 2 naming the stage), with
+    the worker's rule for concurrent writers of an S3 table
+    (:meth:`LoaderConfig.concurrent_writers_problem`)."""
     args = parse_argv(ctx, build_parser(), ENGINE_OWNS)
     if not lake.is_uri(args.output):
         args.output = ctx.path(args.output)
     try:
-        return config_from_args(args)
+        config = config_from_args(args)
     except ConfigError as exc:
         raise ConfigError(exc.problems, ctx.where) from None
+    refused = config.concurrent_writers_problem(ctx.stage.instances)
+    if refused:  # the worker's own rule (one stages.yaml, both engines), before the session starts
+        raise ConfigError([refused], ctx.where)
+    return config
 
 
 class SinkBatches:
