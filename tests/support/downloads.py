@@ -11,7 +11,6 @@ The tests call the same functions and find the caches filled.
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 import tarfile
@@ -100,24 +99,16 @@ def fetch_kafka_jars() -> str:
 
 def fetch_lake_jars() -> str:
     """Delta Lake and the S3A connector, once pyspark is installed (both follow its Spark and
-    Hadoop versions); Delta's DynamoDB log store too where Maven serves it (not a failure
-    where it does not: only its own test needs it)."""
+    Hadoop versions)."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     from etlstage.spark import jars
 
     if not _has("pyspark"):
         return "pyspark not installed yet: nothing to fetch"
     try:
-        said = [f"{name}: {len(jars.fetch_named(name))} jars" for name in ("delta", "s3")]
+        return ", ".join(f"{name}: {len(jars.fetch_named(name))} jars" for name in ("delta", "s3"))
     except jars.JarFetchError as exc:
         raise RuntimeError(str(exc)) from exc
-    try:  # Delta's DynamoDB log store: its end-to-end test skips, saying why, where it cannot be had
-        said.append(f"delta-dynamodb: {len(jars.fetch_named('delta-dynamodb'))} jars")
-    except jars.JarFetchError as exc:
-        text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc))  # mvn's colours
-        why = [line for line in text.splitlines() if "Could not" in line] or text.splitlines()[:1]
-        said.append(f"delta-dynamodb: not fetched ({why[0].strip()[:300]})")
-    return ", ".join(said)
 
 
 def _has(module: str) -> bool:
