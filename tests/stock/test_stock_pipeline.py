@@ -89,8 +89,8 @@ def test_stock_pipeline_loads_exactly_the_expected_tables(tmp_path):
 # Bounds of the kill test, inside its pytest timeout: kills and restarts, the run after the
 # last kill, and a final undisturbed run (the stream is consumed by then: it only checks).
 KILL_PHASE_S = 240
-FINISH_S = 120
-FINAL_RUN_S = 120
+FINISH_S = 300
+FINAL_RUN_S = 300
 TARGETS = ("etlstage-kinesis", "etlstage-rdss", "etlstage-spark-load", "supervisor")
 
 
