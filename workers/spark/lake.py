@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -140,7 +141,7 @@ def commit_batch(
     def one(route: str | None, rows: pa.Table) -> int:
         session = spark.newSession() if at_once else spark
         df = shape(session.createDataFrame(rows), config, prepared.parsed, keep=(KEY,), routed=False)
-        return merge(session, df, table_path(output, route), config.partition_by, txn)
+        return merge(session, df, rows.num_rows, table_path(output, route), config.partition_by, txn)
 
     # leaving the block waits for every MERGE, so none is still running when a failure is raised
     with ThreadPoolExecutor(max_workers=len(tables) if at_once else 1, thread_name_prefix="delta-merge") as pool:
@@ -155,11 +156,23 @@ def commit_batch(
     return counts
 
 
-def merge(spark: SparkSession, df: DataFrame, path: str, partition_by: tuple[str, ...], txn: Txn | None) -> int:
-    """``df``'s rows whose ``_key`` the table at ``path`` lacks, in one commit (the table is
-    created on first use); the number inserted. With ``txn``, a commit that ``txn`` already
-    made is skipped (0 inserted)."""
-    _create_if_missing(spark, df, path, partition_by)
+def merge(
+    spark: SparkSession, df: DataFrame, rows: int, path: str, partition_by: tuple[str, ...], txn: Txn | None
+) -> int:
+    """``df``'s rows whose ``_key`` the table at ``path`` lacks, in one commit; the number
+    inserted. With ``txn``, a commit that ``txn`` already made is skipped (0 inserted).
+
+    ``df`` holds ``rows`` rows (the caller knows: a count would be a Spark job) with
+    distinct keys (the batch's first occurrences). Where no table is there yet,
+    the batch itself creates it: an insert into nothing needs no join, and a cold MERGE is
+    most of a first batch's cost. The creation is version 0 of the table's log, which only
+    one writer can put: a writer that loses that race, or finds the table made since it
+    looked, merges instead."""
+    if path not in _TABLES:
+        created = _create_with(spark, df, path, partition_by, txn)
+        _TABLES.add(path)
+        if created:
+            return rows
     view = f"etlstage_batch_{abs(hash((path, time.monotonic_ns())))}"
     df.createOrReplaceTempView(view)
     quoted = path.replace("`", "``")
@@ -168,22 +181,31 @@ def merge(spark: SparkSession, df: DataFrame, path: str, partition_by: tuple[str
     )
     try:
         for attempt in range(1, CONFLICT_RETRIES + 1):
-            if txn is not None:
-                spark.conf.set(TXN_APP_ID, txn.app_id)
-                spark.conf.set(TXN_VERSION, str(txn.version))
             try:
-                return _inserted(spark.sql(statement))
+                with _pair(spark, txn):
+                    return _inserted(spark.sql(statement))
             except Exception as exc:
                 if attempt == CONFLICT_RETRIES or not _is_conflict(exc):
                     raise
                 log.info("%s: a concurrent commit won (%s); merging again", path, type(exc).__name__)
-            finally:
-                if txn is not None:
-                    spark.conf.unset(TXN_APP_ID)
-                    spark.conf.unset(TXN_VERSION)
     finally:
         spark.catalog.dropTempView(view)
     raise AssertionError("unreachable")  # the last attempt returns or raises
+
+
+@contextmanager
+def _pair(spark: SparkSession, txn: Txn | None) -> Iterator[None]:
+    """The session's next Delta commit carries ``txn`` (none: no pair)."""
+    if txn is None:
+        yield
+        return
+    spark.conf.set(TXN_APP_ID, txn.app_id)
+    spark.conf.set(TXN_VERSION, str(txn.version))
+    try:
+        yield
+    finally:
+        spark.conf.unset(TXN_APP_ID)
+        spark.conf.unset(TXN_VERSION)
 
 
 def _inserted(result: DataFrame) -> int:
@@ -197,23 +219,33 @@ def _inserted(result: DataFrame) -> int:
 _TABLES: set[str] = set()  # tables this process has seen exist: not checked again
 
 
-def _create_if_missing(spark: SparkSession, df: DataFrame, path: str, partition_by: tuple[str, ...]) -> None:
-    """An empty table with ``df``'s columns: every batch then goes through the MERGE, the
-    first one included (a plain first append would not see a concurrent writer's rows)."""
-    if path in _TABLES:
-        return
+def _create_with(spark: SparkSession, df: DataFrame, path: str, partition_by: tuple[str, ...], txn: Txn | None) -> bool:
+    """Create the table at ``path`` holding ``df``'s rows; False when a table is already
+    there (made by anyone, before or during this call): then the batch must be merged."""
+    if _exists(spark, path):
+        return False
+    # "errorifexists", not "append": an append to a table created after the look above
+    # would be a blind append, which no conflict check stops (duplicates).
+    writer = df.write.format("delta").mode("errorifexists")
+    if partition_by:
+        writer = writer.partitionBy(*partition_by)
+    try:
+        with _pair(spark, txn):
+            writer.save(path)
+    except Exception:
+        if _exists(spark, path):  # another writer's version 0 won: merge into it
+            log.info("%s: created by another writer meanwhile; merging", path)
+            return False
+        raise
+    return True
+
+
+def _exists(spark: SparkSession, path: str) -> bool:
     try:
         spark.read.format("delta").load(path).schema  # noqa: B018 - raises when there is no table
     except Exception:
-        writer = df.limit(0).write.format("delta").mode("append")
-        if partition_by:
-            writer = writer.partitionBy(*partition_by)
-        try:
-            writer.save(path)
-        except Exception as exc:
-            if not _is_conflict(exc):  # else another writer created it meanwhile: fine
-                raise
-    _TABLES.add(path)
+        return False
+    return True
 
 
 def _is_conflict(exc: BaseException) -> bool:
