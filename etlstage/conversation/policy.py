@@ -11,7 +11,8 @@ this module, and only this module:
 - when a batch is full (:func:`batch_full`, :func:`batch_cut`, :func:`fits`), and when a
   worker-driven batch's worker asks for more (:func:`bnc_due`);
 - whether more input may be written beside what is unanswered (:func:`may_write`);
-- how long a worker with nothing outstanding stays quiet to be in step (:func:`settle_time`).
+- how long a worker with nothing outstanding stays quiet to be in step (:func:`settle_time`),
+  and whether its answers give cause to doubt that they line up (:class:`Pace`).
 
 Callers pass times and counts in; nothing here sleeps, logs or reads a clock.
 
@@ -25,7 +26,10 @@ Callers pass times and counts in; nothing here sleeps, logs or reads a clock.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable
+import collections
+import math
+import statistics
+from collections.abc import Iterable, Sequence
 from enum import StrEnum
 from typing import Protocol
 
@@ -35,6 +39,9 @@ from etlstage.protocol.vocabulary import OnFailure
 
 MIN_SETTLE = 0.005  # a stray EOP written with its reply arrives within this, even under load
 MAX_SETTLE = 2.0
+# An EOP this soon after the worker's previous one may be a stray written with that answer.
+# Times are taken as the event loop sees the bytes: the margin covers its latency under load.
+RAPID = 0.25
 
 ISOLATING = "%s: a batch of %d failed %d times; trying its messages one by one"  # a log format: label, n, tries
 
@@ -254,10 +261,76 @@ def settle_time(service_times: Iterable[float]) -> float:
     return min(max(MIN_SETTLE, 2 * max(service_times, default=0.0)), MAX_SETTLE)
 
 
+def doubtful_answer(service: float, since_previous_eop: float, recent: Sequence[float]) -> bool:
+    """Whether an answer may not be the worker's answer to its request, but a stray EOP
+    taken for it: it came within ``RAPID`` of the worker's previous EOP (a stray written
+    with that answer), or in under a quarter of the worker's typical time (``recent``: its
+    last answers' times, five at least; a stray written on its own, while it worked).
+    A quarter, not a half: a worker's first answers are slow (a JVM warming up), and its
+    next ones are not strays for being faster.
+
+    >>> typical = [1.4, 1.6, 1.5, 1.5, 1.5]
+    >>> doubtful_answer(1.5, 1.5, typical), doubtful_answer(1.5, 0.0, typical)
+    (False, True)
+    >>> doubtful_answer(0.3, 0.3, typical), doubtful_answer(0.3, 0.3, [1.5]), doubtful_answer(0.7, 0.7, typical)
+    (True, False, False)
+    """
+    if since_previous_eop < RAPID:
+        return True
+    return len(recent) >= 5 and service < statistics.median(recent) / 4
+
+
+class Pace:
+    """One worker process's answers as the rules on confirmation need them: how long they
+    took, and whether one of them gave cause for doubt since it was last confirmed.
+
+    A stray EOP shows as an answer that came too soon (:func:`doubtful_answer`); the late
+    real answer it leaves behind then arrives with nothing outstanding, which the quiet
+    checks wait for (:func:`settle_time`). Answers that give no such cause — none came
+    right behind another, none in a fraction of the worker's usual time, each seen
+    arriving — are confirmed by one check of ``RAPID``: a stray written with an answer
+    arrives within it (a fast worker's own settle time when that is shorter). So a slow
+    worker in step (a loader taking seconds a batch) no longer waits out two settle times
+    at every window's end; a doubtful one still does.
+
+    >>> pace = Pace()
+    >>> for t in (10.0, 11.5, 13.0):
+    ...     pace.answered(1.5, t, t)
+    >>> pace.doubt, pace.settle()
+    (False, 0.25)
+    >>> pace.answered(1.5, 13.1, 13.1)  # a second EOP right behind the last
+    >>> pace.doubt, pace.settle()
+    (True, 2.0)
+    """
+
+    def __init__(self) -> None:
+        self.service: collections.deque[float] = collections.deque(maxlen=16)
+        self.previous_eop = -math.inf
+        self.doubt = False
+
+    def answered(self, service: float, arrived: float | None, read: float) -> None:
+        """An answer that took ``service`` seconds arrived at ``arrived`` and was read at
+        ``read``. ``arrived`` None: it had waited unseen, so it may have come right
+        behind the previous EOP — as doubtful as one that did."""
+        if arrived is None or doubtful_answer(service, arrived - self.previous_eop, self.service):
+            self.doubt = True
+        self.service.append(service)
+        self.previous_eop = read if arrived is None else arrived
+
+    def settle(self) -> float:
+        """How long the worker, nothing outstanding, stays quiet for one quiet check (in
+        doubt, each of two): never longer than ``RAPID`` without doubt, so a fast worker's
+        window ends no later than before."""
+        full = settle_time(self.service)
+        return full if self.doubt else min(full, RAPID)
+
+
 __all__ = [
     "ISOLATING",
     "MAX_SETTLE",
     "MIN_SETTLE",
+    "RAPID",
+    "Pace",
     "Restarts",
     "Verdict",
     "after_failure",
@@ -265,6 +338,7 @@ __all__ = [
     "batch_cut",
     "batch_full",
     "bnc_due",
+    "doubtful_answer",
     "fits",
     "may_write",
     "next_delay",

@@ -19,6 +19,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Mapping
 
 import psutil
@@ -159,6 +160,10 @@ class Transport:
 
     pid: int | None = None
     label: str = ""
+    #: when the chunk the last read returned arrived (``time.monotonic()``); None when
+    #: unknown: it was already waiting when asked for, so it may have come at any time
+    #: since the chunk before it (docs: the rules on confirmation treat that as doubtful)
+    last_arrival: float | None = None
 
     async def write(self, data: bytes) -> None:
         raise NotImplementedError
@@ -342,11 +347,16 @@ class ProcessTransport(Transport):
 
     async def read(self) -> bytes:
         p = self._protocol
+        waited = False
         while not p.chunks:
             if p.eof:
                 return b""
             p.data_ready = asyncio.get_running_loop().create_future()
             await p.data_ready
+            waited = True
+        # Seen arriving only if this read waited for it; a chunk already queued (while the
+        # reader was busy, or held back by backpressure) may have come at any time since.
+        self.last_arrival = time.monotonic() if waited else None
         return p.take()
 
     def close_input(self) -> None:

@@ -10,16 +10,20 @@ If anything goes wrong before that, the held jobs are sent again with the unansw
 ones: at-least-once, never a lost answer.
 
 Quiet is not proof: a worker that wrote a stray EOP and then answers late (after the
-settle time) passes one quiet check, and the shift shows only later.  So quiet counts
+settle time) passes one quiet check, and the shift shows only later. So quiet counts
 only where it must — when a held window has passed this stage and waits on nothing but
-the confirmation (:meth:`Unconfirmed.due`) — and an answered job holds its windows until
-the worker has passed **two** such checks after it (the first makes it *suspect*, the
-second releases it), or until the worker ended cleanly on end of input (it wrote nothing
-more before its end of file).  At the end of input the driver waits for that end rather
-than for quiet: the last windows of a run are confirmed by positive evidence.  A late
-answer that shows within that time sends every held and suspect job again.  One that
-shows later, once the windows of the last release have committed, stops the stage
-naming them: answers may be on the wrong requests there and cannot be sent again.
+the confirmation (:meth:`Unconfirmed.due`) — and, once an answer gave cause for doubt
+(it came right behind the previous EOP, in a fraction of the worker's usual time, or
+unseen while the reader was busy: :class:`~etlstage.conversation.policy.Pace`), an
+answered job holds its windows until the worker has passed **two** such checks after it
+(the first makes it *suspect*, the second releases it), or until the worker ended
+cleanly on end of input (it wrote nothing more before its end of file). Answers that
+gave no cause are released by one short check: a stray EOP they could hide would have
+made one of them doubtful. At the end of input the driver waits for that end rather than
+for quiet: the last windows of a run are confirmed by positive evidence. A late answer
+that shows within that time sends every held and suspect job again. One that shows
+later, once the windows of the last release have committed, stops the stage naming them:
+answers may be on the wrong requests there and cannot be sent again.
 
 Held input is bounded (``replay_bytes``): beyond it the oldest jobs let their input go
 and keep only the hold on their windows.  A shift shows in the newest answers, which
@@ -33,7 +37,7 @@ from __future__ import annotations
 import asyncio
 import collections
 
-from etlstage.conversation.policy import settle_time
+from etlstage.conversation.policy import Pace
 from etlstage.runtime.flow import Job, Window
 
 RECHECK = 0.02  # a quiet worker with held jobs is checked again this often
@@ -52,7 +56,7 @@ class Unconfirmed:
         self.bytes = 0
         self.windows: collections.Counter[Window] = collections.Counter()  # holds taken, by window
         self.released: set[Window] = set()  # the windows the last release on quiet alone let go
-        self.service: collections.deque[float] = collections.deque(maxlen=16)
+        self.pace = Pace()  # the worker's answers: how long they take, and any cause for doubt
         self.empty = asyncio.Event()
         self.empty.set()
         self.wanted = False  # the driver waits for a confirmation before it sends more
@@ -64,11 +68,13 @@ class Unconfirmed:
         """Some held job let its input go: it cannot be sent again."""
         return bool(self.let_go or self.suspect_let_go)
 
-    def add(self, job: Job, service_time: float) -> None:
-        """``job`` was answered (its results are on their way): hold it until confirmed."""
+    def add(self, job: Job, service_time: float, arrived: float | None, read: float) -> None:
+        """``job`` was answered (its results are on their way): hold it until confirmed.
+        Its answer arrived at ``arrived`` (None: unseen, it was already waiting) and was
+        read at ``read``."""
         self.jobs.append(job)
         self.bytes += sum(len(p.block) for p in job.pieces)
-        self.service.append(service_time)
+        self.pace.answered(service_time, arrived, read)
         for p in job.pieces:
             self.windows[p.window] += 1
             p.window.hold()
@@ -84,8 +90,8 @@ class Unconfirmed:
                 into[p.window] += 1
 
     def settle(self) -> float:
-        """How long a worker with nothing outstanding must stay quiet to be in step."""
-        return settle_time(self.service)
+        """How long a worker with nothing outstanding must stay quiet for one check."""
+        return self.pace.settle()
 
     def due(self) -> bool:
         """Confirm before more is sent: a held window has passed this stage entirely (only
@@ -96,17 +102,21 @@ class Unconfirmed:
     def confirm(self, proven: bool = False) -> int:
         """The worker passed a quiet check (``proven``: it ended cleanly on end of input).
         The suspect jobs are released, and the others become suspect (all are released
-        when ``proven``).  Returns the jobs that passed the check."""
+        when ``proven``, or when no answer gave cause for doubt).  Returns the jobs that
+        passed the check."""
         n = len(self.jobs) - self.suspects + sum(self.let_go.values())
-        cut = len(self.jobs) if proven else self.suspects
+        at_once = proven or not self.pace.doubt
+        cut = len(self.jobs) if at_once else self.suspects
         released, self.jobs = self.jobs[:cut], self.jobs[cut:]
         if proven:
             self.released = set()
-        elif released or self.suspect_let_go:
+        elif released or self.suspect_let_go or (at_once and self.let_go):
             self.released = {p.window for job in released for p in job.pieces} | set(self.suspect_let_go)
+            if at_once:
+                self.released |= set(self.let_go)
         self._unhold(self.suspect_let_go)
         self.suspect_let_go, self.let_go = self.let_go, collections.Counter()
-        if proven:
+        if at_once:
             self._unhold(self.suspect_let_go)
             self.suspect_let_go = collections.Counter()
         self.suspects = len(self.jobs)
@@ -116,6 +126,7 @@ class Unconfirmed:
                 self._unhold({p.window: 1})
         if not self:
             self.empty.set()
+            self.pace.doubt = False  # every answer in doubt passed its checks
         return n
 
     def committed_on_quiet(self) -> list[Window]:

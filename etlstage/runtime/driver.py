@@ -358,9 +358,11 @@ class TransformDriver(_Driver):
 
     # --- completion -----------------------------------------------------------------------
 
-    async def _complete(self, job: Job, held: Unconfirmed, instance: int) -> None:
+    async def _complete(self, job: Job, held: Unconfirmed, instance: int, arrived: float | None) -> None:
+        """``job`` answered; its answer arrived at ``arrived`` (None: at some time unseen)."""
+        now = time.monotonic()
         self.stats.in_flight -= 1
-        self.stats.answered(time.monotonic() - job.started)
+        self.stats.answered(now - job.started)
         if self.on_job_done is not None:
             self.on_job_done(job)
         if job.results:
@@ -371,7 +373,7 @@ class TransformDriver(_Driver):
             await self.emit(Piece(block, n, job.oldest_window()))
         # Held until the worker is known to be in step, an L-worker's EOP as a T's answer: a
         # stray EOP may have acknowledged a batch the worker then dies on (docs/protocol.md).
-        held.add(job, time.monotonic() - job.started)
+        held.add(job, now - job.started, arrived, now)
         self._release(job)
 
     def _release(self, job: Job) -> None:
@@ -503,8 +505,9 @@ class _Conversation:
                 self._quiet()
                 continue
             reading = session.rules.feed(tokens)
+            arrived = session.tokens_arrived
             for job in reading.completed:
-                await self._answered(job)
+                await self._answered(job, arrived)
             if not session.inflight:
                 self.drained.set()
                 if self.held:
@@ -526,9 +529,9 @@ class _Conversation:
             pressing = held.wanted or held.due()
             session.quiet_until = time.monotonic() + (held.settle() if pressing else RECHECK)
 
-    async def _answered(self, job: Job) -> None:
+    async def _answered(self, job: Job, arrived: float | None) -> None:
         self.unanswered_bytes -= job.size
-        await self.driver._complete(job, self.held, self.session.scenario.instance)
+        await self.driver._complete(job, self.held, self.session.scenario.instance, arrived)
         self.session.completed += 1
         self.slots.release()
         self.answered.set()

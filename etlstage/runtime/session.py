@@ -70,6 +70,7 @@ class WorkerSession:
         self.asked = False  # a request was written to this process
         self.started = time.monotonic()
         self.last_output = self.started
+        self.tokens_arrived: float | None = None  # when the tokens read last arrived (None: unknown)
         self._read: asyncio.Future[bytes] | None = None
         self._rearm = asyncio.Event()
 
@@ -185,6 +186,7 @@ class WorkerSession:
             except ProtocolViolation as exc:
                 raise self.violation(exc) from None
             if tokens:
+                self.tokens_arrived = self.transport.last_arrival
                 return tokens
 
     async def _next_chunk(self) -> bytes | None:

@@ -69,7 +69,7 @@ class StageWorker:
         self.report: Callable[[], None] = lambda: None  # publishes the tally (set by the plan)
         self.restarts = policy.Restarts(stage.restart, label)
         self.deadletter: DeadLetterFn | None = None
-        self.service: collections.deque[float] = collections.deque(maxlen=16)
+        self.pace = policy.Pace()  # the worker's answers: their times, and any cause for doubt
         self._held: list[Job] = []
         self.ownership: Ownership | None = None  # this host's right to run (stage, partition)
         self.in_use = threading.Lock()  # held by the task using this worker
@@ -176,7 +176,7 @@ class StageWorker:
             reading = self.rules.feed(tokens)
             now = time.monotonic()
             for job in reading.completed:
-                self.service.append(now - job.started)
+                self.pace.answered(now - job.started, proc.last_arrival, now)
                 self.answered += 1
                 self.tally.stats.answered(now - job.started)
             done.extend(reading.completed)
@@ -207,9 +207,10 @@ class StageWorker:
 
     def _settle(self) -> None:
         """Nothing outstanding: stay quiet for the settle time, or the answers were out of step."""
-        until = time.monotonic() + policy.settle_time(self.service)
+        until = time.monotonic() + self.pace.settle()
         while time.monotonic() < until:
             self._step(until)
+        self.pace.doubt = False  # every answer in doubt passed the check
 
     def _write(self, job: Job, *parts: bytes) -> None:
         self.rules.sent(job)

@@ -76,6 +76,7 @@ class WorkerProcess:
         self.eof = False
         self.stdin_closed = False
         self.last_output = time.monotonic()
+        self.last_arrival: float | None = None  # when the output the last pump read arrived (None: unseen)
         self._detaching = threading.Event()
         self._stderr = threading.Thread(target=self._drain_stderr, name=f"stderr {label}", daemon=True)
         self._stderr.start()
@@ -150,7 +151,11 @@ class WorkerProcess:
                 self._sel.unregister(self._in)
             self._writing = want_write
         timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
-        events = self._sel.select(timeout)
+        # Output seen arriving only if this call waited for it: output already there may
+        # have come at any time since the last call (the rules on confirmation: policy.Pace).
+        ready = self._sel.select(0)
+        events = ready or self._sel.select(timeout)
+        self.last_arrival = None if ready else time.monotonic()
         if not events:
             if what is not None and deadline is not None and time.monotonic() >= deadline:
                 raise WorkerTimeout(f"{self.label} did not answer within its {what}", self.context())

@@ -15,6 +15,7 @@ lock at the start makes it wait (``timeout``) instead.
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -36,11 +37,31 @@ def connect(
     """
     db = sqlite3.connect(str(path), timeout=timeout, isolation_level=None, check_same_thread=not threads)
     if str(path) != ":memory:":
-        db.execute("PRAGMA journal_mode=WAL")
+        _wal(db, timeout)
     db.execute(f"PRAGMA synchronous={synchronous}")
     if schema:
         apply_schema(db, schema)
     return db
+
+
+def _wal(db: sqlite3.Connection, timeout: float) -> None:
+    """WAL mode, waiting up to ``timeout`` for another connection's lock.
+
+    SQLite answers a journal-mode change that meets a lock with "database is locked" at
+    once, without its busy timeout: two workers opening one new store together (the
+    stock RDSS stage's two instances on a first run) would see one of them fail.
+    """
+    deadline = time.monotonic() + timeout
+    delay = 0.005
+    while True:
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+        time.sleep(delay)
+        delay = min(2 * delay, 0.1)
 
 
 def apply_schema(db: sqlite3.Connection, schema: str) -> None:

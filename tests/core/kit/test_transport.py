@@ -77,3 +77,40 @@ def test_a_stderr_line_with_no_end_is_shown_in_pieces_each_once() -> None:
         return list(proto.tail)
 
     assert asyncio.run(scenario()) == ["a" * 10_000, "next"]
+
+
+# writes "a", waits for a line on stdin, writes "b" and "c" a moment apart, then waits
+TWO_BEATS = (
+    "import sys, time\n"
+    "out = sys.stdout.buffer\n"
+    "out.write(b'a'); out.flush()\n"
+    "sys.stdin.readline()\n"
+    "out.write(b'b'); out.flush(); time.sleep(0.05); out.write(b'c'); out.flush()\n"
+    "sys.stdin.read()\n"
+)
+
+
+def test_a_chunk_is_timed_only_when_the_read_saw_it_arrive(tmp_path: Path) -> None:
+    """The rules on confirmation measure the gap between a worker's EOPs: a chunk read
+    while the reader waited arrived then; a chunk already queued when asked for may have
+    arrived at any time since, and says so (None) rather than the time it was read."""
+
+    async def scenario() -> tuple[float | None, float, float | None, float | None]:
+        t = await ProcessTransport.spawn([sys.executable, "-c", TWO_BEATS], dict(os.environ), str(tmp_path), "beats")
+        try:
+            assert await t.read() == b"a"  # waited for it: the worker was starting
+            first = t.last_arrival
+            await t.write(b"go\n")
+            await asyncio.sleep(0.5)  # busy elsewhere: "b" and "c" arrive unseen
+            read_at = time.monotonic()
+            assert await t.read() == b"b"
+            queued = t.last_arrival
+            assert await t.read() == b"c"
+            return first, read_at, queued, t.last_arrival
+        finally:
+            t.kill()
+            await t.stop(1, 1)
+
+    first, read_at, queued, queued_too = asyncio.run(scenario())
+    assert first is not None and first < read_at
+    assert queued is None and queued_too is None

@@ -106,3 +106,23 @@ def test_a_loader_that_writes_a_stray_eop_then_crashes_loses_nothing(engine: Eng
         code, log = engine.run(load_pipeline(1000, '"none@0"'))
         assert code == 0, log[-3000:]
     assert loaded(engine) == set(range(1000)), log[-3000:]
+
+
+def test_a_slow_loaders_stray_eop_gives_cause_for_doubt_and_its_late_answer_is_caught(engine: Engine) -> None:
+    """A loader that takes 0.3 s a batch writes a stray EOP with its first answer: the
+    stray acknowledges batch 2 at once, whose real EOP comes 0.8 s later. Answers in a
+    worker's own time are confirmed by one short check; this one came right behind the
+    previous EOP, so the window (the micro-batch) waits for two settle times of twice the
+    slowest answer, the late EOP shows with nothing outstanding, and batch 2 is sent
+    again: exit 0, every message loaded. (Taken for an answer in step, the window would
+    commit on the stray's word alone.)"""
+    stages = """
+stages:
+  - {name: src, type: E, mode: cyclic, command: ["{PY}", "{TW}", count, "400", "100"]}
+  - {name: sink, type: L, mode: batch, batch_size: 50, restart: {max_restarts: 3, backoff: 0.05},
+     command: ["{PY}", "{MISBEHAVE}", "{FLAGS}", append=out.txt, wait=0.3, "stray@1", "slow@2"]}
+"""
+    code, log = engine.run(stages)
+    assert code == 0, log[-3000:]
+    assert loaded(engine) == set(range(400)), log[-3000:]
+    assert sorted(p.name for p in (engine.tmp / "flags").iterdir()) == ["slow@2", "stray@1"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+from etlstage.conversation.policy import MAX_SETTLE, RAPID, settle_time
 from etlstage.runtime.confirm import Unconfirmed
 from etlstage.runtime.flow import Job, Piece, Window
 
@@ -15,7 +16,7 @@ def answered(w: Window, held: Unconfirmed, text: bytes = b"m\n") -> Job:
     w.add(LEVEL, 1)
     job = Job(pieces=[Piece(text, 1, w)], requests=1, batch=False)
     w.release(LEVEL, 1)
-    held.add(job, 0.001)
+    held.add(job, 0.001, None, 0.0)  # arrival unseen: doubtful, two checks
     return job
 
 
@@ -94,5 +95,77 @@ def test_the_committed_windows_of_the_last_release_on_quiet_are_named():
         assert held.committed_on_quiet() == [w0]
         held.confirm(proven=True)  # a clean end: nothing is in doubt
         assert held.committed_on_quiet() == []
+
+    run(go)
+
+
+def in_pace(w: Window, held: Unconfirmed, at: float, service: float = 1.5, text: bytes = b"m\n") -> Job:
+    """A job of ``w`` answered after ``service`` seconds, seen arriving at ``at``."""
+    w.add(LEVEL, 1)
+    job = Job(pieces=[Piece(text, 1, w)], requests=1, batch=False)
+    w.release(LEVEL, 1)
+    held.add(job, service, at, at)
+    return job
+
+
+def test_answers_that_give_no_cause_for_doubt_are_released_by_one_short_check():
+    """A slow worker in step (a loader taking 1.5 s a batch): its window's end waits one
+    check of RAPID, not two of twice its slowest answer."""
+
+    async def go() -> None:
+        held = Unconfirmed(LEVEL, 1 << 20)
+        w = Window("src", 0, 3)
+        for k in range(3):
+            in_pace(w, held, 100.0 + 1.5 * k)
+        w.close()
+        assert held.settle() == RAPID
+        held.confirm()
+        assert w.done and not held
+        assert held.committed_on_quiet() == [w]  # released on quiet alone: a later shift names it
+
+    run(go)
+
+
+def test_an_answer_right_behind_the_previous_eop_holds_its_window_for_two_settle_times():
+    async def go() -> None:
+        held = Unconfirmed(LEVEL, 1 << 20)
+        w = Window("src", 0, 3)
+        in_pace(w, held, 100.0)
+        in_pace(w, held, 100.0 + RAPID / 10)  # a stray EOP written with the answer before it
+        w.close()
+        assert held.settle() == settle_time([1.5, 1.5]) == MAX_SETTLE
+        held.confirm()
+        assert not w.done and held
+        held.confirm()
+        assert w.done and not held
+        # every answer in doubt passed its checks: the next window's answers in pace need one
+        w2 = Window("src", 1, 3)
+        in_pace(w2, held, 110.0)
+        w2.close()
+        assert held.settle() == RAPID
+        held.confirm()
+        assert w2.done
+
+    run(go)
+
+
+def test_an_answer_in_a_fraction_of_the_usual_time_or_unseen_is_doubtful():
+    async def go() -> None:
+        fast = Unconfirmed(LEVEL, 1 << 20)
+        w = Window("src", 0, 9)
+        for k in range(5):
+            in_pace(w, fast, 100.0 + 1.5 * k)
+        assert not fast.pace.doubt
+        in_pace(w, fast, 110.0, service=0.2)  # a stray EOP on its own, while the worker worked
+        assert fast.pace.doubt
+
+        unseen = Unconfirmed(LEVEL, 1 << 20)
+        w2 = Window("src", 1, 9)
+        in_pace(w2, unseen, 100.0)
+        w2.add(LEVEL, 1)
+        job = Job(pieces=[Piece(b"m\n", 1, w2)], requests=1, batch=False)
+        w2.release(LEVEL, 1)
+        unseen.add(job, 1.5, None, 101.5)  # read from a queue: it may have come right behind
+        assert unseen.pace.doubt
 
     run(go)

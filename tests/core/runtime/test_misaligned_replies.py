@@ -143,3 +143,32 @@ def test_a_late_answer_after_its_window_committed_stops_the_run_naming_the_windo
     assert r.code == 1, r.stderr[-3000:]
     named = re.search(r"stage 't': t broke the protocol after windows \(([^)]*)\) were committed", r.stderr)
     assert named and set(named.group(1).split(", ")) <= {"src 0", "src 1", "src 2"}, r.stderr[-3000:]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("at", [3, 9])
+def test_a_stray_eop_mid_run_gives_cause_for_doubt_and_its_late_answer_is_caught(pdir, at):
+    """A slow worker (0.3 s an answer), one window of 10 at a time. A stray EOP written
+    with answer ``at`` answers the next request at once; the real answer comes 0.8 s later.
+    Answers in the worker's own time are confirmed by one short check, but this one came
+    right behind the previous EOP (at 3, the only sign: too few answers yet for a usual
+    time; at 9, also in no time at all): window 0 is held for two settle times (twice the
+    worker's slowest answer each), the late answer shows with nothing outstanding, and its
+    request is sent again — exit 0, every message once or more. Taken for an answer in
+    step, window 0 would commit after 0.25 s and the run stop naming it."""
+    flags = pdir.path / "flags"
+    flags.mkdir()
+    argv = ", ".join(f'"{a}"' for a in [PY, MISBEHAVE, str(flags), "wait=0.3", f"stray@{at}", f"slow@{at + 1}"])
+    pdir.write(f"""
+        max_inflight_windows: 1
+        stages:
+          - {{name: src, type: E, mode: cyclic, offsets: supervisor,
+              offset_policy: {{type: counter, start: 0, step: 10}}, command: ["{{PY}}", "{{TW}}", count, "20"]}}
+          - {{name: t, type: T, mode: single, prefetch: 2, timeouts: {{request: 5}},
+              restart: {{max_restarts: 3, backoff: 0.05}}, command: [{argv}]}}
+          - {{name: sink, type: L, mode: batch, batch_size: 5, command: ["{{PY}}", "{{TW}}", append, out.txt]}}
+    """)
+    r = pdir.run("--once", timeout=120)
+    assert r.code == 0, r.stderr[-3000:]
+    assert loaded(pdir) == set(range(20)), r.stderr[-3000:]
+    assert "no request outstanding" in r.stderr and "sent again" in r.stderr, r.stderr[-3000:]

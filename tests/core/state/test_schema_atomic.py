@@ -7,7 +7,11 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
+
+import pytest
 
 from etlstage.state.sqlite import apply_schema, connect
 from etlstage.state.store import StateStore
@@ -52,3 +56,44 @@ def test_a_failing_schema_leaves_nothing_and_no_open_transaction(tmp_path: Path)
         raise AssertionError("the second CREATE TABLE a must fail")
     assert not db.in_transaction
     assert db.execute("SELECT count(*) FROM sqlite_master").fetchone() == (0,)
+
+
+def _locked_for(path: Path, seconds: float) -> threading.Thread:
+    """Another connection holds the write lock of a new (rollback-journal) store for ``seconds``."""
+    other = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+    other.execute("BEGIN IMMEDIATE")
+    other.execute("CREATE TABLE first (x INTEGER)")
+
+    def release() -> None:
+        time.sleep(seconds)
+        other.execute("COMMIT")
+        other.close()
+
+    holder = threading.Thread(target=release)
+    holder.start()
+    return holder
+
+
+def test_opening_a_store_another_connection_is_creating_waits_for_its_lock(tmp_path: Path) -> None:
+    """Two workers opening one new store at once (the stock RDSS stage's two instances on
+    a first run): SQLite refuses the switch to WAL at once while the other holds its lock,
+    busy timeout or not; the open waits for the lock instead of failing the worker."""
+    path = tmp_path / "shared.sqlite"
+    holder = _locked_for(path, 0.3)
+    started = time.monotonic()
+    db = connect(path, timeout=10, schema="CREATE TABLE IF NOT EXISTS second (y INTEGER)")
+    waited = time.monotonic() - started
+    holder.join()
+    assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert {r[0] for r in db.execute("SELECT name FROM sqlite_master")} == {"first", "second"}
+    assert waited >= 0.2  # it waited for the lock (the refusal comes in well under a millisecond)
+
+
+def test_a_lock_held_past_the_timeout_still_fails_naming_the_lock(tmp_path: Path) -> None:
+    path = tmp_path / "shared.sqlite"
+    holder = _locked_for(path, 1.5)
+    try:
+        with pytest.raises(sqlite3.OperationalError, match="locked"):
+            connect(path, timeout=0.3)
+    finally:
+        holder.join()
