@@ -195,6 +195,19 @@ def test_latency_histogram_is_cumulative_with_an_inf_bucket():
     assert h.count == 5 and h.sum == pytest.approx(10001.0065)
 
 
+def test_the_histograms_of_several_workers_sum_counts_and_seconds():
+    """The Spark engine's request latency is one histogram of its executors' workers:
+    every bucket and the seconds of each go in."""
+    a, b = LatencyHistogram(), LatencyHistogram()
+    for s in (0.0005, 2.0):
+        a.observe(s)
+    b.observe(0.003)
+    total = LatencyHistogram.sum_of([a, b])
+    assert dict(total.cumulative()) == {k: dict(a.cumulative())[k] + n for k, n in b.cumulative()}
+    assert total.count == 3 and total.sum == pytest.approx(2.0035)
+    assert (a.count, b.count) == (2, 1)  # the parts are left as they were
+
+
 def test_reported_counters_become_labelled_gauges_in_base_units():
     from prometheus_client import CollectorRegistry, generate_latest
     from prometheus_client.parser import text_string_to_metric_families

@@ -81,3 +81,21 @@ def _alive(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+@pytest.mark.parametrize(
+    ("script", "shown"),
+    [
+        ("import sys\nprint('bucket missing', file=sys.stderr)\nsys.exit(3)\n", "  | bucket missing"),
+        ("import sys\nsys.exit(3)\n", "  (no stderr)"),
+    ],
+    ids=["with-stderr", "silent"],
+)
+def test_a_service_that_fails_is_named_with_its_last_stderr_lines(tmp_path, script, shown):
+    """What the service said before it failed is in the error; a silent one says so."""
+    (tmp_path / "fail.py").write_text(script)
+    prep = ServiceConfig("prep", [sys.executable, "fail.py"], ready="exit", timeout=20)
+    with pytest.raises(PipelineError) as failed:
+        asyncio.run(Services([prep], str(tmp_path)).start({}))
+    text = str(failed.value)
+    assert "service 'prep'" in text and text.rstrip().endswith(shown), text
