@@ -109,8 +109,8 @@ def test_a_loader_that_writes_a_stray_eop_then_crashes_loses_nothing(engine: Eng
 
 
 def test_a_slow_loaders_stray_eop_gives_cause_for_doubt_and_its_late_answer_is_caught(engine: Engine) -> None:
-    """A loader that takes 0.3 s a batch writes a stray EOP with its first answer: the
-    stray acknowledges batch 2 at once, whose real EOP comes 0.8 s later. Answers in a
+    """A loader that takes 0.5 s a batch writes a stray EOP with its first answer: the
+    stray acknowledges batch 2 at once, whose real EOP comes 1 s later. Answers in a
     worker's own time are confirmed by one short check; this one came right behind the
     previous EOP, so the window (the micro-batch) waits for two settle times of twice the
     slowest answer, the late EOP shows with nothing outstanding, and batch 2 is sent
@@ -120,7 +120,7 @@ def test_a_slow_loaders_stray_eop_gives_cause_for_doubt_and_its_late_answer_is_c
 stages:
   - {name: src, type: E, mode: cyclic, command: ["{PY}", "{TW}", count, "400", "100"]}
   - {name: sink, type: L, mode: batch, batch_size: 50, restart: {max_restarts: 3, backoff: 0.05},
-     command: ["{PY}", "{MISBEHAVE}", "{FLAGS}", append=out.txt, wait=0.3, "stray@1", "slow@2"]}
+     command: ["{PY}", "{MISBEHAVE}", "{FLAGS}", append=out.txt, wait=0.5, "stray@1", "slow@2"]}
 """
     code, log = engine.run(stages)
     assert code == 0, log[-3000:]

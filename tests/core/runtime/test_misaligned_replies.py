@@ -148,8 +148,8 @@ def test_a_late_answer_after_its_window_committed_stops_the_run_naming_the_windo
 @pytest.mark.slow
 @pytest.mark.parametrize("at", [3, 9])
 def test_a_stray_eop_mid_run_gives_cause_for_doubt_and_its_late_answer_is_caught(pdir, at):
-    """A slow worker (0.3 s an answer), one window of 10 at a time. A stray EOP written
-    with answer ``at`` answers the next request at once; the real answer comes 0.8 s later.
+    """A slow worker (0.5 s an answer), one window of 10 at a time. A stray EOP written
+    with answer ``at`` answers the next request at once; the real answer comes 1 s later.
     Answers in the worker's own time are confirmed by one short check, but this one came
     right behind the previous EOP (at 3, the only sign: too few answers yet for a usual
     time; at 9, also in no time at all): window 0 is held for two settle times (twice the
@@ -158,7 +158,7 @@ def test_a_stray_eop_mid_run_gives_cause_for_doubt_and_its_late_answer_is_caught
     step, window 0 would commit after 0.25 s and the run stop naming it."""
     flags = pdir.path / "flags"
     flags.mkdir()
-    argv = ", ".join(f'"{a}"' for a in [PY, MISBEHAVE, str(flags), "wait=0.3", f"stray@{at}", f"slow@{at + 1}"])
+    argv = ", ".join(f'"{a}"' for a in [PY, MISBEHAVE, str(flags), "wait=0.5", f"stray@{at}", f"slow@{at + 1}"])
     pdir.write(f"""
         max_inflight_windows: 1
         stages:
