@@ -157,7 +157,7 @@ def in_turn(spark: Any, config: LoaderConfig, root: str, prepared: Any) -> int:
     inserted = 0
     for route, rows in lake.batch_tables(prepared, list(range(len(prepared.keys)))).items():
         df = shape(spark.createDataFrame(rows), config, prepared.parsed, keep=(lake.KEY,), routed=False)
-        inserted += lake.merge(spark, df, lake.table_path(root, route), config.partition_by, None)
+        inserted += lake.merge(spark, df, rows.num_rows, lake.table_path(root, route), config.partition_by, None)
     return inserted
 
 

@@ -224,9 +224,10 @@ def _create_with(spark: SparkSession, df: DataFrame, path: str, partition_by: tu
     there (made by anyone, before or during this call): then the batch must be merged."""
     if _exists(spark, path):
         return False
-    # "errorifexists", not "append": an append to a table created after the look above
-    # would be a blind append, which no conflict check stops (duplicates).
-    writer = df.write.format("delta").mode("errorifexists")
+    # "error" (errorifexists; Spark Connect knows only this name), not "append": an
+    # append to a table created after the look above would be a blind append, which no
+    # conflict check stops (duplicates).
+    writer = df.write.format("delta").mode("error")
     if partition_by:
         writer = writer.partitionBy(*partition_by)
     try:
