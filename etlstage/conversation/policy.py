@@ -312,7 +312,8 @@ class Pace:
         """An answer that took ``service`` seconds arrived at ``arrived`` and was read at
         ``read``. ``arrived`` None: it had waited unseen, so it may have come right
         behind the previous EOP — as doubtful as one that did."""
-        if arrived is None or doubtful_answer(service, arrived - self.previous_eop, self.service):
+        # in doubt already: nothing to decide (a single-mode stage answers per message)
+        if not self.doubt and (arrived is None or doubtful_answer(service, arrived - self.previous_eop, self.service)):
             self.doubt = True
         self.service.append(service)
         self.previous_eop = read if arrived is None else arrived

@@ -9,30 +9,15 @@ Run in its own process: the Delta jars and SQL extension are set at session star
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.support.paths import ROOT
+from tests.support.lake_script import run_lake_script
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 SCRIPT = """
-import json, sys, threading
-from etlstage_workers.spark import lake
-from etlstage_workers.spark.config import LoaderConfig
-from etlstage_workers.spark.extract import prepare
-from etlstage.spark.session import start_session
-from tests.support.spark_msgs import rdss
-
-out = sys.argv[1]
-config = LoaderConfig(output=out, format="delta", rdss=True).check()
-conf = {**lake.session_conf(config), "spark.ui.enabled": "false"}
-spark = start_session("local[2]", "create-test", conf, connect_timeout=10, log_level="ERROR")
 real_exists = lake._exists
 
 def commit(session, where, numbers):
@@ -74,7 +59,6 @@ for t in threads:
     t.join(timeout=300)
 got["race"] = race
 print(json.dumps(got))
-spark.stop()
 """
 
 
@@ -82,12 +66,7 @@ def test_a_first_batch_creates_the_table_and_a_late_or_racing_writer_merges(tmp_
     from deltalake import DeltaTable
 
     out = tmp_path / "rdss"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run(
-        [sys.executable, "-c", SCRIPT, str(out)], capture_output=True, text=True, timeout=500, env=env, cwd=tmp_path
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    got = json.loads(done.stdout.strip().splitlines()[-1])
+    got = run_lake_script(SCRIPT, out, master="local[2]")
 
     def numbers(table: str) -> list[int]:
         ids = DeltaTable(str(out / table / "valid")).to_pyarrow_table(columns=["messageId"]).column("messageId")

@@ -8,31 +8,15 @@ insert. Run in its own process: the Delta jars and SQL extension are set at sess
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.support.paths import ROOT
+from tests.support.lake_script import run_lake_script
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 SCRIPT = """
-import json, sys
-from etlstage_workers.spark import lake
-from etlstage_workers.spark.config import LoaderConfig
-from etlstage_workers.spark.extract import prepare
-from etlstage.spark.session import start_session
-from tests.support.spark_msgs import rdss
-
-out = sys.argv[1]
-config = LoaderConfig(output=out, format="delta", rdss=True).check()
-conf = {**lake.session_conf(config), "spark.ui.enabled": "false"}
-spark = start_session("local[1]", "txn-test", conf, connect_timeout=10, log_level="ERROR")
-
 def batch(first):
     return prepare([rdss(i) for i in range(first, first + 3)], config), [0, 1, 2]
 
@@ -46,7 +30,6 @@ print(json.dumps({
     "v8, new keys": commit(31, 8),
     "no pair, new keys": lake.commit_batch(spark, config, out, *batch(41))["total"],
 }))
-spark.stop()
 """
 
 
@@ -54,37 +37,20 @@ def test_a_committed_version_is_skipped_even_with_rows_the_merge_would_insert(tm
     from deltalake import DeltaTable
 
     out = tmp_path / "rdss"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run(
-        [sys.executable, "-c", SCRIPT, str(out)], capture_output=True, text=True, timeout=500, env=env, cwd=tmp_path
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    inserted = json.loads(done.stdout.strip().splitlines()[-1])
+    inserted = run_lake_script(SCRIPT, out)
     assert inserted == {
         "v7": 3,
         "v7 again, new keys": 0,  # the pair alone: the MERGE would have inserted these 3
         "v6, new keys": 0,  # an older version of the same application: a late replay
         "v8, new keys": 3,
         "no pair, new keys": 3,  # the rows themselves were insertable all along
-    }, done.stderr[-3000:]
+    }, inserted
     table = DeltaTable(str(out / "valid")).to_pyarrow_table(columns=["messageId"])
     numbers = sorted(int(m.rsplit("-", 1)[1]) for m in table.column("messageId").to_pylist())
     assert numbers == [1, 2, 3, 31, 32, 33, 41, 42, 43]
 
 
 ROUTED = """
-import json, sys
-from etlstage_workers.spark import lake
-from etlstage_workers.spark.config import LoaderConfig
-from etlstage_workers.spark.extract import prepare
-from etlstage.spark.session import start_session
-from tests.support.spark_msgs import rdss
-
-out = sys.argv[1]
-config = LoaderConfig(output=out, format="delta", rdss=True).check()
-conf = {**lake.session_conf(config), "spark.ui.enabled": "false"}
-spark = start_session("local[2]", "txn-test", conf, connect_timeout=10, log_level="ERROR")
-
 def batch(first):
     # valid, invalid (an errorCode) and error (not JSON) rows: three tables merged at once
     messages = [rdss(first), rdss(first + 1, "GENERR001"), b"not json %d" % first]
@@ -94,7 +60,6 @@ app = "etlstage-test-routed"
 first = {v: lake.commit_batch(spark, config, out, *batch(100 * v), lake.Txn(app, v)) for v in range(1, 7)}
 again = {v: lake.commit_batch(spark, config, out, *batch(100 * v + 50), lake.Txn(app, v)) for v in range(1, 7)}
 print(json.dumps({"first": first, "again": again}))
-spark.stop()
 """
 
 
@@ -103,11 +68,6 @@ def test_each_table_of_a_batch_merged_at_once_carries_the_pair(tmp_path: Path) -
     one of them commits under the batch's pair, so a replay with new keys inserts nothing in
     any table (sharing one session, a MERGE that ends clears the pair under another)."""
     out = tmp_path / "rdss"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run(
-        [sys.executable, "-c", ROUTED, str(out)], capture_output=True, text=True, timeout=500, env=env, cwd=tmp_path
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    got = json.loads(done.stdout.strip().splitlines()[-1])
+    got = run_lake_script(ROUTED, out, master="local[2]")
     assert all(c == {"total": 3, "valid": 1, "invalid": 1, "error": 1} for c in got["first"].values()), got
     assert all(c["total"] == 0 for c in got["again"].values()), got["again"]
