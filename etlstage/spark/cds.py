@@ -4,9 +4,15 @@ the JVM itself, mapped by every later run with the same Java and class path.
 Spark's driver loads some 15,000 classes before its first job; read from an archive they
 cost a fraction (docs/performance-spark.md, "Start-up": ``python bench/jvm_cds.py``).  The
 first run for a given Java and class path records its classes (``-XX:ArchiveClassesAtExit``:
-that run starts slower, once); the archive is written as its JVM exits, and taken into use
-only once that JVM has exited cleanly — a JVM mapping a truncated archive dies of SIGBUS,
-so a file still being written, or left by a JVM that was killed, is never used.
+that run starts slower, once); the archive is written as its JVM exits.  A JVM mapping a
+truncated archive dies of SIGBUS, so a recording is taken into use only once the JVM that
+wrote it has said so: its log (``-Xlog:cds+dynamic``, to a file beside the archive) ends
+with "Written dynamic archive".  The process that started the JVM does not wait for that
+beyond :data:`EXIT_WAIT`: writing ~180 MB can take longer than a supervisor gives a
+worker to exit, and a worker stopped at that point would never take it into use, so
+every run would record again.  The JVM finishes on its own; whichever run starts next
+takes the archive into use.  One recording per archive at a time: a claim file, made
+with ``O_EXCL``, keeps other runs from recording the same classes meanwhile.
 
 The archives live in ``$ETLSTAGE_CDS_CACHE`` or ``~/.cache/etlstage/cds`` (owner-only; a
 folder others can write to is not used: the JVM would load what is in it), at most
@@ -21,6 +27,7 @@ import hashlib
 import logging
 import os
 import stat
+import time
 import uuid
 from pathlib import Path
 
@@ -32,7 +39,9 @@ KEEP = 6  # archives kept (one per Java and class path: ~150 MB each)
 # from): a worker's stdout is the protocol, the CLI's the user's
 QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
 ABANDONED = 3600.0  # seconds after which a partial archive is a killed JVM's: deleted
-EXIT_WAIT = 120.0  # seconds the process waits at exit for its JVM to write the archive
+RECORDING = 600.0  # seconds a claim to record holds; an older one is a run that died
+EXIT_WAIT = 3.0  # seconds the process waits at exit for its JVM to write the archive
+WRITTEN = b"Written dynamic archive"  # the JVM's log line once the archive is complete
 # the class path and what else decides which classes the driver loads
 KEY_SETTINGS = ("spark.jars", "spark.driver.extraClassPath", OPTIONS_KEY)
 
@@ -76,20 +85,25 @@ def java_options(java: str, conf: dict[str, str]) -> str:
     if not enabled(conf):
         return ""
     folder = cache_dir()
-    if any(c.isspace() or c in "\"'\\" for c in str(folder)):  # Spark splits the options at spaces
-        log.debug("class data sharing off: the cache folder %s holds a space or a quote", folder)
+    # Spark splits the options at spaces; -Xlog's file option ends at a colon
+    if any(c.isspace() or c in "\"':\\" for c in str(folder)):
+        log.debug("class data sharing off: the cache folder %s holds a space, a colon or a quote", folder)
         return ""
     if not private_dir(folder):
         return ""
+    _take_finished_into_use(folder)
     _clean_up(folder)
     key = archive_key(java, conf)
     archive = folder / f"{key}.jsa"
     if archive.is_file() and not archive.is_symlink():
         os.utime(archive)  # recently used: kept by the clean-up
         return f"-XX:SharedArchiveFile={archive} -Xshare:auto {QUIET}"
+    if not _claim(folder / f"{key}.recording"):
+        log.debug("class data sharing: another run is recording %s; this one runs without", archive.name)
+        return ""
     part = folder / f"{key}.{uuid.uuid4().hex[:12]}.part"
     atexit.register(_take_into_use, part, archive, os.getpid())
-    return f"-XX:ArchiveClassesAtExit={part} {QUIET}"
+    return f"-XX:ArchiveClassesAtExit={part} {QUIET} -Xlog:cds+dynamic=info:file={_log_of(part)}::filecount=0"
 
 
 def with_options(conf: dict[str, str], options: str) -> dict[str, str]:
@@ -99,9 +113,33 @@ def with_options(conf: dict[str, str], options: str) -> dict[str, str]:
     return {**conf, OPTIONS_KEY: f"{theirs} {options}".strip()}
 
 
+def _log_of(part: Path) -> Path:
+    return part.parent / f"{part.name}.log"
+
+
+def _claim(claim: Path) -> bool:
+    """This run records the archive unless another one, alive (its claim is recent), does."""
+    for _ in range(2):
+        try:
+            os.close(os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+            return True
+        except FileExistsError:
+            try:
+                if time.time() - claim.stat().st_mtime < RECORDING:
+                    return False
+                claim.unlink(missing_ok=True)  # a run that died before its JVM wrote anything
+            except OSError:
+                return False
+        except OSError as exc:
+            log.debug("class data sharing: %s: %s", claim, exc)
+            return False
+    return False
+
+
 def _take_into_use(part: Path, archive: Path, pid: int) -> None:
-    """At exit: stop the JVM, wait until it has written ``part``, then make it the archive.
-    A JVM that did not exit cleanly leaves no archive (what it wrote is deleted)."""
+    """At exit: end the JVM's input (pyspark's JVM then exits and writes ``part``), wait a
+    little, and take the archive into use if the JVM has said it is written.  A JVM still
+    writing is left to finish: the next run takes its archive into use."""
     from pyspark import SparkContext
 
     if os.getpid() != pid:  # a forked child exiting: the JVM is its parent's
@@ -113,31 +151,41 @@ def _take_into_use(part: Path, archive: Path, pid: int) -> None:
     try:
         if proc.stdin is not None:
             proc.stdin.close()  # pyspark's JVM exits at end of input: System.exit(0), then the dump
-        code = proc.wait(timeout=EXIT_WAIT)
-    except Exception as exc:  # a JVM still writing at the deadline: its file is not trusted
-        log.debug("class data sharing: the JVM did not exit in time (%s)", exc)
-        code = None
-    try:
-        if code == 0 and part.is_file() and part.stat().st_size > 0:
-            os.replace(part, archive)
-            _clean_up(archive.parent)
-        else:
-            part.unlink(missing_ok=True)
-    except OSError as exc:
-        log.debug("class data sharing: %s: %s", part, exc)
+        proc.wait(timeout=EXIT_WAIT)
+    except Exception as exc:
+        log.debug("class data sharing: the JVM is still writing %s (%s); the next run takes it", part.name, exc)
+        return
+    _take_finished_into_use(archive.parent)
+
+
+def _take_finished_into_use(folder: Path) -> None:
+    """Every recording whose JVM logged that its archive is written becomes that archive."""
+    for log_file in folder.glob("*.part.log"):
+        part = log_file.with_suffix("")
+        key = part.name.split(".", 1)[0]
+        try:
+            with log_file.open("rb") as f:
+                written = WRITTEN in f.read()
+            if not written:
+                continue
+            if part.is_file() and not part.is_symlink() and part.stat().st_size > 0:
+                os.replace(part, folder / f"{key}.jsa")
+                log.info("class data sharing: archive %s.jsa recorded; later runs start faster", key)
+            log_file.unlink(missing_ok=True)
+            (folder / f"{key}.recording").unlink(missing_ok=True)
+        except OSError as exc:  # another run taking it into use at the same moment
+            log.debug("class data sharing: %s: %s", part, exc)
 
 
 def _clean_up(folder: Path) -> None:
     """The :data:`KEEP` most recently used archives stay; partial ones a killed JVM left go."""
-    import time
-
     try:
         archives = sorted(folder.glob("*.jsa"), key=lambda p: p.stat().st_mtime, reverse=True)
         for old in archives[KEEP:]:
             old.unlink(missing_ok=True)
-        for part in folder.glob("*.part"):
-            if time.time() - part.stat().st_mtime > ABANDONED:
-                part.unlink(missing_ok=True)
+        for left in [*folder.glob("*.part"), *folder.glob("*.part.log")]:
+            if time.time() - left.stat().st_mtime > ABANDONED:
+                left.unlink(missing_ok=True)
     except OSError as exc:  # another run cleaning up at the same moment
         log.debug("class data sharing: clean-up of %s: %s", folder, exc)
 

@@ -1,6 +1,7 @@
 """Class data sharing for the driver's JVM (etlstage/spark/cds.py): an archive is recorded
-by a first run, used by the next, and never taken into use unless its JVM exited cleanly
-(a JVM mapping a truncated archive dies of SIGBUS)."""
+by a first run, used by the next, and never taken into use unless its JVM logged that it
+wrote it (a JVM mapping a truncated archive dies of SIGBUS); the run that records it does
+not wait for the JVM longer than cds.EXIT_WAIT (a supervisor stops a slow worker)."""
 
 from __future__ import annotations
 
@@ -31,8 +32,12 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def test_a_first_run_records_and_a_later_one_maps_the_archive(cache: Path) -> None:
     first = cds.java_options(JAVA, {})
-    assert first.startswith(f"-XX:ArchiveClassesAtExit={cache}/") and first.endswith(f".part {cds.QUIET}")
+    part = first.split()[0].removeprefix("-XX:ArchiveClassesAtExit=")
+    assert part.startswith(f"{cache}/") and part.endswith(".part")
+    assert first == f"-XX:ArchiveClassesAtExit={part} {cds.QUIET} -Xlog:cds+dynamic=info:file={part}.log::filecount=0"
     assert cache.stat().st_mode & 0o777 == 0o700
+    assert cds.java_options(JAVA, {}) == ""  # one recording at a time: the next run runs without
+    assert cds.java_options(JAVA, {"spark.jars": "/d.jar"}).startswith("-XX:ArchiveClassesAtExit=")  # another archive
     archive = cache / f"{cds.archive_key(JAVA, {})}.jsa"
     archive.write_bytes(b"x")
     assert cds.java_options(JAVA, {}) == f"-XX:SharedArchiveFile={archive} -Xshare:auto {cds.QUIET}"
@@ -73,22 +78,65 @@ def test_the_options_join_the_users_own() -> None:
     assert cds.with_options(conf, "") is conf
 
 
-@pytest.mark.parametrize("code", [0, 1])
-def test_a_recorded_archive_is_taken_into_use_only_after_its_jvm_exited_cleanly(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, code: int
+def _stand_in_jvm(part: Path, *, seconds: float, says_written: bool, code: int = 0) -> subprocess.Popen[bytes]:
+    """A JVM as pyspark's behaves when recording: it opens its log as it starts, ends when
+    its stdin does, then spends ``seconds`` writing its archive and logs that it is written
+    (or is killed before)."""
+    line = f"echo '[9.1s][info][cds,dynamic] {cds.WRITTEN.decode()} 0x8 - 0x9 [984 bytes header, 9 bytes total]'"
+    script = f": > {part}.log; cat >/dev/null; printf half > {part}; sleep {seconds}; printf archive >> {part}; "
+    script += f"{line} >> {part}.log; " if says_written else ""
+    return subprocess.Popen(["sh", "-c", script + f"exit {code}"], stdin=subprocess.PIPE)
+
+
+@pytest.mark.parametrize(("says_written", "code"), [(True, 0), (True, 1), (False, 0)])
+def test_a_recorded_archive_is_taken_into_use_only_once_its_jvm_says_it_is_written(
+    cache: Path, monkeypatch: pytest.MonkeyPatch, says_written: bool, code: int
 ) -> None:
-    """A stand-in JVM that writes its archive once its stdin ends, as pyspark's JVM does."""
     from pyspark import SparkContext
 
-    part, archive = tmp_path / "k.abc.part", tmp_path / "k.jsa"
-    jvm = subprocess.Popen(
-        ["sh", "-c", f"cat >/dev/null; sleep 0.3; printf archive > {part}; exit {code}"], stdin=subprocess.PIPE
-    )
+    cache.mkdir(mode=0o700)
+    part, archive = cache / "k.abc.part", cache / "k.jsa"
+    jvm = _stand_in_jvm(part, seconds=0.3, says_written=says_written, code=code)
     monkeypatch.setattr(SparkContext, "_gateway", SimpleNamespace(proc=jvm))
     cds._take_into_use(part, archive, os.getpid())
-    assert jvm.returncode == code  # it was waited for, not left writing
-    assert not part.exists()
-    assert archive.exists() == (code == 0)
+    assert jvm.returncode == code  # it was waited for
+    assert archive.exists() == says_written  # the log's word, not the exit status, says it is whole
+    assert part.exists() == (not says_written)  # a partial one stays until it is abandoned
+    if says_written:
+        assert archive.read_bytes() == b"halfarchive"
+
+
+def test_the_recording_run_exits_while_its_jvm_still_writes_and_the_next_run_takes_the_archive(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a slow machine the JVM writes for longer than a supervisor waits for a worker to
+    exit: a run that waited would be stopped before taking the archive into use, and every
+    run would record again (180 MB a time)."""
+    from pyspark import SparkContext
+
+    options = cds.java_options(JAVA, {})
+    part = Path(options.split()[0].removeprefix("-XX:ArchiveClassesAtExit="))
+    key = cds.archive_key(JAVA, {})
+    jvm = _stand_in_jvm(part, seconds=6.0, says_written=True)
+    monkeypatch.setattr(SparkContext, "_gateway", SimpleNamespace(proc=jvm))
+    started = time.monotonic()
+    cds._take_into_use(part, cache / f"{key}.jsa", os.getpid())
+    assert time.monotonic() - started < 5.0  # half a supervisor's 10 s for a worker to exit
+    assert jvm.poll() is None and not (cache / f"{key}.jsa").exists()
+    assert cds.java_options(JAVA, {}) == ""  # still being written: neither mapped nor recorded again
+    jvm.wait(timeout=30)
+    assert cds.java_options(JAVA, {}) == f"-XX:SharedArchiveFile={cache}/{key}.jsa -Xshare:auto {cds.QUIET}"
+    assert (cache / f"{key}.jsa").read_bytes() == b"halfarchive"
+    assert sorted(p.name for p in cache.iterdir()) == [f"{key}.jsa"]  # its log and claim gone
+
+
+def test_a_claim_to_record_left_by_a_run_that_died_lapses(cache: Path) -> None:
+    cds.java_options(JAVA, {})
+    claim = cache / f"{cds.archive_key(JAVA, {})}.recording"
+    assert claim.exists() and cds.java_options(JAVA, {}) == ""
+    old = time.time() - cds.RECORDING - 60
+    os.utime(claim, (old, old))
+    assert cds.java_options(JAVA, {}).startswith("-XX:ArchiveClassesAtExit=")
 
 
 def test_a_forked_child_exiting_leaves_its_parents_jvm_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -112,12 +160,14 @@ def test_clean_up_keeps_the_recent_archives_and_drops_abandoned_parts(cache: Pat
         p.write_bytes(b"x")
         os.utime(p, (now - i * 60, now - i * 60))
     old_part, new_part = cache / "b.1.part", cache / "b.2.part"
-    for p, age in ((old_part, cds.ABANDONED + 60), (new_part, 5)):
+    old_log, new_log = cache / "b.1.part.log", cache / "b.2.part.log"
+    for p, age in ((old_part, cds.ABANDONED + 60), (new_part, 5), (old_log, cds.ABANDONED + 60), (new_log, 5)):
         p.write_bytes(b"x")
         os.utime(p, (now - age, now - age))
     cds._clean_up(cache)
     assert sorted(p.name for p in cache.glob("*.jsa")) == [f"a{i}.jsa" for i in range(cds.KEEP)]
     assert not old_part.exists() and new_part.exists()  # one a JVM may be writing right now stays
+    assert not old_log.exists() and new_log.exists()
 
 
 SESSION = """
@@ -144,7 +194,28 @@ def test_two_runs_the_first_records_the_second_maps(tmp_path: Path) -> None:
         return [a for a in out["args"] if "Archive" in a or "Xshare" in a or "Xlog" in a]
 
     quiet = cds.QUIET.split()
-    assert [a.split("=")[0] for a in run()] == ["-XX:ArchiveClassesAtExit", *(q.split("=")[0] for q in quiet)]
-    archives = list((tmp_path / "cds").iterdir())
-    assert [p.suffix for p in archives] == [".jsa"], archives  # in use once its JVM exited: no .part left
-    assert run() == [f"-XX:SharedArchiveFile={archives[0]}", "-Xshare:auto", *quiet]
+    recording = [a.split("=")[0] for a in run()]
+    assert recording == ["-XX:ArchiveClassesAtExit", *(q.split("=")[0] for q in quiet), "-Xlog:cds+dynamic"]
+    folder = tmp_path / "cds"
+    deadline = time.monotonic() + 120  # a slow machine's JVM may still be writing as the run ends
+    while not list(folder.glob("*.jsa")) and time.monotonic() < deadline:
+        if any(cds.WRITTEN in log.read_bytes() for log in folder.glob("*.part.log")):
+            break
+        time.sleep(0.5)
+    second = run()  # takes the archive into use if the first run could not
+    archives = list(folder.iterdir())
+    assert [p.suffix for p in archives] == [".jsa"], archives  # no part, log nor claim left
+    assert second == [f"-XX:SharedArchiveFile={archives[0]}", "-Xshare:auto", *quiet]
+
+
+@pytest.mark.slow
+def test_a_real_jvm_logs_the_line_that_takes_its_archive_into_use(cache: Path) -> None:
+    options = cds.java_options(JAVA, {})
+    done = subprocess.run(["java", *options.split(), "-version"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "cds" not in done.stdout  # the worker's stdout is the protocol
+    key = cds.archive_key(JAVA, {})
+    assert cds.java_options(JAVA, {}) == f"-XX:SharedArchiveFile={cache}/{key}.jsa -Xshare:auto {cds.QUIET}"
+    mapped = subprocess.run(["java", f"-XX:SharedArchiveFile={cache}/{key}.jsa", "-Xshare:on", "-version"],
+                            capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert mapped.returncode == 0, mapped.stderr  # -Xshare:on: a bad archive would be an error
