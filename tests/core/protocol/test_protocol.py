@@ -170,17 +170,19 @@ def test_check_messages_refuses_markers_inside_results():
     assert check_messages([b"a", b""], DEFAULT_MARKERS) == b"a\n\n"
 
 
-@pytest.mark.parametrize("size", [10, 511, 513, 5000])
-def test_check_messages_finds_an_eom_inside_small_and_big_messages(size: int) -> None:
+@pytest.mark.parametrize("size", [10, 127, 129, 511, 513, 5000])
+@pytest.mark.parametrize("markers", [DEFAULT_MARKERS, PRINTABLE], ids=["default", "printable"])
+def test_check_messages_finds_an_eom_inside_small_and_big_messages(size: int, markers: Markers) -> None:
     """Small messages are checked by counting the block's EOMs, big ones message by
     message: an EOM inside any one message, first, middle or last, is refused by both."""
+    eom = markers.EOM
     for at in (0, 1, 2):
         messages = [b"x" * size for _ in range(3)]
-        messages[at] = b"x" * (size // 2) + b"\n" + b"x" * (size - size // 2 - 1)
-        with pytest.raises(MarkerInMessage, match=f"message #{at} .*EOM marker 0x0a"):
-            check_messages(messages, DEFAULT_MARKERS)
+        messages[at] = b"x" * (size // 2) + eom + b"x" * (size - size // 2 - 1)
+        with pytest.raises(MarkerInMessage, match=f"message #{at} .*EOM marker 0x{markers.eom:02x}"):
+            check_messages(messages, markers)
     clean = [b"y" * size for _ in range(3)]
-    assert check_messages(clean, DEFAULT_MARKERS) == b"".join(m + b"\n" for m in clean)
+    assert check_messages(clean, markers) == b"".join(m + eom for m in clean)
 
 
 def test_reframe_between_stages_with_different_markers():
