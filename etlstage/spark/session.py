@@ -201,12 +201,27 @@ def _start_connect(master: str, app_name: str, conf: dict[str, str]) -> SparkSes
 
 
 def _probe_executors(spark: SparkSession, master: str, timeout: float) -> None:
-    """A tiny job: a cluster with no free worker would otherwise hang on the first batch."""
+    """A tiny job: a cluster with no free worker would otherwise hang on the first batch.
+
+    The job is cancelled once ``timeout`` has passed, and again each :data:`PROBE_RECHECK`
+    seconds until the probe returns: on a slow machine the job may be submitted only after
+    the first cancel, which then finds nothing to cancel, and the job would wait forever."""
     sc = spark.sparkContext
     group = "etlstage-probe"
-    timer = threading.Timer(timeout, sc.cancelJobGroup, args=(group,))
+    done = threading.Event()
+
+    def cancel_when_late() -> None:
+        if done.wait(timeout):
+            return
+        while not done.is_set():
+            with suppress(Exception):  # a context stopping under it
+                if sc.statusTracker().getJobIdsForGroup(group):
+                    sc.cancelJobGroup(group)
+            done.wait(PROBE_RECHECK)
+
     sc.setJobGroup(group, "start-up probe", interruptOnCancel=True)
-    timer.start()
+    canceller = threading.Thread(target=cancel_when_late, name="etlstage-probe-deadline", daemon=True)
+    canceller.start()
     try:
         spark.range(2, numPartitions=1).count()
     except Exception:
@@ -215,8 +230,12 @@ def _probe_executors(spark: SparkSession, master: str, timeout: float) -> None:
             "start a worker (spark-class org.apache.spark.deploy.worker.Worker <master>) or free cores/memory"
         ) from None
     finally:
-        timer.cancel()
+        done.set()
+        canceller.join()
         sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+
+
+PROBE_RECHECK = 0.5
 
 
 def is_connect(spark: SparkSession) -> bool:
