@@ -17,6 +17,11 @@ A one-node broker (``etlstage-kafka-broker``'s, on loopback) holds the topics.
 
 Runs alternate who goes first; the best of each is compared.
 
+``--eom-check-ab ROUNDS``: only the extractor and the bare consume loop, the extractor with
+the SDK's stray-EOM check as it was before 2026-11-26 (the marker searched for as bytes,
+from 512 B a message) and as it is, in turn (docs/performance.md, "The Python SDK's check
+for a stray EOM").
+
 3. The extractor's own work (also with ``--no-broker``): the same cyclic ``serve()`` to a
    null sink, fed by a stand-in consumer that hands out ready records from memory (one
    partition, an end-of-partition event once they are out): framing, marker checks,
@@ -28,6 +33,7 @@ from __future__ import annotations
 import argparse
 import io
 import itertools
+import operator
 import sys
 import time
 from collections.abc import Callable
@@ -45,7 +51,7 @@ from etlstage_workers.kafka.extractor import FETCH_TUNING, KafkaExtractor
 from etlstage_workers.kafka.loader import KafkaLoader
 from etlstage_workers.kafka.options import LoadOptions, Options
 
-from etlstage.protocol import Scenario
+from etlstage.protocol import Scenario, framing
 from etlstage.worker import serve
 
 _ids = itertools.count()
@@ -254,6 +260,33 @@ CONSUMERS: dict[str, Callable[[str, str, int], float]] = {
 }
 
 
+def _old_holds_eom(messages: list[bytes], block: bytes, eom: int, eom_bytes: bytes) -> bool:
+    """The SDK's stray-EOM check before 2026-11-26: the marker searched for as bytes."""
+    if len(block) > 512 * len(messages):
+        return any(map(operator.contains, messages, itertools.repeat(eom_bytes)))
+    return block.count(eom_bytes) != len(messages)
+
+
+def eom_check_ab(bootstrap: str, topic: str, n: int, rounds: int) -> None:
+    new = framing._holds_eom
+    rows: dict[str, list[float]] = {"bare consume": [], "extractor, old check": [], "extractor, new check": []}
+    for r in range(rounds):
+        for name in list(rows) if r % 2 == 0 else list(rows)[::-1]:
+            if name == "bare consume":
+                rows[name].append(bare_consume(bootstrap, topic, n))
+                continue
+            framing._holds_eom = _old_holds_eom if "old" in name else new  # type: ignore[assignment]
+            try:
+                rows[name].append(extractor_consume(bootstrap, topic, n))
+            finally:
+                framing._holds_eom = new
+    for name, times in rows.items():
+        print(f"{name:>22}: best {n / min(times):>9,.0f} rec/s; runs {', '.join(f'{t:.2f}s' for t in times)}")
+    for name in list(rows)[1:]:
+        ratios = (bare / ext for bare, ext in zip(rows["bare consume"], rows[name], strict=True))
+        print(f"{name} / bare consume, round by round: {', '.join(f'{x:.0%}' for x in ratios)}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--records", type=int, default=100_000)
@@ -262,7 +295,15 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=5000)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--no-broker", action="store_true", help="only the extractor's own work (3.)")
+    ap.add_argument("--eom-check-ab", type=int, metavar="ROUNDS", help="the extractor, old and new EOM check, in turn")
     ns = ap.parse_args()
+    if ns.eom_check_ab:
+        with Broker(heap_mb=1024) as broker:
+            create_topic(broker.bootstrap, "bench-source", ns.partitions)
+            bare_produce(broker.bootstrap, "bench-source", messages(ns.records, ns.size), ns.batch)
+            bare_consume(broker.bootstrap, "bench-source", ns.records)  # warm-up
+            eom_check_ab(broker.bootstrap, "bench-source", ns.records, ns.eom_check_ab)
+        return
     own = min(extractor_own_work(ns.records, ns.size) for _ in range(ns.runs))
     print(
         f"extractor's own work (stand-in consumer): {ns.records / own:,.0f} rec/s ({own / ns.records * 1e6:.1f} µs/record)"
