@@ -7,11 +7,13 @@ first run for a given Java and class path records its classes (``-XX:ArchiveClas
 that run starts slower, once); the archive is written as its JVM exits.  A JVM mapping a
 truncated archive dies of SIGBUS, so a recording is taken into use only once the JVM that
 wrote it has said so: its log (``-Xlog:cds+dynamic``, to a file beside the archive) ends
-with "Written dynamic archive".  The process that started the JVM does not wait for that
-beyond :data:`EXIT_WAIT`: writing ~180 MB can take longer than a supervisor gives a
+with "Written dynamic archive".  A worker (the stock Spark loader) does not wait for that
+beyond :data:`WORKER_EXIT_WAIT`: writing ~180 MB can take longer than a supervisor gives a
 worker to exit, and a worker stopped at that point would never take it into use, so
 every run would record again.  The JVM finishes on its own; whichever run starts next
-takes the archive into use.  One recording per archive at a time: a claim file, made
+takes the archive into use.  A process of its own (the Spark engine's driver) waits up
+to :data:`EXIT_WAIT`, so that a run in a container that ends with it still leaves the
+archive.  One recording per archive at a time: a claim file, made
 with ``O_EXCL``, keeps other runs from recording the same classes meanwhile.
 
 The archives live in ``$ETLSTAGE_CDS_CACHE`` or ``~/.cache/etlstage/cds`` (owner-only; a
@@ -40,7 +42,8 @@ KEEP = 6  # archives kept (one per Java and class path: ~150 MB each)
 QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
 ABANDONED = 3600.0  # seconds after which a partial archive is a killed JVM's: deleted
 RECORDING = 600.0  # seconds a claim to record holds; an older one is a run that died
-EXIT_WAIT = 3.0  # seconds the process waits at exit for its JVM to write the archive
+EXIT_WAIT = 120.0  # seconds a process of its own waits at exit for its JVM to write the archive
+WORKER_EXIT_WAIT = 4.0  # a worker's: its supervisor stops it 10 s after its stdin closed
 WRITTEN = b"Written dynamic archive"  # the JVM's log line once the archive is complete
 # the class path and what else decides which classes the driver loads
 KEY_SETTINGS = ("spark.jars", "spark.driver.extraClassPath", OPTIONS_KEY)
@@ -137,9 +140,9 @@ def _claim(claim: Path) -> bool:
 
 
 def _take_into_use(part: Path, archive: Path, pid: int) -> None:
-    """At exit: end the JVM's input (pyspark's JVM then exits and writes ``part``), wait a
-    little, and take the archive into use if the JVM has said it is written.  A JVM still
-    writing is left to finish: the next run takes its archive into use."""
+    """At exit: end the JVM's input (pyspark's JVM then exits and writes ``part``), wait
+    (:func:`exit_wait`), and take the archive into use if the JVM has said it is written.
+    A JVM still writing is left to finish: the next run takes its archive into use."""
     from pyspark import SparkContext
 
     if os.getpid() != pid:  # a forked child exiting: the JVM is its parent's
@@ -151,11 +154,16 @@ def _take_into_use(part: Path, archive: Path, pid: int) -> None:
     try:
         if proc.stdin is not None:
             proc.stdin.close()  # pyspark's JVM exits at end of input: System.exit(0), then the dump
-        proc.wait(timeout=EXIT_WAIT)
+        proc.wait(timeout=exit_wait())
     except Exception as exc:
         log.debug("class data sharing: the JVM is still writing %s (%s); the next run takes it", part.name, exc)
         return
     _take_finished_into_use(archive.parent)
+
+
+def exit_wait() -> float:
+    """How long this process waits at exit for its JVM to write the archive."""
+    return WORKER_EXIT_WAIT if os.environ.get("ETLSTAGE_TYPE") else EXIT_WAIT
 
 
 def _take_finished_into_use(folder: Path) -> None:

@@ -114,6 +114,7 @@ def test_the_recording_run_exits_while_its_jvm_still_writes_and_the_next_run_tak
     run would record again (180 MB a time)."""
     from pyspark import SparkContext
 
+    monkeypatch.setenv("ETLSTAGE_TYPE", "L")  # a worker, as the stock Spark loader is
     options = cds.java_options(JAVA, {})
     part = Path(options.split()[0].removeprefix("-XX:ArchiveClassesAtExit="))
     key = cds.archive_key(JAVA, {})
@@ -128,6 +129,24 @@ def test_the_recording_run_exits_while_its_jvm_still_writes_and_the_next_run_tak
     assert cds.java_options(JAVA, {}) == f"-XX:SharedArchiveFile={cache}/{key}.jsa -Xshare:auto {cds.QUIET}"
     assert (cache / f"{key}.jsa").read_bytes() == b"halfarchive"
     assert sorted(p.name for p in cache.iterdir()) == [f"{key}.jsa"]  # its log and claim gone
+
+
+def test_a_process_of_its_own_waits_for_its_jvm_to_write_the_archive(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Spark engine's driver is no worker: nothing stops it at exit, and a run in a
+    container that ends with it would otherwise never leave an archive."""
+    from pyspark import SparkContext
+
+    monkeypatch.delenv("ETLSTAGE_TYPE", raising=False)
+    options = cds.java_options(JAVA, {})
+    part = Path(options.split()[0].removeprefix("-XX:ArchiveClassesAtExit="))
+    key = cds.archive_key(JAVA, {})
+    jvm = _stand_in_jvm(part, seconds=cds.WORKER_EXIT_WAIT + 2.0, says_written=True)
+    monkeypatch.setattr(SparkContext, "_gateway", SimpleNamespace(proc=jvm))
+    cds._take_into_use(part, cache / f"{key}.jsa", os.getpid())
+    assert jvm.returncode == 0
+    assert sorted(p.name for p in cache.iterdir()) == [f"{key}.jsa"]  # in use before the process ends
 
 
 def test_a_claim_to_record_left_by_a_run_that_died_lapses(cache: Path) -> None:
