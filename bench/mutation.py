@@ -132,6 +132,7 @@ TESTS: list[tuple[str, list[str]]] = [
             "spark/test_spark_engine_spool.py",
         ],
     ),
+    ("etlstage/spark/cds.py", ["spark/test_spark_cds.py"]),
 ]
 
 FLIP = {

@@ -26,8 +26,12 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     folder = tmp_path / "cds"
     monkeypatch.setenv("ETLSTAGE_CDS_CACHE", str(folder))
     monkeypatch.delenv("ETLSTAGE_SPARK_CDS", raising=False)
-    monkeypatch.setattr(cds.atexit, "register", lambda *a: None)  # no JVM here to wait for
+    monkeypatch.setattr(cds.atexit, "register", lambda *a: recorded_at_exit.append(a))  # no JVM here to wait for
+    recorded_at_exit.clear()
     return folder
+
+
+recorded_at_exit: list[tuple[object, ...]] = []  # what a test's recording run asked to do at exit
 
 
 def test_a_first_run_records_and_a_later_one_maps_the_archive(cache: Path) -> None:
@@ -36,9 +40,10 @@ def test_a_first_run_records_and_a_later_one_maps_the_archive(cache: Path) -> No
     assert part.startswith(f"{cache}/") and part.endswith(".part")
     assert first == f"-XX:ArchiveClassesAtExit={part} {cds.QUIET} -Xlog:cds+dynamic=info:file={part}.log::filecount=0"
     assert cache.stat().st_mode & 0o777 == 0o700
+    archive = cache / f"{cds.archive_key(JAVA, {})}.jsa"
+    assert recorded_at_exit == [(cds._take_into_use, Path(part), archive, os.getpid())]  # its JVM waited for at exit
     assert cds.java_options(JAVA, {}) == ""  # one recording at a time: the next run runs without
     assert cds.java_options(JAVA, {"spark.jars": "/d.jar"}).startswith("-XX:ArchiveClassesAtExit=")  # another archive
-    archive = cache / f"{cds.archive_key(JAVA, {})}.jsa"
     archive.write_bytes(b"x")
     assert cds.java_options(JAVA, {}) == f"-XX:SharedArchiveFile={archive} -Xshare:auto {cds.QUIET}"
 
@@ -238,3 +243,23 @@ def test_a_real_jvm_logs_the_line_that_takes_its_archive_into_use(cache: Path) -
     mapped = subprocess.run(["java", f"-XX:SharedArchiveFile={cache}/{key}.jsa", "-Xshare:on", "-version"],
                             capture_output=True, text=True, timeout=120)  # fmt: skip
     assert mapped.returncode == 0, mapped.stderr  # -Xshare:on: a bad archive would be an error
+
+
+def test_a_run_keeps_the_archive_it_maps_and_clears_out_the_rest(cache: Path) -> None:
+    """Each start refreshes its archive's time (the clean-up keeps the most recently used)
+    and clears out archives beyond KEEP and parts left an hour ago."""
+    cache.mkdir(mode=0o700)
+    day_ago = time.time() - 86400
+    mine = cache / f"{cds.archive_key(JAVA, {})}.jsa"
+    others = [cache / f"other{i}.jsa" for i in range(cds.KEEP + 1)]
+    abandoned = cache / "other.x.part"
+    for i, p in enumerate([mine, *others, abandoned]):
+        p.write_bytes(b"x")
+        os.utime(p, (day_ago - i, day_ago - i))
+    assert cds.java_options(JAVA, {}).startswith(f"-XX:SharedArchiveFile={mine} ")
+    assert time.time() - mine.stat().st_mtime < 60  # used now: the last one the clean-up drops
+    left = sorted(p.name for p in cache.glob("*.jsa"))
+    assert len(left) == cds.KEEP and mine.name in left
+    assert not abandoned.exists()
+    cds.java_options(JAVA, {})
+    assert mine.exists()  # the next clean-up keeps it too
