@@ -263,3 +263,18 @@ def test_a_run_keeps_the_archive_it_maps_and_clears_out_the_rest(cache: Path) ->
     assert not abandoned.exists()
     cds.java_options(JAVA, {})
     assert mine.exists()  # the next clean-up keeps it too
+
+
+@pytest.mark.parametrize("part_is", ["empty", "a symlink", "missing"])
+def test_only_a_whole_file_is_taken_into_use_whatever_its_log_says(cache: Path, part_is: str) -> None:
+    first = cds.java_options(JAVA, {})
+    part = Path(first.split()[0].removeprefix("-XX:ArchiveClassesAtExit="))
+    (cache / f"{part.name}.log").write_bytes(cds.WRITTEN + b" 0x8 - 0x9\n")
+    if part_is == "empty":
+        part.write_bytes(b"")
+    elif part_is == "a symlink":
+        (cache / "elsewhere").write_bytes(b"not an archive of ours")
+        part.symlink_to(cache / "elsewhere")
+    again = cds.java_options(JAVA, {})
+    assert not list(cache.glob("*.jsa"))
+    assert again.startswith("-XX:ArchiveClassesAtExit=")  # its log and claim gone: recorded anew
