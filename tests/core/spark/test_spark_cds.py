@@ -65,6 +65,8 @@ def test_off_by_setting_by_the_users_own_sharing_options_and_in_a_folder_others_
     assert cds.java_options(JAVA, {}) == ""
     monkeypatch.delenv("ETLSTAGE_SPARK_CDS")
     cache.mkdir(mode=0o700)
+    cache.chmod(0o711)  # others may pass through, not write: fine
+    assert cds.java_options(JAVA, {}).startswith("-XX:ArchiveClassesAtExit=")
     cache.chmod(0o777)  # another user could put an archive there for this JVM to load
     assert cds.java_options(JAVA, {}) == ""
     assert "not a folder only this user can write to" in caplog.text
