@@ -13,8 +13,8 @@ worker to exit, and a worker stopped at that point would never take it into use,
 every run would record again.  The JVM finishes on its own; whichever run starts next
 takes the archive into use.  A process of its own (the Spark engine's driver) waits up
 to :data:`EXIT_WAIT`, so that a run in a container that ends with it still leaves the
-archive.  One recording per archive at a time: a claim file, made
-with ``O_EXCL``, keeps other runs from recording the same classes meanwhile.
+archive.  One recording per archive at a time: a claim file, made with ``O_EXCL``, keeps
+other runs from recording the same classes meanwhile.
 
 The archives live in ``$ETLSTAGE_CDS_CACHE`` or ``~/.cache/etlstage/cds`` (owner-only; a
 folder others can write to is not used: the JVM would load what is in it), at most

@@ -200,6 +200,9 @@ def _start_connect(master: str, app_name: str, conf: dict[str, str]) -> SparkSes
         raise SparkStartError(f"Spark Connect server {master} refused the session: {_first_line(exc)}") from None
 
 
+PROBE_RECHECK = 0.5  # seconds between cancels of a probe job past its deadline
+
+
 def _probe_executors(spark: SparkSession, master: str, timeout: float) -> None:
     """A tiny job: a cluster with no free worker would otherwise hang on the first batch.
 
@@ -233,9 +236,6 @@ def _probe_executors(spark: SparkSession, master: str, timeout: float) -> None:
         done.set()
         canceller.join()
         sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
-
-
-PROBE_RECHECK = 0.5
 
 
 def is_connect(spark: SparkSession) -> bool:

@@ -34,9 +34,16 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 recorded_at_exit: list[tuple[object, ...]] = []  # what a test's recording run asked to do at exit
 
 
+def _recording(options: str) -> Path:
+    """The part a recording run's options have its JVM write."""
+    first = options.split()[0]
+    assert first.startswith("-XX:ArchiveClassesAtExit="), options
+    return Path(first.removeprefix("-XX:ArchiveClassesAtExit="))
+
+
 def test_a_first_run_records_and_a_later_one_maps_the_archive(cache: Path) -> None:
     first = cds.java_options(JAVA, {})
-    part = first.split()[0].removeprefix("-XX:ArchiveClassesAtExit=")
+    part = str(_recording(first))
     assert part.startswith(f"{cache}/") and part.endswith(".part")
     assert first == f"-XX:ArchiveClassesAtExit={part} {cds.QUIET} -Xlog:cds+dynamic=info:file={part}.log::filecount=0"
     assert cache.stat().st_mode & 0o777 == 0o700
@@ -123,7 +130,7 @@ def test_the_recording_run_exits_while_its_jvm_still_writes_and_the_next_run_tak
 
     monkeypatch.setenv("ETLSTAGE_TYPE", "L")  # a worker, as the stock Spark loader is
     options = cds.java_options(JAVA, {})
-    part = Path(options.split()[0].removeprefix("-XX:ArchiveClassesAtExit="))
+    part = _recording(options)
     key = cds.archive_key(JAVA, {})
     jvm = _stand_in_jvm(part, seconds=6.0, says_written=True)
     monkeypatch.setattr(SparkContext, "_gateway", SimpleNamespace(proc=jvm))
@@ -147,7 +154,7 @@ def test_a_process_of_its_own_waits_for_its_jvm_to_write_the_archive(
 
     monkeypatch.delenv("ETLSTAGE_TYPE", raising=False)
     options = cds.java_options(JAVA, {})
-    part = Path(options.split()[0].removeprefix("-XX:ArchiveClassesAtExit="))
+    part = _recording(options)
     key = cds.archive_key(JAVA, {})
     jvm = _stand_in_jvm(part, seconds=cds.WORKER_EXIT_WAIT + 2.0, says_written=True)
     monkeypatch.setattr(SparkContext, "_gateway", SimpleNamespace(proc=jvm))
@@ -270,7 +277,7 @@ def test_a_run_keeps_the_archive_it_maps_and_clears_out_the_rest(cache: Path) ->
 @pytest.mark.parametrize("part_is", ["empty", "a symlink", "missing"])
 def test_only_a_whole_file_is_taken_into_use_whatever_its_log_says(cache: Path, part_is: str) -> None:
     first = cds.java_options(JAVA, {})
-    part = Path(first.split()[0].removeprefix("-XX:ArchiveClassesAtExit="))
+    part = _recording(first)
     (cache / f"{part.name}.log").write_bytes(cds.WRITTEN + b" 0x8 - 0x9\n")
     if part_is == "empty":
         part.write_bytes(b"")
