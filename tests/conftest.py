@@ -21,6 +21,12 @@ HERE = Path(__file__).parent
 # tests/core/spark/test_spark_cds.py turns it on for its own runs; the README's demo, which
 # CI runs, uses it as a user's first run does.
 os.environ.setdefault("ETLSTAGE_SPARK_CDS", "off")
+# Every JVM the tests start (Spark's drivers and executors, the loader's, Kafka's broker, the
+# Java SDK's workers) lives for seconds to minutes: C1 alone and one GC thread halve the CPU
+# a start-up and a first Spark job take (~20 CPU-s to ~10 for the loader's first batch on
+# the 2-core machines CI runs on), and the suite runs two such tests at a time on two cores.
+# The code under test is the same bytecode; only the JIT's effort differs. docs/testing.md.
+os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
 TW = str(HERE / "fixtures" / "tw.py")
 PY = sys.executable
 

@@ -63,8 +63,16 @@ def check_java() -> str:
         raise SparkStartError(f"cannot run {java} -version ({exc}): fix the Java installation") from None
     if done.returncode != 0:
         raise SparkStartError(f"{java} -version failed: {done.stderr.decode(errors='replace').strip()[:300]}")
-    version = done.stderr.decode(errors="replace").splitlines()[:1]
-    return f"{java} ({version[0] if version else 'unknown version'})"
+    return f"{java} ({java_version(done.stderr.decode(errors='replace'))})"
+
+
+def java_version(said: str) -> str:
+    """The first line of ``java -version``'s output that is not the JVM repeating options
+    it picked up from the environment (JAVA_TOOL_OPTIONS, JDK_JAVA_OPTIONS, _JAVA_OPTIONS)."""
+    for line in said.splitlines():
+        if not line.startswith(("Picked up ", "NOTE: Picked up ")):
+            return line
+    return "unknown version"
 
 
 def check_master_reachable(master: str, timeout: float) -> None:

@@ -89,6 +89,9 @@ class Poller(threading.Thread):
             repeated = [i for i, n in Counter(ids).items() if n > 1]
             if repeated or len(ids) % PER_WINDOW:
                 self.problems.append(f"{len(ids)} rows, repeated {repeated[:5]}")
+            # a snapshot stands until the next commit (seconds): ten reads a second see each
+            # one, and leave the two cores to the loader and the tests beside this one
+            self.stop.wait(0.1)
 
 
 def loader_of(proc: subprocess.Popen[bytes]) -> psutil.Process | None:

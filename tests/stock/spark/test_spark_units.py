@@ -197,6 +197,15 @@ def test_start_up_checks_name_cause_and_fix(tmp_path, monkeypatch) -> None:
         check_java()
 
 
+def test_the_java_version_named_is_not_the_options_the_jvm_picked_up(monkeypatch) -> None:
+    """A JVM repeats JAVA_TOOL_OPTIONS and JDK_JAVA_OPTIONS before its version; the version
+    is what start-up logs and what class data sharing keys its archive on."""
+    monkeypatch.setenv("JAVA_TOOL_OPTIONS", "-Dx=1")
+    monkeypatch.setenv("JDK_JAVA_OPTIONS", "-Dy=2")
+    named = check_java()
+    assert "Picked up" not in named and "version" in named, named
+
+
 def _run_cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
     return subprocess.run(
         [PY, "-m", "etlstage_workers.spark", *args], input=b"", capture_output=True, env=env, timeout=60, check=False
