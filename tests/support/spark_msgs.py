@@ -12,6 +12,7 @@ import time
 
 from etlstage.protocol.scenario import Scenario
 from etlstage.protocol.vocabulary import Mode, StageType
+from tests.support.worker_env import without_supervisor_vars
 
 PY = sys.executable
 WT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -41,7 +42,7 @@ WRAPPED_NOT_JSON = (
 
 
 def env_for(state_dir: str, instance: int = 0, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ETLSTAGE_")}
+    env = without_supervisor_vars()
     scenario = Scenario(StageType.L, Mode.BATCH, 1000, stage="load", instance=instance)
     env.update(scenario.to_env())
     env.update(

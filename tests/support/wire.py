@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from etlstage.protocol import Markers, Scenario
+from tests.support.worker_env import without_supervisor_vars
 
 Step = tuple[str, str]
 
@@ -60,7 +61,7 @@ class WireWorker:
     cwd: str | None = None
 
     def __post_init__(self) -> None:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("ETLSTAGE_")}
+        env = without_supervisor_vars()
         env.update(self.scenario.to_env())
         env.update(self.extra_env)
         self.proc = subprocess.Popen(

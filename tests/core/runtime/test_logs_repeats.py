@@ -9,6 +9,7 @@ import sys
 import textwrap
 
 from etlstage.logs import JsonFormatter, RepeatedWarnings, worker_record
+from tests.support.worker_env import without_supervisor_vars
 
 
 class Clock:
@@ -72,9 +73,7 @@ def run_logger(env: dict[str, str] | None = None) -> list[str]:
 
 
 def _env() -> dict[str, str]:
-    import os
-
-    return {k: v for k, v in os.environ.items() if not k.startswith("ETLSTAGE_")}
+    return without_supervisor_vars()
 
 
 def test_a_process_logs_the_first_few_and_at_exit_how_many_were_held_back():
