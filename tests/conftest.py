@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import textwrap
@@ -12,21 +11,15 @@ from typing import Any
 
 import pytest
 
+from tests.support import jvm_settings
 from tests.support.run_cli import Run, etlstage
 
 HERE = Path(__file__).parent
-# Class data sharing for Spark's driver JVM (etlstage/spark/cds.py) is off in the tests it is
-# not the subject of: a run that records an archive is slower and waits at exit for its JVM
-# to write it, which would move the timings of a thousand tests by what ran before them.
-# tests/core/spark/test_spark_cds.py turns it on for its own runs; the README's demo, which
-# CI runs, uses it as a user's first run does.
-os.environ.setdefault("ETLSTAGE_SPARK_CDS", "off")
-# Every JVM the tests start (Spark's drivers and executors, the loader's, Kafka's broker, the
-# Java SDK's workers) lives for seconds to minutes: C1 alone and one GC thread halve the CPU
-# a start-up and a first Spark job take (~20 CPU-s to ~10 for the loader's first batch on
-# the 2-core machines CI runs on), and the suite runs two such tests at a time on two cores.
-# The code under test is the same bytecode; only the JIT's effort differs. docs/testing.md.
-os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+# The JVMs the suite starts: C1 only, the serial GC, and class data archives mapped from the
+# suite's own cache, recorded before the tests by `python tests/support/downloads.py` (which
+# .ci/run runs) and never by a test (tests/support/jvm_settings.py, docs/testing.md).
+# tests/core/spark/test_spark_cds.py sets its own for the runs it is about.
+jvm_settings.apply()
 TW = str(HERE / "fixtures" / "tw.py")
 PY = sys.executable
 

@@ -20,6 +20,9 @@ The archives live in ``$ETLSTAGE_CDS_CACHE`` or ``~/.cache/etlstage/cds`` (owner
 folder others can write to is not used: the JVM would load what is in it), at most
 :data:`KEEP` of them.  ``ETLSTAGE_SPARK_CDS=off`` turns it off; so does a user's own
 ``-Xshare``/``SharedArchiveFile`` in ``spark.driver.extraJavaOptions``.
+``ETLSTAGE_SPARK_CDS=map`` maps an archive already there and never records one: for a
+cache filled beforehand (an image built with its archive, a test suite whose runs must not
+differ by which of them recorded).
 """
 
 from __future__ import annotations
@@ -53,8 +56,12 @@ def cache_dir() -> Path:
     return Path(os.environ.get("ETLSTAGE_CDS_CACHE") or Path.home() / ".cache" / "etlstage" / "cds")
 
 
+def setting() -> str:
+    return os.environ.get("ETLSTAGE_SPARK_CDS", "on").lower()
+
+
 def enabled(conf: dict[str, str]) -> bool:
-    if os.environ.get("ETLSTAGE_SPARK_CDS", "on").lower() in ("off", "0", "false", "no"):
+    if setting() in ("off", "0", "false", "no"):
         return False
     theirs = conf.get(OPTIONS_KEY, "")
     return "Xshare" not in theirs and "SharedArchiveFile" not in theirs and "ArchiveClassesAtExit" not in theirs
@@ -101,6 +108,9 @@ def java_options(java: str, conf: dict[str, str]) -> str:
     if archive.is_file() and not archive.is_symlink():
         os.utime(archive)  # recently used: kept by the clean-up
         return f"-XX:SharedArchiveFile={archive} -Xshare:auto {QUIET}"
+    if setting() == "map":
+        log.debug("class data sharing: no archive %s; ETLSTAGE_SPARK_CDS=map records none", archive.name)
+        return ""
     if not _claim(folder / f"{key}.recording"):
         log.debug("class data sharing: another run is recording %s; this one runs without", archive.name)
         return ""

@@ -1,7 +1,8 @@
 """What some tests download, fetched once into a cache: kinesis-local (npm) for the
 resharding tests, the amazon-kclpy sdist for the KCL adapter tests, Apache Kafka's
 broker jars (Maven) for the Kafka tests and Spark's Kafka connector when pyspark is there,
-and then too the Delta Lake and S3A jars (Maven) for the Spark loader's table tests.
+and then too the Delta Lake and S3A jars (Maven) for the Spark loader's table tests;
+last, the class data archives the suite's JVMs map (tests/support/cds_warmup.py).
 
 Standard library only, so that ``.ci/run`` fills the caches before the tests start:
 ``python tests/support/downloads.py`` (with the project's venv python: it has pip).
@@ -124,6 +125,14 @@ def main() -> int:
         except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
             print(f"{fetch.__name__}: {exc}", file=sys.stderr)
             return 1
+    if _has("pyspark"):  # an optimisation: the tests run without the archives, only slower
+        sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+        from tests.support.cds_warmup import record_suite_archives
+
+        try:
+            print(f"record_suite_archives: {record_suite_archives()}")
+        except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
+            print(f"record_suite_archives (the tests run without): {exc}", file=sys.stderr)
     return 0
 
 

@@ -55,6 +55,15 @@ def test_a_first_run_records_and_a_later_one_maps_the_archive(cache: Path) -> No
     assert cds.java_options(JAVA, {}) == f"-XX:SharedArchiveFile={archive} -Xshare:auto {cds.QUIET}"
 
 
+def test_map_only_maps_an_archive_there_and_never_records_one(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ETLSTAGE_SPARK_CDS", "map")
+    assert cds.java_options(JAVA, {}) == ""
+    assert recorded_at_exit == [] and not list(cache.glob("*.recording")), "map-only claimed a recording"
+    archive = cache / f"{cds.archive_key(JAVA, {})}.jsa"
+    archive.write_bytes(b"x")
+    assert cds.java_options(JAVA, {}) == f"-XX:SharedArchiveFile={archive} -Xshare:auto {cds.QUIET}"
+
+
 def test_another_class_path_or_java_is_another_archive() -> None:
     base = cds.archive_key(JAVA, {})
     assert cds.archive_key(JAVA, {"spark.jars": "/c/delta.jar"}) != base
