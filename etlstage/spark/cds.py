@@ -68,10 +68,13 @@ def enabled(conf: dict[str, str]) -> bool:
 
 
 def archive_key(java: str, conf: dict[str, str]) -> str:
-    """One archive per Java (its path and version) and class path (pyspark's jars, the extra jars)."""
+    """One archive per Java (its path and version) and class path (pyspark's jars where they
+    are installed: an archive records its jars' paths, and a JVM whose class path differs
+    maps nothing; the extra jars)."""
     import pyspark
 
-    parts = [java, pyspark.__version__, *(f"{k}={conf.get(k, '')}" for k in KEY_SETTINGS)]
+    installed = os.path.dirname(os.path.abspath(pyspark.__file__))
+    parts = [java, pyspark.__version__, installed, *(f"{k}={conf.get(k, '')}" for k in KEY_SETTINGS)]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:20]
 
 

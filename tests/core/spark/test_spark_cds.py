@@ -72,6 +72,16 @@ def test_another_class_path_or_java_is_another_archive() -> None:
     assert cds.archive_key(JAVA, {"spark.executor.memory": "2g"}) == base  # not the driver's classes
 
 
+def test_the_same_pyspark_installed_elsewhere_is_another_archive(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two virtual environments with the same pyspark: an archive names its jars' paths, so
+    the other's JVM would map nothing from it, run after run."""
+    import pyspark
+
+    base = cds.archive_key(JAVA, {})
+    monkeypatch.setattr(pyspark, "__file__", "/elsewhere/venv/lib/python3.11/site-packages/pyspark/__init__.py")
+    assert cds.archive_key(JAVA, {}) != base
+
+
 def test_off_by_setting_by_the_users_own_sharing_options_and_in_a_folder_others_can_write(
     cache: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
