@@ -70,9 +70,15 @@ stages:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )
-        # one batch (EOB), then the end of input: the loader acknowledges and exits
-        _, loader_err = loader.communicate(b"".join(rdss(i) + b"\n" for i in range(50)) + b"\x17", timeout=WAIT)
-        _, engine_err = engine.communicate(timeout=max(1.0, deadline - time.monotonic()))
+        try:
+            # one batch (EOB), then the end of input: the loader acknowledges and exits
+            _, loader_err = loader.communicate(b"".join(rdss(i) + b"\n" for i in range(50)) + b"\x17", timeout=WAIT)
+            _, engine_err = engine.communicate(timeout=max(1.0, deadline - time.monotonic()))
+        finally:  # none left running into the tests
+            for proc in (engine, loader):
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
     if engine.returncode or loader.returncode:
         raise RuntimeError(
             f"recording the suite's class data archives: the engine exited {engine.returncode}, the loader "
