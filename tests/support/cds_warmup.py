@@ -14,6 +14,7 @@ downloads; ``.ci/run`` runs it before the tests.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -26,8 +27,6 @@ WAIT = 600.0  # seconds for the runs and their JVMs' archives, on the slowest ma
 
 def record_suite_archives() -> str:
     sys.path.insert(0, str(ROOT))
-    import shutil
-
     from etlstage.spark import cds
     from tests.support import jvm_settings
     from tests.support.spark_msgs import env_for, rdss
@@ -43,7 +42,7 @@ def record_suite_archives() -> str:
     before = set(cache.glob("*.jsa"))
     started = set(cache.glob("*.part.log"))
     deadline = time.monotonic() + WAIT
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, tempfile.TemporaryFile() as engine_log:
         work = Path(tmp)
         (work / "stages.yaml").write_text(
             f"""
@@ -58,7 +57,7 @@ stages:
             cwd=work,
             env={**os.environ, **settings},
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
+            stderr=engine_log,  # a file: a pipe nobody reads while the loader runs could fill and stop it
         )
         (work / "state").mkdir()  # as a supervisor makes it
         loader_env = {**env_for(str(work / "state")), **settings}
@@ -73,12 +72,14 @@ stages:
         try:
             # one batch (EOB), then the end of input: the loader acknowledges and exits
             _, loader_err = loader.communicate(b"".join(rdss(i) + b"\n" for i in range(50)) + b"\x17", timeout=WAIT)
-            _, engine_err = engine.communicate(timeout=max(1.0, deadline - time.monotonic()))
+            engine.wait(timeout=max(1.0, deadline - time.monotonic()))
         finally:  # none left running into the tests
             for proc in (engine, loader):
                 if proc.poll() is None:
                     proc.kill()
                     proc.wait()
+            engine_log.seek(0)
+            engine_err = engine_log.read()
     if engine.returncode or loader.returncode:
         raise RuntimeError(
             f"recording the suite's class data archives: the engine exited {engine.returncode}, the loader "

@@ -2,9 +2,9 @@
 tests/support/cds_warmup.py records its class data archives with the same).
 
 Every JVM the tests start lives for seconds to minutes: C1 alone and one GC thread take
-about 40 % off the CPU of a start-up and a first Spark job, and mapping the driver's
-classes from an archive about half of what is left (docs/testing.md, "The JVMs the suite
-starts"). The bytecode under test is the same; only the JIT's effort and where the
+about 40 % off the CPU of a loader's start-up and first Spark job, and mapping the
+driver's classes from an archive some 35–40 % of what is left (docs/testing.md, "The
+JVMs the suite starts"). The bytecode under test is the same; only the JIT's effort and where the
 classes are read from differ.
 """
 
