@@ -53,8 +53,14 @@ def cluster_id() -> str:
 
 
 class Broker:
-    def __init__(self, workdir: str | None = None, *, heap_mb: int = 512, startup_timeout: float = 90.0) -> None:
+    def __init__(
+        self, workdir: str | None = None, *, heap_mb: int = 512, startup_timeout: float = 90.0, quick_start: bool = True
+    ) -> None:
+        """``quick_start``: the JVM compiles with C1 only and collects with the serial
+        collector — it answers sooner, which is what tests and demos need; False keeps
+        the JVM's own choices, for benchmarks, where the broker must keep up for minutes."""
         self._own_dir = workdir is None
+        self.quick_start = quick_start
         self.dir = Path(workdir or tempfile.mkdtemp(prefix="etlstage-kafka-"))
         self.heap_mb = heap_mb
         self.startup_timeout = startup_timeout
@@ -138,11 +144,11 @@ class Broker:
         java = shutil.which("java")
         if java is None:
             raise BrokerError("java is not installed: the Kafka broker needs Java 17 or later")
+        quick = ["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"] if self.quick_start else []
         return [
             java,
             f"-Xmx{self.heap_mb}m",
-            "-XX:+UseSerialGC",
-            "-XX:TieredStopAtLevel=1",  # a test broker starts sooner; throughput is not its job
+            *quick,
             f"-Dlog4j2.configurationFile={self.dir / 'log4j2.properties'}",
             "-cp",
             self._classpath,

@@ -20,10 +20,12 @@ Plain mode reads every assigned partition to its end, then exits; it never commi
 
 from __future__ import annotations
 
+import gc
 import logging
 import threading
 import time
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from etlstage_workers.kafka.framing import Framer
@@ -31,6 +33,7 @@ from etlstage_workers.kafka.options import OWN_CONSUMER, Options, default_name
 
 from etlstage.errors import ConfigError
 from etlstage.worker import Extractor, Request
+from etlstage.worker.memory import keep_freed_memory
 
 log = logging.getLogger("etlstage.kafka")
 
@@ -70,6 +73,7 @@ class KafkaExtractor(Extractor):
         if sc.mode == "cyclic" and sc.offsets != "worker":
             raise ConfigError(["the Kafka extractor commits its own offsets to Kafka: use offsets: worker"])
         self.framer = Framer(sc.markers, envelope=o.envelope, data_encoding=o.data_encoding, on_marker=o.on_marker)
+        keep_freed_memory()  # each window's block and values reuse the last one's memory
         group = o.group or default_name(sc.state_dir, sc.stage)
         conf = {
             **o.client_config(OWN_CONSUMER, "etlstage-kafka"),
@@ -208,6 +212,10 @@ class KafkaExtractor(Extractor):
         return self._assignment_known and self._assigned <= self._at_end
 
     def _cycle(self) -> list[bytes]:
+        with _collector_paused():
+            return self._window()
+
+    def _window(self) -> list[bytes]:
         o = self.options
         records: list[Any] = []
         deadline = time.monotonic() + o.max_cycle_seconds
@@ -314,6 +322,21 @@ class KafkaExtractor(Extractor):
         lag = self.lag()
         if lag:
             log.info("records behind: %s", ", ".join(f"{_name(p)}={n}" for p, n in lag.items()))
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """No garbage collection while a window is read. Every record is an object the collector
+    tracks, and a window holds up to 10,000 of them: collections triggered by their own
+    allocation walked them again and again (14 % of a bare consume loop's time). They form
+    no cycles and are freed with the window, so collecting can wait for its end."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 class _Commit:

@@ -1,9 +1,11 @@
 """The Kafka L-worker: a batch is acknowledged (EOP) only once the broker has it.
 
-Every batch is produced with ``acks=all`` by an idempotent producer, and ``load`` returns
-only after every message of it was acknowledged (a delivery error fails the batch: the
-worker exits 1 with the batch unacknowledged, the supervisor sends it again). That is
-at-least-once: a batch that failed half-way is written again whole.
+Every batch is produced with ``acks=all`` by an idempotent producer. ``load`` hands the
+SDK a future that completes once every message of the batch was acknowledged by the
+broker: a thread flushes the producer while the SDK parses the next batch, and the SDK
+writes the EOP only then, in order (a delivery error fails the batch: the worker exits 1
+with the batch unacknowledged, the supervisor sends it again). That is at-least-once: a
+batch that failed half-way is written again whole.
 
 ``--transactional``: each batch is one Kafka transaction, and in the same transaction a
 record in a *ledger* topic lists the SHA-256 of every message the batch wrote. Before a
@@ -21,7 +23,10 @@ import collections
 import hashlib
 import json
 import logging
+import threading
 import time
+from collections.abc import Callable
+from concurrent.futures import Future
 from typing import Any
 
 from etlstage_workers.kafka.broker import create_topic
@@ -30,6 +35,7 @@ from etlstage_workers.kafka.options import OWN_PRODUCER, LoadOptions, default_na
 from etlstage.errors import ConfigError, EtlstageError
 from etlstage.protocol.pointer import MISSING, parse_pointer, resolve
 from etlstage.worker import Loader
+from etlstage.worker.memory import keep_freed_memory
 
 log = logging.getLogger("etlstage.kafka")
 
@@ -47,6 +53,7 @@ class KafkaLoader(Loader):
         self.written = 0
         self.skipped = 0
         self.batches = 0
+        self._flusher: _Flusher | None = None
 
     def setup(self) -> None:
         from confluent_kafka import Producer
@@ -54,6 +61,7 @@ class KafkaLoader(Loader):
         sc, o = self.scenario, self.options
         if sc.type != "L":
             raise ConfigError([f"the Kafka loader is an L-worker; ETLSTAGE_TYPE is {sc.type!r}"])
+        keep_freed_memory()  # each batch's block and messages reuse the last one's memory
         conf: dict[str, Any] = {
             **o.client_config(OWN_PRODUCER, "etlstage-kafka-load"),
             "acks": "all",
@@ -76,9 +84,12 @@ class KafkaLoader(Loader):
             log.info("transactional id %s; ledger %s: %d messages noted", tid, ledger_topic, len(self.ledger.seen))
         else:
             self.producer = Producer(conf, logger=log)
+            self._flusher = _Flusher(self._flush)
         log.info("writes to %s (bootstrap %s)", o.topic, o.bootstrap)
 
     def teardown(self) -> None:
+        if self._flusher is not None:
+            self._flusher.close()
         if self.producer is not None:
             self.producer.flush(30)
         if self.ledger is not None:
@@ -90,13 +101,13 @@ class KafkaLoader(Loader):
             report["duplicates skipped"] = self.skipped
         return report
 
-    def load(self, messages: list[bytes]) -> None:
-        if self.ledger is None:
-            self._produce_all(messages)
-            self._flush()
-        else:
-            self._load_transaction(messages)
+    def load(self, messages: list[bytes]) -> Future[None] | None:
         self.batches += 1
+        if self._flusher is not None:
+            self._produce_all(messages)
+            return self._flusher.after_batch()
+        self._load_transaction(messages)
+        return None
 
     # --- at-least-once ------------------------------------------------------------------
 
@@ -196,6 +207,52 @@ class KafkaLoader(Loader):
                     time.sleep(0.5 * 2**attempt)
                     continue
                 raise
+
+
+class _Flusher:
+    """Batches produced and not yet acknowledged by the broker. One thread flushes the
+    producer — every message produced before the flush began is acknowledged or failed
+    when it returns — and completes the futures of the batches produced before it began;
+    batches produced meanwhile wait for the next flush."""
+
+    def __init__(self, flush: Callable[[], None]) -> None:
+        self._flush = flush
+        self._waiting: list[Future[None]] = []
+        self._closed = False
+        self._wake = threading.Condition()
+        self._thread = threading.Thread(target=self._run, name="kafka-flush", daemon=True)
+        self._thread.start()
+
+    def after_batch(self) -> Future[None]:
+        """A future for the batch whose messages were all produced just now."""
+        done: Future[None] = Future()
+        with self._wake:
+            self._waiting.append(done)
+            self._wake.notify()
+        return done
+
+    def _run(self) -> None:
+        while True:
+            with self._wake:
+                while not self._waiting and not self._closed:
+                    self._wake.wait()
+                if not self._waiting:
+                    return
+                batches, self._waiting = self._waiting, []
+            try:
+                self._flush()
+            except BaseException as exc:  # each batch fails: the SDK stops at the first, unacknowledged
+                for f in batches:
+                    f.set_exception(exc)
+            else:
+                for f in batches:
+                    f.set_result(None)
+
+    def close(self) -> None:
+        with self._wake:
+            self._closed = True
+            self._wake.notify()
+        self._thread.join()
 
 
 class Ledger:

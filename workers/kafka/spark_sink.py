@@ -87,7 +87,9 @@ class KafkaBatches:
             return
         loader = self.loader()
         written, skipped = loader.written, loader.skipped
-        loader.load(messages)
+        pending = loader.load(messages)
+        if pending is not None:  # Spark commits the micro-batch once this returns: the broker has it first
+            pending.result()
         crash_point("ETLSTAGE_KAFKA_SINK_CRASH", "committed")  # tests: written, Spark's commit not yet logged
         log.info(
             "micro-batch %d: %d messages, %d written to %s, %d written before, %.2fs",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import ClassVar
 
+import pytest
 from etlstage_workers.kafka import broker
 from etlstage_workers.kafka.options import default_name
 
@@ -141,3 +142,147 @@ def test_records_of_a_partition_no_longer_ours_are_dropped_after_a_revoke():
     w.consumer = SimpleNamespace(consume=lambda n, timeout: got)
     assert [(m.partition(), m.offset()) for m in w._read(10, 0.1)] == [(0, 5)]
     assert w._building == {("t", 0): 6}
+
+
+class _Valued(_Msg):
+    def value(self):
+        return b"v%d" % self.o
+
+    def key(self):
+        return None
+
+    def headers(self):
+        return None
+
+
+def test_no_garbage_collection_while_a_window_is_read_and_as_before_after_it():
+    """Every record is an object the collector tracks: collections during a window walked
+    its 10,000 records again and again (docs/workers/kafka.md#throughput)."""
+    import gc
+    from types import SimpleNamespace
+
+    from etlstage_workers.kafka.extractor import KafkaExtractor
+    from etlstage_workers.kafka.framing import Framer
+    from etlstage_workers.kafka.options import Options
+
+    from etlstage.protocol import DEFAULT_MARKERS
+
+    w = KafkaExtractor(Options(bootstrap="127.0.0.1:1", topics=["t"], group="g"))
+    w.framer = Framer(DEFAULT_MARKERS)
+    w._assigned, w._assignment_known = {("t", 0)}, True
+    collecting: list[bool] = []
+
+    def consume(n, timeout):
+        collecting.append(gc.isenabled())
+        return [_Valued(0, 0), _Valued(0, 1, eof=True)]
+
+    w.consumer = SimpleNamespace(consume=consume)
+    assert gc.isenabled()
+    assert w._cycle() == [b"v0"]
+    assert collecting == [False] and gc.isenabled()
+    gc.disable()  # a program that keeps the collector off: the window leaves it off
+    try:
+        w._cycle()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_the_loader_acknowledges_a_batch_only_by_a_flush_begun_after_it_was_produced():
+    """The loader's flushes run in a thread while the next batch is parsed and produced; a
+    flush that was under way when a batch's last message was produced does not cover it."""
+    import threading
+
+    from etlstage_workers.kafka.loader import _Flusher
+
+    begun = threading.Semaphore(0)
+    releases: list[threading.Event] = []
+
+    def flush():
+        releases.append(threading.Event())
+        begun.release()
+        assert releases[-1].wait(10)
+
+    flusher = _Flusher(flush)
+    first = flusher.after_batch()
+    assert begun.acquire(timeout=10)
+    second = flusher.after_batch()  # produced while the first flush runs
+    assert not first.done()
+    releases[0].set()
+    first.result(10)
+    assert begun.acquire(timeout=10)  # a second flush, for the second batch
+    assert not second.done()
+    releases[1].set()
+    second.result(10)
+    flusher.close()
+    assert len(releases) == 2
+
+
+def test_a_failed_flush_fails_every_batch_it_covered_and_close_flushes_what_waits():
+    import threading
+
+    from etlstage_workers.kafka.loader import LoadFailed, _Flusher
+
+    outcomes = iter([None, LoadFailed("the broker refused a message of the batch"), None])
+    begun = threading.Semaphore(0)
+    release = threading.Event()
+
+    def flush():
+        begun.release()
+        assert release.wait(10)
+        outcome = next(outcomes)
+        if outcome is not None:
+            raise outcome
+
+    flusher = _Flusher(flush)
+    ok = flusher.after_batch()
+    assert begun.acquire(timeout=10)
+    covered = [flusher.after_batch(), flusher.after_batch()]  # both wait for the next flush
+    release.set()
+    assert ok.result(10) is None
+    for f in covered:
+        with pytest.raises(LoadFailed, match="refused"):
+            f.result(10)
+    last = flusher.after_batch()
+    flusher.close()  # a batch still waiting is flushed before the thread ends
+    assert last.done() and last.exception() is None
+
+
+def test_the_spark_sink_returns_a_micro_batch_only_once_the_broker_has_it(monkeypatch):
+    """Spark commits a micro-batch when ``foreachBatch`` returns: the loader's flush runs in
+    its own thread, so the sink waits for it (returning earlier loses the micro-batch to a
+    crash after Spark's commit)."""
+    import threading
+    import time
+    from types import SimpleNamespace
+
+    import confluent_kafka
+    import pyarrow as pa
+    from etlstage_workers.kafka.options import LoadOptions
+    from etlstage_workers.kafka.spark_sink import KafkaBatches
+
+    from etlstage.protocol import Scenario
+
+    class SlowBroker:
+        acknowledged: ClassVar[list[bytes]] = []
+
+        def __init__(self, conf, logger=None):
+            self.queued: list[bytes] = []
+            self.lock = threading.Lock()
+
+        def produce(self, topic, value, key=None):
+            with self.lock:
+                self.queued.append(value)
+
+        def flush(self, timeout=None):
+            time.sleep(0.3)
+            with self.lock:
+                SlowBroker.acknowledged += self.queued
+                self.queued = []
+            return 0
+
+    monkeypatch.setattr(confluent_kafka, "Producer", SlowBroker)
+    sink = KafkaBatches(LoadOptions(bootstrap="127.0.0.1:1", topic="t"), Scenario(type="L", mode="batch"))
+    batch = SimpleNamespace(toArrow=lambda: pa.table({"value": [b"a", b"b"]}))
+    sink.write(batch, 0)  # type: ignore[arg-type]
+    assert SlowBroker.acknowledged == [b"a", b"b"]
