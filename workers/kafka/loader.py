@@ -84,7 +84,7 @@ class KafkaLoader(Loader):
             log.info("transactional id %s; ledger %s: %d messages noted", tid, ledger_topic, len(self.ledger.seen))
         else:
             self.producer = Producer(conf, logger=log)
-            self._flusher = _Flusher(self._flush)
+            self._flusher = _Flusher(self._flush, self._acknowledged)
         log.info("writes to %s (bootstrap %s)", o.topic, o.bootstrap)
 
     def teardown(self) -> None:
@@ -102,12 +102,16 @@ class KafkaLoader(Loader):
         return report
 
     def load(self, messages: list[bytes]) -> Future[None] | None:
-        self.batches += 1
         if self._flusher is not None:
             self._produce_all(messages)
-            return self._flusher.after_batch()
-        self._load_transaction(messages)
+            return self._flusher.after_batch(len(messages))
+        self._acknowledged(self._load_transaction(messages))
         return None
+
+    def _acknowledged(self, written: int) -> None:
+        """A batch is in the topic: the report written with its EOP counts it (and no later one)."""
+        self.written += written
+        self.batches += 1
 
     # --- at-least-once ------------------------------------------------------------------
 
@@ -120,7 +124,6 @@ class KafkaLoader(Loader):
                 produce(topic, m, self._key_of(m)) if keyed else produce(topic, m)
             except BufferError:  # the local queue is full: let deliveries drain it, then again
                 self._produce_when_room(topic, m, self._key_of(m) if keyed else None)
-        self.written += len(messages)
 
     def _produce_when_room(self, topic: str, message: bytes, key: bytes | None) -> None:
         while True:
@@ -159,7 +162,8 @@ class KafkaLoader(Loader):
 
     # --- transactional ------------------------------------------------------------------
 
-    def _load_transaction(self, messages: list[bytes]) -> None:
+    def _load_transaction(self, messages: list[bytes]) -> int:
+        """The batch's messages not written before, in one transaction; how many."""
         from confluent_kafka import KafkaException
 
         assert self.ledger is not None
@@ -178,7 +182,7 @@ class KafkaLoader(Loader):
         if len(fresh) < len(messages):
             log.info("%d of %d messages were written before: left out", len(messages) - len(fresh), len(messages))
         if not fresh:
-            return
+            return 0
         p = self.producer
         p.begin_transaction()
         try:
@@ -193,6 +197,7 @@ class KafkaLoader(Loader):
                 log.warning("abort of the failed transaction: %s", exc)
             raise
         # the ledger record comes back with the next catch_up: noted once, in order
+        return len(fresh)
 
     def _commit(self) -> None:
         from confluent_kafka import KafkaException
@@ -215,19 +220,21 @@ class _Flusher:
     when it returns — and completes the futures of the batches produced before it began;
     batches produced meanwhile wait for the next flush."""
 
-    def __init__(self, flush: Callable[[], None]) -> None:
+    def __init__(self, flush: Callable[[], None], acknowledged: Callable[[int], None]) -> None:
+        """``acknowledged(n)``: a batch of ``n`` messages is in the topic, told before its future completes."""
         self._flush = flush
-        self._waiting: list[Future[None]] = []
+        self._acknowledged = acknowledged
+        self._waiting: list[tuple[Future[None], int]] = []
         self._closed = False
         self._wake = threading.Condition()
         self._thread = threading.Thread(target=self._run, name="kafka-flush", daemon=True)
         self._thread.start()
 
-    def after_batch(self) -> Future[None]:
-        """A future for the batch whose messages were all produced just now."""
+    def after_batch(self, messages: int) -> Future[None]:
+        """A future for the batch whose ``messages`` were all produced just now."""
         done: Future[None] = Future()
         with self._wake:
-            self._waiting.append(done)
+            self._waiting.append((done, messages))
             self._wake.notify()
         return done
 
@@ -242,10 +249,11 @@ class _Flusher:
             try:
                 self._flush()
             except BaseException as exc:  # each batch fails: the SDK stops at the first, unacknowledged
-                for f in batches:
+                for f, _ in batches:
                     f.set_exception(exc)
             else:
-                for f in batches:
+                for f, messages in batches:
+                    self._acknowledged(messages)
                     f.set_result(None)
 
     def close(self) -> None:

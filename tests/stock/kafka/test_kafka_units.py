@@ -203,19 +203,21 @@ def test_the_loader_acknowledges_a_batch_only_by_a_flush_begun_after_it_was_prod
         begun.release()
         assert releases[-1].wait(10)
 
-    flusher = _Flusher(flush)
-    first = flusher.after_batch()
+    acknowledged: list[int] = []
+    flusher = _Flusher(flush, acknowledged.append)
+    first = flusher.after_batch(3)
     assert begun.acquire(timeout=10)
-    second = flusher.after_batch()  # produced while the first flush runs
+    second = flusher.after_batch(5)  # produced while the first flush runs
     assert not first.done()
     releases[0].set()
     first.result(10)
+    assert acknowledged == [3]  # told before the future completed: the report with its EOP counts it
     assert begun.acquire(timeout=10)  # a second flush, for the second batch
     assert not second.done()
     releases[1].set()
     second.result(10)
     flusher.close()
-    assert len(releases) == 2
+    assert len(releases) == 2 and acknowledged == [3, 5]
 
 
 def test_a_failed_flush_fails_every_batch_it_covered_and_close_flushes_what_waits():
@@ -234,18 +236,20 @@ def test_a_failed_flush_fails_every_batch_it_covered_and_close_flushes_what_wait
         if outcome is not None:
             raise outcome
 
-    flusher = _Flusher(flush)
-    ok = flusher.after_batch()
+    acknowledged: list[int] = []
+    flusher = _Flusher(flush, acknowledged.append)
+    ok = flusher.after_batch(1)
     assert begun.acquire(timeout=10)
-    covered = [flusher.after_batch(), flusher.after_batch()]  # both wait for the next flush
+    covered = [flusher.after_batch(2), flusher.after_batch(3)]  # both wait for the next flush
     release.set()
     assert ok.result(10) is None
     for f in covered:
         with pytest.raises(LoadFailed, match="refused"):
             f.result(10)
-    last = flusher.after_batch()
+    last = flusher.after_batch(4)
     flusher.close()  # a batch still waiting is flushed before the thread ends
     assert last.done() and last.exception() is None
+    assert acknowledged == [1, 4]  # a failed batch is never counted as written
 
 
 def test_the_spark_sink_returns_a_micro_batch_only_once_the_broker_has_it(monkeypatch):
