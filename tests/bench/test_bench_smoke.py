@@ -28,6 +28,7 @@ SMOKE = [
     ("sdk_throughput.py", ["--n", "2000", "--repeat", "1"], "SDK / by hand"),
     ("jit_steady.py", ["--n", "200", "--batches", "2"], "-XX:TieredStopAtLevel=1"),
     ("lake.py", ["--tables", "--rounds", "1", "--cold", "1", "--small", "300"], "at once (loader)"),
+    ("kafka.py", ["--records", "2000", "--runs", "1"], "extractor / bare consume: best"),
 ]
 
 
