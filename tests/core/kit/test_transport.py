@@ -114,3 +114,16 @@ def test_a_chunk_is_timed_only_when_the_read_saw_it_arrive(tmp_path: Path) -> No
     first, read_at, queued, queued_too = asyncio.run(scenario())
     assert first is not None and first < read_at
     assert queued is None and queued_too is None
+
+
+def test_abort_kills_the_worker_and_closes_its_pipes(tmp_path: Path) -> None:
+    """What a run calls on a worker it gives up on: nothing of it is left open afterwards."""
+
+    async def scenario() -> tuple[int | None, bool]:
+        t = await ProcessTransport.spawn([sys.executable, "-c", BUSY], dict(os.environ), str(tmp_path), "busy")
+        await t.abort()
+        return t._transport.get_returncode(), t._transport.is_closing()
+
+    returncode, closing = asyncio.run(scenario())
+    assert returncode is not None and returncode < 0  # killed by a signal
+    assert closing

@@ -192,3 +192,10 @@ def test_reframe_between_stages_with_different_markers():
         reframe(b"a\nb|", PRINTABLE, DEFAULT_MARKERS, "stage 't'")
     with pytest.raises(MarkerInMessage, match="EOP marker 0x23"):
         reframe(b"a#b\n", DEFAULT_MARKERS, PRINTABLE, "stage 't'")
+
+
+def test_a_signal_in_the_middle_of_a_result_is_shown_with_the_bytes_before_it_and_itself_only():
+    """The excerpt ends with the marker that cut the result short, whatever follows it."""
+    with pytest.raises(ProtocolViolation, match="in the middle of a result") as caught:
+        ReplyParser(DEFAULT_MARKERS).feed(b"done\npartial\x00next\n")
+    assert caught.value.snippet == b"partial\x00"
