@@ -2,7 +2,7 @@
 over batch sizes, next to a baseline version of the loader measured in the same run.
 
     python bench/spark_fit.py [--sizes 1000,2000,5000,10000,20000,50000,100000] [--baseline REF]
-                              [--master local[2]] [--repeat 1]
+                              [--master local[2]] [--repeat 1] [--formats parquet,delta]
 
 After a warm-up of ``--warmup`` batches of 1,000 (the JVM compiles Spark's write path
 over its first ~50 jobs, which then cost 2-3x a warm one: start-up, not cost per batch),
@@ -13,7 +13,9 @@ RDSS messages of ~1.15 KB routed to the three tables (80 % valid, 10 % invalid, 
 error).  Every size loads into a fresh dataset; one Spark session serves all sizes of one
 version.  ``--baseline REF`` (a git commit, e.g. ``main``) measures that commit's loader
 (``workers/``, unpacked with ``git archive``) with the same bench code, before the current
-one, in the same run.
+one, in the same run.  ``--formats parquet,delta`` fits the loader with each ``--format``
+(a process each, one after the other, ``--repeat`` times in turn): Delta's MERGE against
+the plain-Parquet path (staging, key index, publish), both exactly once by key.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -60,8 +63,9 @@ def routed(messages: list[bytes]) -> list[bytes]:
     return out
 
 
-def inner(sizes: list[int], master: str, min_messages: int, warmup: int) -> list[dict[str, float]]:
-    """This interpreter's loader, every size, one Spark session."""
+def inner(sizes: list[int], master: str, min_messages: int, warmup: int, fmt: str) -> list[dict[str, float]]:
+    """This interpreter's loader with ``--format fmt``, every size, one Spark session."""
+    from etlstage_workers.spark import lake
     from etlstage_workers.spark.config import LoaderConfig
     from etlstage_workers.spark.loader import SparkLoader
     from etlstage_workers.spark.session import start_session
@@ -70,19 +74,24 @@ def inner(sizes: list[int], master: str, min_messages: int, warmup: int) -> list
     counts = {b: max(3 * b, min_messages) for b in sizes}
     pool = routed(make_messages(max(max(counts.values()) + max(sizes), warmup * 1000)))
     work = tempfile.mkdtemp(prefix="etlstage-bench-spark-fit-")
-    spark = start_session(master, "bench-fit", {}, connect_timeout=10, log_level="WARN")
+
+    def loader_config(out: str, state: str) -> LoaderConfig:
+        return LoaderConfig(output=out, rdss=True, state_dir=state, master=master, format=fmt).check()
+
+    probe = loader_config(os.path.join(work, "probe"), os.path.join(work, "probe-state"))
+    conf = lake.session_conf(probe)  # Delta's jars and extension, as the loader's own session
+    spark = start_session(
+        master, "bench-fit", conf, connect_timeout=10, log_level="WARN", plain_files=not probe.is_table
+    )
     rows = []
     try:
         for size in sizes:
             where = os.path.join(work, str(size))
-            config = LoaderConfig(
-                output=os.path.join(where, "out"), rdss=True, state_dir=os.path.join(where, "state"), master=master
-            ).check()
+            config = loader_config(os.path.join(where, "out"), os.path.join(where, "state"))
             warm, messages = pool[:size], pool[size : size + counts[size]]
             run_worker(SparkLoader(config, spark=spark), framed([warm], os.path.join(work, "warm.in")), size)
             if size == sizes[0]:  # the JVM's JIT: the first ~50 jobs cost 2-3x a warm one
-                spare = LoaderConfig(output=os.path.join(work, "warm"), rdss=True, master=master,
-                                     state_dir=os.path.join(work, "warm-state")).check()  # fmt: skip
+                spare = loader_config(os.path.join(work, "warm"), os.path.join(work, "warm-state"))
                 parts = [pool[i : i + 1000] for i in range(0, warmup * 1000, 1000)]
                 run_worker(SparkLoader(spare, spark=spark), framed(parts, os.path.join(work, "warm.in")), 1000)
             stdin = framed(batches(messages, size), os.path.join(work, "stdin"))
@@ -110,12 +119,13 @@ def baseline_tree(ref: str, into: Path) -> Path:
     return shim
 
 
-def measure(label: str, args: argparse.Namespace, pythonpath: Path | None) -> dict[str, object]:
+def measure(label: str, args: argparse.Namespace, pythonpath: Path | None, fmt: str) -> dict[str, object]:
     env = dict(os.environ)
     if pythonpath is not None:
         env["PYTHONPATH"] = str(pythonpath) + os.pathsep + env.get("PYTHONPATH", "")
     command = [sys.executable, __file__, "--inner", "--sizes", ",".join(map(str, args.sizes))]
     command += ["--master", args.master, "--min-messages", str(args.min_messages), "--warmup", str(args.warmup)]
+    command += ["--format", fmt]
     started = time.perf_counter()
     done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
     if done.returncode != 0:
@@ -135,19 +145,24 @@ def main() -> None:
     ap.add_argument("--min-messages", type=int, default=20000, help="messages per size at least (3 batches at least)")
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--warmup", type=int, default=60, help="batches of 1,000 loaded first (JIT warm-up), not measured")
+    ap.add_argument("--formats", default="parquet", help="the loader's --format values to fit, in turn")
+    ap.add_argument("--format", default="parquet", help=argparse.SUPPRESS)
     ap.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     args.sizes = [int(s) for s in args.sizes.split(",")]
     if args.inner:
-        print(json.dumps(inner(args.sizes, args.master, args.min_messages, args.warmup)))
+        print(json.dumps(inner(args.sizes, args.master, args.min_messages, args.warmup, args.format)))
         return
     results = []
     with tempfile.TemporaryDirectory(prefix="etlstage-bench-baseline-") as tmp:
         shim = baseline_tree(args.baseline, Path(tmp)) if args.baseline else None
+        formats = args.formats.split(",")
         for _ in range(args.repeat):
-            if shim is not None:
-                results.append(measure(f"baseline ({args.baseline})", args, shim))
-            results.append(measure("this tree", args, None))
+            for fmt in formats:
+                suffix = f", {fmt}" if len(formats) > 1 else ""
+                if shim is not None:
+                    results.append(measure(f"baseline ({args.baseline}){suffix}", args, shim, fmt))
+                results.append(measure(f"this tree{suffix}", args, None, fmt))
     print(f"\nmaster {args.master}, RDSS mode, three tables; seconds per batch (msg/s, CPU-s per 100k messages)")
     print(f"{'loader':<22}" + "".join(f"{s:>22,}" for s in args.sizes) + f"{'fixed s':>9}{'us/msg':>8}"
           f"{'CPU fixed':>10}{'CPU us/msg':>11}")  # fmt: skip
@@ -161,6 +176,14 @@ def main() -> None:
             f"{r['label']:<22}{cells}{r['fixed']:9.3f}{r['per_message'] * 1e6:8.1f}"
             f"{r['cpu_fixed']:10.3f}{r['cpu_per_message'] * 1e6:11.1f}"
         )
+    if len(formats) > 1:  # each format's fits, best and median, against the first format's
+        by_format = {f: [float(r["fixed"]) for r in results if str(r["label"]).endswith(f", {f}")] for f in formats}
+        base = formats[0]
+        for fmt in formats[1:]:
+            print(
+                f"{fmt} fixed cost per batch / {base}'s: best {min(by_format[fmt]) / min(by_format[base]):.1f}x, "
+                f"median {statistics.median(by_format[fmt]) / statistics.median(by_format[base]):.1f}x"
+            )
 
 
 if __name__ == "__main__":

@@ -127,3 +127,46 @@ def test_abort_kills_the_worker_and_closes_its_pipes(tmp_path: Path) -> None:
     returncode, closing = asyncio.run(scenario())
     assert returncode is not None and returncode < 0  # killed by a signal
     assert closing
+
+
+def _program(folder: Path, name: str) -> Path:
+    path = folder / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("#!/bin/sh\n")
+    path.chmod(0o755)
+    return path
+
+
+def test_the_copy_beside_etlstage_is_used_only_for_a_bare_name_path_lacks(tmp_path: Path, monkeypatch) -> None:
+    """A bare name PATH finds stays as written (PATH decides, as in a shell); a name with a
+    ``/`` is the user's own path; only a bare name PATH lacks takes the copy beside etlstage."""
+    from etlstage.kit.transport import resolve_program
+
+    beside, on_path = tmp_path / "venv-bin", tmp_path / "on-path"
+    monkeypatch.setattr(sys, "executable", str(beside / "python"))
+    copy = _program(beside, "tool")
+    _program(beside, "sub/tool")
+    _program(on_path, "tool")
+
+    assert resolve_program(["tool", "-x"], {"PATH": str(on_path)}) == ["tool", "-x"]
+    assert resolve_program(["sub/tool"], {"PATH": str(on_path)}) == ["sub/tool"]
+    assert resolve_program(["tool", "-x"], {"PATH": str(tmp_path / "empty")}) == [str(copy), "-x"]
+    assert resolve_program([], {"PATH": str(on_path)}) == []
+
+
+def test_a_write_blocked_on_a_worker_that_exits_without_reading_fails_at_once(tmp_path: Path) -> None:
+    """A writer waiting for room in a worker's stdin must wake and fail when the worker
+    exits, not wait for room that never comes."""
+    import pytest
+
+    async def scenario() -> None:
+        deaf = "import time; time.sleep(0.5)"  # never reads its stdin
+        t = await ProcessTransport.spawn([sys.executable, "-c", deaf], dict(os.environ), str(tmp_path), "deaf")
+        try:
+            with pytest.raises(BrokenPipeError):
+                await asyncio.wait_for(t.write(b"x" * (16 << 20)), 20)  # far more than the pipe holds
+        finally:
+            t.kill()
+            await t.stop(1, 1)
+
+    asyncio.run(scenario())
