@@ -264,3 +264,11 @@ def test_a_worker_that_closes_its_stdin_and_lives_on_fails_at_the_first_write(pd
     assert r.code == 1, r.stderr
     assert "stopped reading its stdin (BrokenPipeError) — it exited or closed it" in r.stderr, r.stderr
     assert time.monotonic() - started < 30
+
+
+def test_windows_left_unfinished_are_counted_and_the_first_three_named() -> None:
+    from etlstage.runtime.pipeline import unfinished_windows
+
+    error = unfinished_windows([f"<window {i}>" for i in range(5)])
+    assert isinstance(error, PipelineError)
+    assert str(error) == "5 window(s) were not completed: ['<window 0>', '<window 1>', '<window 2>']"

@@ -248,3 +248,14 @@ def test_a_state_dir_several_levels_from_an_existing_folder_can_be_created(tmp_p
     assert state_dir_problems(tmp_path / "a" / "b" / "c") == []
     (tmp_path / "file").write_text("x")
     assert state_dir_problems(tmp_path / "file" / "b" / "c") == [f"{tmp_path / 'file' / 'b' / 'c'}: Not a directory"]
+
+
+def test_an_existing_folder_on_a_kernel_file_system_is_named_as_one(tmp_path: Path) -> None:
+    """/proc/<this process> is a folder this user owns, but on a file system that holds no
+    files: state_dir_problems names it, as it does a folder that would be created there."""
+    ours = Path(f"/proc/{os.getpid()}")
+    assert state_dir_problems(ours) == [f"{ours} is on a kernel file system (like /proc or /sys) that holds no files"]
+    assert state_dir_problems(ours / "state") == [
+        f"{ours / 'state'} cannot be created: {ours} is on a kernel file system (like /proc or /sys) that holds no files"
+    ]
+    assert state_dir_problems(tmp_path) == []
