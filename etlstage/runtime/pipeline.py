@@ -14,6 +14,7 @@ import logging
 import os
 import signal
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -475,7 +476,7 @@ def install_signal_handlers(pipeline: Pipeline, hard_stop: asyncio.Future[None])
 SHOWN_WINDOWS = 3  # an error names this many of the windows left unfinished, and counts them all
 
 
-def unfinished_windows(undone: list[object]) -> PipelineError:
+def unfinished_windows(undone: Sequence[object]) -> PipelineError:
     """The error of a run whose workers all ended with windows still open: a bug guard (the
     run does not exit 0 with messages unaccounted for), naming the first few windows."""
     return PipelineError(f"{len(undone)} window(s) were not completed: {undone[:SHOWN_WINDOWS]}")
