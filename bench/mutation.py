@@ -102,7 +102,12 @@ TESTS: list[tuple[str, list[str]]] = [
     ("etlstage/kit/services.py", ["runtime/test_services.py"]),
     (
         "etlstage/kit/stats.py",
-        ["observe/test_observe_status.py", "observe/test_claims_metrics.py", "pipeline/test_pipeline.py"],
+        [
+            "kit/test_stats_reports.py",
+            "observe/test_observe_status.py",
+            "observe/test_claims_metrics.py",
+            "pipeline/test_pipeline.py",
+        ],
     ),
     ("etlstage/kit/progress.py", ["kit/test_progress.py", *SUPERVISOR]),
     ("etlstage/kit/transport.py", ["kit/test_transport.py", *SUPERVISOR]),
