@@ -16,6 +16,7 @@ from etlstage.protocol import (
     ReplyParser,
     RequestParser,
     Scenario,
+    check_block_for,
     check_messages,
     parse_marker,
     reframe,
@@ -199,3 +200,16 @@ def test_a_signal_in_the_middle_of_a_result_is_shown_with_the_bytes_before_it_an
     with pytest.raises(ProtocolViolation, match="in the middle of a result") as caught:
         ReplyParser(DEFAULT_MARKERS).feed(b"done\npartial\x00next\n")
     assert caught.value.snippet == b"partial\x00"
+
+
+def test_a_marker_where_none_may_be_is_shown_with_24_bytes_either_side():
+    """The excerpt of a stray marker: up to 24 bytes before it, itself, and 23 after."""
+    before, after = b"b" * 30, b"a" * 30
+    eob = DEFAULT_MARKERS.EOB
+    with pytest.raises(ProtocolViolation, match="wrote EOB") as caught:
+        ReplyParser(DEFAULT_MARKERS).feed(before + eob + after)
+    assert caught.value.snippet == b"b" * 24 + eob + b"a" * 23
+    assert "bytes seen: " in str(caught.value)
+    with pytest.raises(MarkerInMessage) as in_message:
+        check_block_for(b"ok\n" + eob + b"x\n", DEFAULT_MARKERS, "stage 't'")
+    assert in_message.value.snippet == b"ok\n" + eob + b"x\n"  # near the start: from byte 0
