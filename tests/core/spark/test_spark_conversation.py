@@ -224,3 +224,16 @@ def test_a_worker_that_never_answers_its_first_request_meets_the_startup_limit(t
     with pytest.raises(EtlstageError, match="did not answer within its start-up timeout of 1s"):
         run_through(worker, 4)
     assert time.monotonic() - started < 20
+
+
+def test_a_worker_whose_first_start_fails_ends_the_task_with_the_reason(tmp_path):
+    """The first start fails before any job was sent: the restart policy gets the start's
+    own error (its program named), nothing held or unanswered to send again."""
+    missing = tmp_path / "no-such-program"
+    worker = t_worker(tmp_path, [str(missing)], restart=RestartPolicy(max_restarts=1))
+    try:
+        with pytest.raises(EtlstageError, match="no-such-program") as failed:
+            list(worker.transform(iter([b"m1\nm2\n"])))
+    finally:
+        worker.stop()
+    assert "not found" in str(failed.value)

@@ -97,3 +97,34 @@ def test_a_lock_held_past_the_timeout_still_fails_naming_the_lock(tmp_path: Path
             connect(path, timeout=0.3)
     finally:
         holder.join()
+
+
+def test_opening_a_store_another_connection_locks_waits_with_growing_pauses(tmp_path: Path, monkeypatch) -> None:
+    """SQLite refuses the switch to WAL at once while another connection holds a lock;
+    ``connect`` tries again after pauses that double up to 0.1 s (no busy loop), and
+    succeeds once the lock is gone."""
+    import etlstage.state.sqlite as sqlite_module
+
+    path = tmp_path / "locked.db"
+    holder = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+    holder.execute("CREATE TABLE t (x)")
+    holder.execute("BEGIN IMMEDIATE")  # a writer's lock: SQLite refuses the WAL switch at once, no busy wait
+    pauses: list[float] = []
+    real_sleep = time.sleep
+
+    def recorded(seconds: float) -> None:
+        pauses.append(seconds)
+        real_sleep(seconds)
+
+    monkeypatch.setattr(sqlite_module.time, "sleep", recorded)
+    release = threading.Timer(0.6, holder.rollback)
+    release.start()
+    try:
+        db = connect(path, timeout=10)
+    finally:
+        release.join()
+    assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert pauses[:5] == [0.005, 0.01, 0.02, 0.04, 0.08], pauses
+    assert all(p == 0.1 for p in pauses[5:]) and 0.5 <= sum(pauses) < 1.5, pauses
+    db.close()
+    holder.close()
