@@ -162,7 +162,7 @@ def main() -> None:
                 suffix = f", {fmt}" if len(formats) > 1 else ""
                 if shim is not None:
                     results.append(measure(f"baseline ({args.baseline}){suffix}", args, shim, fmt))
-                results.append(measure(f"this tree{suffix}", args, None, fmt))
+                results.append({**measure(f"this tree{suffix}", args, None, fmt), "format": fmt})
     print(f"\nmaster {args.master}, RDSS mode, three tables; seconds per batch (msg/s, CPU-s per 100k messages)")
     print(f"{'loader':<22}" + "".join(f"{s:>22,}" for s in args.sizes) + f"{'fixed s':>9}{'us/msg':>8}"
           f"{'CPU fixed':>10}{'CPU us/msg':>11}")  # fmt: skip
@@ -176,8 +176,8 @@ def main() -> None:
             f"{r['label']:<22}{cells}{r['fixed']:9.3f}{r['per_message'] * 1e6:8.1f}"
             f"{r['cpu_fixed']:10.3f}{r['cpu_per_message'] * 1e6:11.1f}"
         )
-    if len(formats) > 1:  # each format's fits, best and median, against the first format's
-        by_format = {f: [float(r["fixed"]) for r in results if str(r["label"]).endswith(f", {f}")] for f in formats}
+    if len(formats) > 1:  # this tree's fits of each format, best and median, against the first format's
+        by_format = {f: [float(r["fixed"]) for r in results if r.get("format") == f] for f in formats}  # type: ignore[arg-type]
         base = formats[0]
         for fmt in formats[1:]:
             print(

@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from etlstage.kit.transport import ProcessTransport, _WorkerProtocol
 
 # burns CPU for about 0.3 s, then waits for its stdin to close
@@ -157,7 +159,6 @@ def test_the_copy_beside_etlstage_is_used_only_for_a_bare_name_path_lacks(tmp_pa
 def test_a_write_blocked_on_a_worker_that_exits_without_reading_fails_at_once(tmp_path: Path) -> None:
     """A writer waiting for room in a worker's stdin must wake and fail when the worker
     exits, not wait for room that never comes."""
-    import pytest
 
     async def scenario() -> None:
         deaf = "import time; time.sleep(0.5)"  # never reads its stdin
