@@ -111,9 +111,12 @@ def test_opening_a_store_another_connection_locks_waits_with_growing_pauses(tmp_
     holder.execute("BEGIN IMMEDIATE")  # a writer's lock: SQLite refuses the WAL switch at once, no busy wait
     pauses: list[float] = []
     real_sleep = time.sleep
+    opener = threading.get_ident()
 
     def recorded(seconds: float) -> None:
-        pauses.append(seconds)
+        # The patch is on the shared ``time`` module: other threads' sleeps are not ours.
+        if threading.get_ident() == opener:
+            pauses.append(seconds)
         real_sleep(seconds)
 
     monkeypatch.setattr(sqlite_module.time, "sleep", recorded)
