@@ -29,6 +29,7 @@ SMOKE = [
     ("jit_steady.py", ["--n", "200", "--batches", "2"], "-XX:TieredStopAtLevel=1"),
     ("lake.py", ["--tables", "--rounds", "1", "--cold", "1", "--small", "300"], "at once (loader)"),
     ("kafka.py", ["--records", "2000", "--runs", "1"], "extractor / bare consume: best"),
+    ("spark_floor.py", ["--rounds", "1", "--count", "5"], "the engine's own share before the first record"),
 ]
 
 
