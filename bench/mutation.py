@@ -113,6 +113,7 @@ TESTS: list[tuple[str, list[str]]] = [
     ("etlstage/kit/transport.py", ["kit/test_transport.py", *SUPERVISOR]),
     ("etlstage/kit/admit.py", ["kit/test_admit.py", *SUPERVISOR]),
     ("etlstage/kit/", SUPERVISOR),  # what both engines use: the supervisor's tests reach it
+    ("etlstage/runtime/runner.py", ["observe/test_instance_metrics.py", *SUPERVISOR]),  # the final metrics
     ("etlstage/runtime/", SUPERVISOR),
     (
         "etlstage/state/",

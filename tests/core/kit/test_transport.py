@@ -171,3 +171,24 @@ def test_a_write_blocked_on_a_worker_that_exits_without_reading_fails_at_once(tm
             await t.stop(1, 1)
 
     asyncio.run(scenario())
+
+
+# ignores the end of its stdin; leaves with status 42 on SIGTERM
+TERM_ONLY = (
+    "import signal, sys, time\n"
+    "signal.signal(signal.SIGTERM, lambda *_: sys.exit(42))\n"
+    "sys.stdout.write('up'); sys.stdout.flush()\n"
+    "while True: time.sleep(0.05)\n"
+)
+
+
+def test_a_worker_that_ignores_its_closed_stdin_gets_sigterm_before_a_kill(tmp_path: Path) -> None:
+    """The stop sequence: stdin closed, then SIGTERM after ``grace`` (the worker's own
+    handler runs: a graceful exit), SIGKILL only if that is ignored too."""
+
+    async def scenario() -> int | None:
+        t = await ProcessTransport.spawn([sys.executable, "-c", TERM_ONLY], dict(os.environ), str(tmp_path), "term")
+        assert await t.read() == b"up"  # its handler is installed
+        return await t.stop(grace=0.2, term_grace=5)
+
+    assert asyncio.run(scenario()) == 42  # not -9: it was asked, not killed

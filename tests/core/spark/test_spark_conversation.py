@@ -237,3 +237,34 @@ def test_a_worker_whose_first_start_fails_ends_the_task_with_the_reason(tmp_path
     finally:
         worker.stop()
     assert "not found" in str(failed.value)
+
+
+def test_a_worker_that_fails_again_and_again_is_restarted_after_pauses_that_double(tmp_path, monkeypatch):
+    """The restart policy's back-off holds on the Spark side too: a worker killed by the
+    same message on every try is started again after 0.2 s, then 0.4 s (not at once, in a
+    loop), before its batch is isolated and the culprit set aside."""
+    import threading
+
+    import etlstage.spark.conversation as conversation
+
+    task = threading.get_ident()
+    pauses: list[float] = []
+    real_sleep = time.sleep
+
+    def recorded(seconds: float) -> None:
+        if threading.get_ident() == task and seconds >= 0.1:  # the task's own waits, not its polls
+            pauses.append(seconds)
+        real_sleep(seconds)
+
+    monkeypatch.setattr(conversation.time, "sleep", recorded)
+    worker = t_worker(
+        tmp_path,
+        [sys.executable, str(FIXTURES / "tw.py"), "poison", "m002"],
+        batch_size=4,
+        restart=RestartPolicy(max_restarts=2, backoff=0.2, backoff_max=10),
+        on_failure=OnFailure.DEADLETTER,
+    )
+    worker.deadletter = lambda st, job, error: None
+    results = run_through(worker, 4)
+    assert sorted(results) == [b"m000", b"m001", b"m003"]
+    assert pauses[:2] == [0.2, 0.4], pauses

@@ -69,3 +69,31 @@ def test_the_holder_is_named_while_a_run_holds_the_lock_and_none_after(tmp_path:
     assert runlock.holder(tmp_path) is None
     last = runlock.last_holder(tmp_path)
     assert last is not None and last.pid == os.getpid()
+
+
+def test_each_run_writes_itself_as_the_last_run_and_a_deadletter_command_keeps_the_run_before(tmp_path: Path) -> None:
+    """The lock file's details are the last run's (what the engine switch reads): a run
+    writes its own engine and file over a longer entry of the run before (the file is
+    truncated, not overwritten in place); a dead-letter command holds the lock briefly
+    but is not a run, so the last run stays the one before it."""
+
+    def take(engine: str, file: str) -> runlock.Holder:
+        lock = RunLock(tmp_path)
+        me = lock.acquire(engine, file)
+        lock.release()
+        return me
+
+    take("supervisor", "/a/much/longer/path/to/the/first/pipeline/file/stages.yaml")
+    take("spark", "/b.yaml")
+    last = runlock.last_holder(tmp_path)
+    assert last is not None, (tmp_path / FILE).read_text()  # no trailing bytes of the longer entry
+    assert (last.engine, last.last_engine, last.last_file) == ("spark", "spark", "/b.yaml")
+
+    take("deadletter", "/b.yaml")
+    last = runlock.last_holder(tmp_path)
+    assert last is not None and last.engine == "deadletter"
+    assert (last.last_engine, last.last_file) == ("spark", "/b.yaml")  # the run before it
+
+    take("supervisor", "/c.yaml")
+    last = runlock.last_holder(tmp_path)
+    assert last is not None and (last.last_engine, last.last_file) == ("supervisor", "/c.yaml")
