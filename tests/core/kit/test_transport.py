@@ -192,3 +192,35 @@ def test_a_worker_that_ignores_its_closed_stdin_gets_sigterm_before_a_kill(tmp_p
         return await t.stop(grace=0.2, term_grace=5)
 
     assert asyncio.run(scenario()) == 42  # not -9: it was asked, not killed
+
+
+# writes 64 MiB to stdout as fast as it can, then says so on stderr
+FLOOD = (
+    "import sys\n"
+    "block = b'x' * (1 << 20)\n"
+    "for _ in range(64): sys.stdout.buffer.write(block); sys.stdout.buffer.flush()\n"
+    "sys.stderr.write('all written\\n')\n"
+)
+
+
+def test_output_nobody_reads_stops_the_worker_at_4_mib_held(tmp_path: Path) -> None:
+    """Memory stays flat behind a slow reader: the supervisor holds at most 4 MiB of a
+    worker's unread output (plus the read that crossed the line), then stops reading and the
+    worker blocks on its full pipe, far short of its 64 MiB."""
+
+    async def scenario() -> tuple[int, int | None]:
+        t = await ProcessTransport.spawn([sys.executable, "-c", FLOOD], dict(os.environ), str(tmp_path), "flood")
+        try:
+            held, still = -1, 0
+            while still < 10:  # the same for 0.5 s: it is paused and the worker blocked
+                await asyncio.sleep(0.05)
+                now = t._protocol.buffered
+                still = still + 1 if now == held else 0
+                held = now
+            return held, t.returncode()
+        finally:
+            await t.abort()  # killed, its pipes closed
+
+    held, code = asyncio.run(scenario())
+    assert code is None  # blocked, not done
+    assert 4 << 20 < held <= 5 << 20, held
