@@ -150,6 +150,20 @@ def test_something_in_the_way_of_the_socket_costs_the_tap_not_the_run(pdir):
     assert "no tap for this run" in r.stderr and len(pdir.lines("out.txt")) == 10
 
 
+def test_a_file_left_where_the_socket_goes_is_replaced(pdir):
+    """This run holds the pipeline's state: whatever file an earlier run left at the socket's
+    path (a socket, or here a plain file, which asyncio would not remove) gives way to the tap."""
+    pdir.write(GATED.replace(f'"{N}"', '"10"'))
+    (pdir.path / "go").touch()
+    path = socket_path(load_config(pdir.path / "stages.yaml"))
+    path.parent.mkdir(parents=True, mode=0o700)
+    path.write_text("left behind")
+    r = pdir.run("--once")
+    assert r.code == 0, r.stderr
+    assert "no tap for this run" not in r.stderr, r.stderr
+    assert not path.exists()  # the run's socket, removed at its end
+
+
 def test_a_taps_buffer_holds_64_kib_then_counts_what_it_drops() -> None:
     """docs/operating.md: the tap's buffer is 64 KiB; what does not fit is dropped and counted,
     and a block larger than the buffer still goes through when it is alone."""
