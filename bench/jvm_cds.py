@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import shutil
 import statistics
 import sys
@@ -31,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.timed_run import timed_run
+from bench.timed_run import startup_phases, timed_run
 
 ROOT = Path(__file__).resolve().parents[1]
 TW = ROOT / "tests" / "fixtures" / "tw.py"
@@ -40,14 +39,12 @@ stages:
   - {{name: ext, type: E, command: [{sys.executable}, {TW}, count, "20"]}}
   - {{name: load, type: L, command: [{sys.executable}, {TW}, append, out.txt]}}
 """
-PHASE = re.compile(r"([a-zA-Z -]+?) (\d+(?:\.\d+)?)s")
 
 
 def run(folder: Path, args: list[str], env: dict[str, str]) -> tuple[float, dict[str, float]]:
     """Seconds of one run in ``folder`` and the start-up phases it reported."""
     seconds, stderr = timed_run(folder, args, env)
-    line = next((x for x in stderr.splitlines() if x.startswith("start-up: ")), "")
-    return seconds, {name.strip(): float(v) for name, v in PHASE.findall(line.removeprefix("start-up:"))}
+    return seconds, startup_phases(stderr)
 
 
 def fresh(text: str, base: Path, name: str) -> Path:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import shutil
 import statistics
 import subprocess
@@ -31,10 +30,13 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.timed_run import startup_phases
+
 ROOT = Path(__file__).resolve().parents[1]
 TW = ROOT / "tests" / "fixtures" / "tw.py"
 FLOOR_JOB = ROOT / "bench" / "workers" / "spark_floor_job.py"
-PHASE = re.compile(r"([a-zA-Z -]+?) (\d+(?:\.\d+)?)s")
 
 
 def pipeline(count: int) -> str:
@@ -48,11 +50,11 @@ def pipeline(count: int) -> str:
 def timed(argv: list[str], folder: Path, out: Path, env: dict[str, str]) -> tuple[float, float, str]:
     """(seconds to the first line in ``out``, seconds to the end, stderr) of one command."""
     started = time.perf_counter()
-    first = float("nan")
+    first: float | None = None
     with tempfile.TemporaryFile("w+") as err:
         proc = subprocess.Popen(argv, cwd=folder, env=env, stdout=subprocess.DEVNULL, stderr=err, text=True)
         while proc.poll() is None:
-            if first != first and out.exists() and out.stat().st_size > 0:  # nan: not seen yet
+            if first is None and out.exists() and out.stat().st_size > 0:
                 first = time.perf_counter() - started
             time.sleep(0.01)
         ended = time.perf_counter() - started
@@ -60,14 +62,9 @@ def timed(argv: list[str], folder: Path, out: Path, env: dict[str, str]) -> tupl
         stderr = err.read()
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(argv)} in {folder} failed ({proc.returncode}):\n{stderr[-3000:]}")
-    if first != first:
-        first = ended if out.exists() and out.stat().st_size > 0 else float("nan")
+    if first is None:  # written in the last poll interval: the end bounds it
+        first = ended
     return first, ended, stderr
-
-
-def phases_of(stderr: str) -> dict[str, float]:
-    line = next((x for x in stderr.splitlines() if x.startswith("start-up: ")), "")
-    return {name.strip(): float(v) for name, v in PHASE.findall(line.removeprefix("start-up:"))}
 
 
 def main() -> None:
@@ -101,7 +98,7 @@ def main() -> None:
                     raise SystemExit(f"{arm}: wrote {len(lines)} lines, not the numbers 0..{a.count - 1}")
                 firsts[arm].append(first)
                 ends[arm].append(end)
-                for phase, v in phases_of(stderr).items():
+                for phase, v in startup_phases(stderr).items():
                     phases[arm].setdefault(phase, []).append(v)
                 print(f"round {r + 1} {arm:12}: first record {first:5.1f} s, end {end:5.1f} s", flush=True)
         print(f"medians of {a.rounds} rounds, {a.count} messages:")
