@@ -214,3 +214,12 @@ def test_a_marker_where_none_may_be_is_shown_with_24_bytes_either_side():
     with pytest.raises(MarkerInMessage) as in_message:
         check_block_for(b"ok\n" + eob + b"x\n", DEFAULT_MARKERS, "stage 't'")
     assert in_message.value.snippet == b"ok\n" + eob + b"x\n"  # near the start: from byte 0
+
+
+def test_markers_from_the_environment_default_the_ones_unset_or_empty():
+    """A worker started by hand (no ETLSTAGE_* set, or set empty) speaks the default markers;
+    the ones set are read as two hex digits."""
+    assert Markers.from_env({}) == Markers()
+    assert Markers.from_env({"ETLSTAGE_EOM": "", "ETLSTAGE_EOP": "7c"}) == Markers(eop=0x7C)
+    with pytest.raises(MarkerError, match="ETLSTAGE_EOB='zz'"):
+        Markers.from_env({"ETLSTAGE_EOB": "zz"})
