@@ -211,13 +211,12 @@ def test_output_nobody_reads_stops_the_worker_at_4_mib_held(tmp_path: Path) -> N
     async def scenario() -> tuple[int, int | None]:
         t = await ProcessTransport.spawn([sys.executable, "-c", FLOOD], dict(os.environ), str(tmp_path), "flood")
         try:
-            held, still = -1, 0
-            while still < 10:  # the same for 0.5 s: it is paused and the worker blocked
-                await asyncio.sleep(0.05)
-                now = t._protocol.buffered
-                still = still + 1 if now == held else 0
-                held = now
-            return held, t.returncode()
+            deadline = time.monotonic() + 60
+            while not t._protocol._paused:  # a slow machine's pause in the flood is not the stop
+                assert time.monotonic() < deadline, f"never paused; {t._protocol.buffered} bytes held"
+                await asyncio.sleep(0.02)
+            await asyncio.sleep(0.3)  # nothing more is read once paused
+            return t._protocol.buffered, t.returncode()
         finally:
             await t.abort()  # killed, its pipes closed
 
