@@ -66,6 +66,28 @@ def test_a_failure_after_one_quiet_check_sends_the_suspect_jobs_again():
     run(go)
 
 
+def test_a_failure_forgets_the_inputs_it_let_go_so_no_window_is_released_twice():
+    async def go() -> None:
+        held = Unconfirmed(LEVEL, 3)  # room for one job's input
+        w = Window("src", 0, 3)
+        answered(w, held, b"aa\n")
+        second = answered(w, held, b"bb\n")  # the first lets its input go
+        assert held.input_let_go()
+        assert held.take_back() == [second]
+        assert not held and not held.input_let_go() and held.empty.is_set()
+        # the job goes again and is answered: its window waits for two quiet checks again,
+        # and is released by them exactly once
+        w.release(LEVEL, 1)
+        held.add(second, 0.001, None, 0.0)
+        w.close()
+        held.confirm()
+        assert not w.done
+        held.confirm()
+        assert w.done and w.held == 0 and not held
+
+    run(go)
+
+
 def test_input_let_go_past_replay_bytes_is_known_for_suspect_jobs_too():
     async def go() -> None:
         held = Unconfirmed(LEVEL, 3)  # room for one job's input
