@@ -73,6 +73,7 @@ SUPERVISOR = [
     "pipeline/test_hardening_bad_input.py",
     "conversation/test_policy.py",
     "conversation/test_parity.py",
+    "runtime/test_services.py",  # a stop while services start
 ]
 TESTS: list[tuple[str, list[str]]] = [
     (

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import signal
+import subprocess
 import sys
 
 import pytest
@@ -10,6 +12,8 @@ import pytest
 from etlstage.config.model import ServiceConfig
 from etlstage.errors import PipelineError
 from etlstage.kit.services import Services
+from tests.support.run_cli import ETLSTAGE
+from tests.support.waiting import wait_for
 
 CHATTY = """
 import sys, time
@@ -99,3 +103,32 @@ def test_a_service_that_fails_is_named_with_its_last_stderr_lines(tmp_path, scri
         asyncio.run(Services([prep], str(tmp_path)).start({}))
     text = str(failed.value)
     assert "service 'prep'" in text and text.rstrip().endswith(shown), text
+
+
+def test_a_stop_whose_drain_times_out_while_a_service_starts_ends_cleanly(pdir):
+    """SIGTERM while a service is still getting ready, then the drain timeout: exit 1 with
+    the drain message (no stage has started, so there is no worker to stop), not an
+    internal error; the service is stopped."""
+    (pdir.path / "slow.py").write_text("import os, time\nopen('pid', 'w').write(str(os.getpid()))\ntime.sleep(60)\n")
+    pdir.write("""
+        drain_timeout: 0.5
+        services:
+          - {name: prep, ready: exit, timeout: 120, command: ["{PY}", slow.py]}
+        stages:
+          - {name: src, type: E, command: ["{PY}", "{TW}", count, "3"]}
+          - {name: sink, type: L, command: ["{PY}", "{TW}", append, out.txt]}
+    """)
+    proc = subprocess.Popen(
+        [*ETLSTAGE, "run", "stages.yaml", "--no-progress"], cwd=pdir.path, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        pid = int(wait_for(lambda: (pdir.path / "pid").exists() and (pdir.path / "pid").read_text(), 30, "the service"))
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 1, stderr
+    assert "did not drain within drain_timeout" in stderr, stderr
+    assert "internal error" not in stderr and "Traceback" not in stderr, stderr
+    assert not (pdir.path / "out.txt").exists()
+    wait_for(lambda: not _alive(pid), 10, "the service's end")
