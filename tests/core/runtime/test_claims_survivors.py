@@ -272,3 +272,34 @@ def test_windows_left_unfinished_are_counted_and_the_first_three_named() -> None
     error = unfinished_windows([f"<window {i}>" for i in range(5)])
     assert isinstance(error, PipelineError)
     assert str(error) == "5 window(s) were not completed: ['<window 0>', '<window 1>', '<window 2>']"
+
+
+def test_a_run_whose_workers_all_ended_with_a_window_not_done_fails_naming_it(tmp_path: Path, caplog) -> None:
+    """The guard against a bug elsewhere: a window still open when every stage has ended
+    (here: put there just before the run's end) makes the run fail, never exit 0."""
+    from etlstage.runtime.flow import Window
+
+    tw = str(FIXTURES / "tw.py")
+    text = f"""
+name: guard
+state_dir: {tmp_path / "state"}
+stages:
+  - {{name: src, type: E, command: ["{sys.executable}", "{tw}", count, "3"]}}
+  - {{name: sink, type: L, command: ["{sys.executable}", "{tw}", append, "{tmp_path / "out.txt"}"]}}
+"""
+
+    def open_a_window_at_the_end(p: Pipeline):
+        end_run = p.store.end_run
+
+        def end() -> None:
+            src = next(iter(p.sources.values()))
+            src.windows.append(Window(src.label, 99, p.n_levels))
+            end_run()
+
+        p.store.end_run = end  # type: ignore[method-assign]
+        return lambda: None
+
+    config = parse_config(text, base_dir=str(tmp_path))
+    assert asyncio.run(run_pipeline(config, once=True, progress=False, attach=open_a_window_at_the_end)) == 1
+    assert (tmp_path / "out.txt").read_text().split() == ["0", "1", "2"]
+    assert "1 window(s) were not completed: [Window(src#99, closed=False" in caplog.text, caplog.text
