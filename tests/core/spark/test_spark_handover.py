@@ -317,3 +317,25 @@ def test_the_lock_folder_is_owner_only_and_no_link_is_followed(tmp_path: Path, m
     with pytest.raises(StateError, match="symbolic link"):
         ownership.acquire(5, "keyed")
     assert (tmp_path / "elsewhere").read_text() == "kept"
+
+
+def test_a_stopped_worker_lets_go_of_its_partition_at_once(tmp_path: Path) -> None:
+    """A keyed stage's worker stopped in one Spark Python process (its task failed, the run
+    retired it): the next process to run that partition takes it at once, and finds no
+    worker it must wait for."""
+    from tests.core.spark.test_spark_conversation import t_worker
+
+    run_id = f"test-{uuid.uuid4().hex}"
+    first = Ownership(run_id, "t", 0)
+    first.acquire(5.0, "t")
+    worker = t_worker(tmp_path, ["cat"])
+    worker.ownership = first
+    pid = worker._ensure().pid
+    worker.stop(5.0)
+    assert worker.ownership is None
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    second = Ownership(run_id, "t", 0)
+    started = time.monotonic()
+    second.acquire(3.0, "t")  # raises after 3 s if the first still held the lock
+    assert time.monotonic() - started < 1.0 and second.handed is None
+    second.release()

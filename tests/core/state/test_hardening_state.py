@@ -259,3 +259,15 @@ def test_an_existing_folder_on_a_kernel_file_system_is_named_as_one(tmp_path: Pa
         f"{ours / 'state'} cannot be created: {ours} is on a kernel file system (like /proc or /sys) that holds no files"
     ]
     assert state_dir_problems(tmp_path) == []
+
+
+def test_a_state_directory_the_system_refuses_to_make_is_a_state_error_naming_it(tmp_path: Path) -> None:
+    """Made past the start-up checks (a file put in the way since): the error names the
+    directory and the system's reason, no traceback, and nothing is made."""
+    from etlstage.state.store import ensure_private_dir
+
+    (tmp_path / "in-the-way").write_text("a file where a folder should be")
+    target = tmp_path / "in-the-way" / "state"
+    with pytest.raises(StateError, match=r"cannot create the state directory .*in-the-way/state: Not a directory"):
+        ensure_private_dir(target)
+    assert (tmp_path / "in-the-way").read_text() == "a file where a folder should be"
