@@ -43,8 +43,9 @@ PY = sys.executable
 
 def pipeline(work: Path, n: int, size: int, mode: str = "plain", per_cycle: int = 0) -> None:
     # tally writes its totals when its stdin closes; under Spark a stage may have one process
-    # per Python worker, so each writes its own file (tally.<pid>) and the bench adds them up.
-    tally = f"exec {PY} {W / 'tally.py'} {work}/tally.$$ {work}/marks.txt"
+    # per Python worker, so each writes its own file (tally.<pid>) and the bench adds them up
+    # ("$$$$": stages.yaml reads "$$" as one literal "$", and the shell's "$$" is its pid).
+    tally = f"exec {PY} {W / 'tally.py'} {work}/tally.$$$$ {work}/marks.txt"
     (work / "stages.yaml").write_text(
         textwrap.dedent(f"""
         stages:
@@ -112,7 +113,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--sizes", default="1000000x100,10000000x100,100000x1024")
-    ap.add_argument("--cycles", type=int, default=40)
+    ap.add_argument("--cycles", type=int, default=40, help="nearly empty micro-batches to time (0: none)")
     ap.add_argument("--connect", action="store_true", help="also through a warm Spark Connect server (local[2])")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="etlstage-spark-bench-"))
@@ -160,6 +161,8 @@ def measure(args: argparse.Namespace, work: Path, spark: tuple[str, ...], connec
                         f"  of the supervisor: wall {sup / wall:.0%}, query alone {sup / (query or wall):.0%}, "
                         f"steady {steady / sup_steady:.0%}; {batches} micro-batches (rep {rep + 1})"
                     )
+        if args.cycles <= 0:
+            return
         # micro-batch overhead: one message per cycle, one cycle per micro-batch
         pipeline(work, args.cycles, 100, mode="cyclic", per_cycle=1)
         wall, query, err = run(work, *spark)

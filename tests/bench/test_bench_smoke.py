@@ -30,6 +30,7 @@ SMOKE = [
     ("lake.py", ["--tables", "--rounds", "1", "--cold", "1", "--small", "300"], "at once (loader)"),
     ("kafka.py", ["--records", "2000", "--runs", "1"], "extractor / bare consume: best"),
     ("spark_floor.py", ["--rounds", "1", "--count", "5"], "the engine's own share before the first record"),
+    ("spark_engine.py", ["--repeat", "1", "--sizes", "2000x100", "--cycles", "0"], "of the supervisor: wall"),
 ]
 
 
