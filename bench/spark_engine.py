@@ -16,13 +16,18 @@ With ``--connect`` each size also runs through a Spark Connect server (``local[2
 started once from the pyspark package before the measurements and warmed by one run):
 the same query without a JVM to start per run.
 
-    python bench/spark_engine.py [--repeat 2] [--sizes 1000000x100,10000000x100,100000x1024] [--cycles 40] [--connect]
+With ``--arm NAME=PYTHONPATH`` each size also runs the Spark engine with the code of another
+checkout (PYTHONPATH put in front), right after the engine of this one.
+
+    python bench/spark_engine.py [--repeat 2] [--sizes 1000000x100,10000000x100,100000x1024] [--cycles 40]
+                                 [--connect] [--arm NAME=PYTHONPATH ...]
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import re
 import shutil
 import sys
@@ -59,11 +64,11 @@ def pipeline(work: Path, n: int, size: int, mode: str = "plain", per_cycle: int 
     )
 
 
-def run(work: Path, *flags: str) -> tuple[float, float | None, str]:
+def run(work: Path, *flags: str, env: dict[str, str] | None = None) -> tuple[float, float | None, str]:
     for p in {*work.glob("tally.*"), *work.glob("*.pids"), *work.glob("marks.txt")}:
         p.unlink()
     shutil.rmtree(work / ".etlstage", ignore_errors=True)
-    elapsed, stderr = timed_run(work, list(flags))
+    elapsed, stderr = timed_run(work, list(flags), env)
     m = re.search(r"query ran ([0-9.]+)s", stderr)
     return elapsed, (float(m.group(1)) if m else None), stderr
 
@@ -115,6 +120,7 @@ def main() -> None:
     ap.add_argument("--sizes", default="1000000x100,10000000x100,100000x1024")
     ap.add_argument("--cycles", type=int, default=40, help="nearly empty micro-batches to time (0: none)")
     ap.add_argument("--connect", action="store_true", help="also through a warm Spark Connect server (local[2])")
+    ap.add_argument("--arm", action="append", default=[], help="NAME=PYTHONPATH: also the Spark engine with other code")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="etlstage-spark-bench-"))
     spark = ("--engine", "spark", "--master", "local[2]")
@@ -147,9 +153,12 @@ def measure(args: argparse.Namespace, work: Path, spark: tuple[str, ...], connec
                 print(
                     f"{n:>10,} {size:>6} {'supervisor':<16} {sup:>7.2f} {'':>7} {n / sup:>11,.0f} {sup_steady:>12,.0f}"
                 )
-                engines = [("spark local[2]", spark)] + ([("spark connect", connect)] if connect else [])
-                for label, flags in engines:
-                    wall, query, err = run(work, *flags)
+                engines = [("spark local[2]", spark, None)] + ([("spark connect", connect, None)] if connect else [])
+                for arm in args.arm:  # the same engine, its code from another checkout
+                    name, path = arm.split("=", 1)
+                    engines.append((name, spark, {**os.environ, "PYTHONPATH": path}))
+                for label, flags, env in engines:
+                    wall, query, err = run(work, *flags, env=env)
                     got = loaded(work, n)
                     assert got == n, f"{label}: tally counted {got}, expected {n}"
                     batches = micro_batches(err)
