@@ -156,6 +156,24 @@ def test_the_copy_beside_etlstage_is_used_only_for_a_bare_name_path_lacks(tmp_pa
     assert resolve_program([], {"PATH": str(on_path)}) == []
 
 
+def test_a_program_beside_the_etlstage_script_is_found_when_the_interpreter_is_elsewhere(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """``/opt/tool/bin/etlstage`` run by a Python in another folder (pipx, a symlinked
+    interpreter): its sibling console scripts are found beside the script itself; a script
+    of another name is no such folder."""
+    from etlstage.kit.transport import resolve_program
+
+    scripts, interpreter = tmp_path / "tool-bin", tmp_path / "python-bin"
+    monkeypatch.setattr(sys, "executable", str(interpreter / "python3"))
+    copy = _program(scripts, "etlstage-rdss")
+    empty = {"PATH": str(tmp_path / "empty")}
+    monkeypatch.setattr(sys, "argv", [str(scripts / "etlstage"), "run"])
+    assert resolve_program(["etlstage-rdss", "run"], empty) == [str(copy), "run"]
+    monkeypatch.setattr(sys, "argv", [str(scripts / "pytest")])
+    assert resolve_program(["etlstage-rdss", "run"], empty) == ["etlstage-rdss", "run"]
+
+
 def test_a_write_blocked_on_a_worker_that_exits_without_reading_fails_at_once(tmp_path: Path) -> None:
     """A writer waiting for room in a worker's stdin must wake and fail when the worker
     exits, not wait for room that never comes."""
