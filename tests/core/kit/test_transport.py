@@ -241,3 +241,47 @@ def test_output_nobody_reads_stops_the_worker_at_4_mib_held(tmp_path: Path) -> N
     held, code = asyncio.run(scenario())
     assert code is None  # blocked, not done
     assert 4 << 20 < held <= 5 << 20, held
+
+
+def test_reading_paused_at_the_limit_resumes_only_once_half_of_it_is_taken() -> None:
+    """Backpressure with room to spare: over ``max_buffered`` the worker's stdout is no
+    longer read; it is read again when what is held falls to half the limit, not at the
+    first chunk taken (which would pause and resume at every chunk near the limit)."""
+    from etlstage.kit.transport import _WorkerProtocol
+
+    class Pipe(asyncio.ReadTransport):
+        def __init__(self) -> None:
+            super().__init__()
+            self.calls: list[str] = []
+
+        def pause_reading(self) -> None:
+            self.calls.append("pause")
+
+        def resume_reading(self) -> None:
+            self.calls.append("resume")
+
+    class Process:
+        def __init__(self, pipe: Pipe) -> None:
+            self.pipe = pipe
+
+        def get_pipe_transport(self, fd: int) -> Pipe:
+            return self.pipe
+
+    async def scenario() -> None:
+        pipe = Pipe()
+        protocol = _WorkerProtocol("w", collections.deque(), max_buffered=100)
+        protocol.connection_made(Process(pipe))  # type: ignore[arg-type]
+        for _ in range(4):
+            protocol.pipe_data_received(1, b"x" * 30)
+        assert pipe.calls == ["pause"] and protocol.buffered == 120
+        protocol.pipe_data_received(1, b"x" * 30)  # what was already on its way: held, no second pause
+        assert pipe.calls == ["pause"]
+        held = []
+        for left in (120, 90, 60):  # still above half the limit: not read
+            held.append(protocol.take())
+            assert protocol.buffered == left and pipe.calls == ["pause"], (left, pipe.calls)
+        held.append(protocol.take())
+        assert protocol.buffered == 30 and pipe.calls == ["pause", "resume"]
+        assert b"".join(held) == b"x" * 120
+
+    asyncio.run(scenario())

@@ -223,3 +223,19 @@ def test_markers_from_the_environment_default_the_ones_unset_or_empty():
     assert Markers.from_env({"ETLSTAGE_EOM": "", "ETLSTAGE_EOP": "7c"}) == Markers(eop=0x7C)
     with pytest.raises(MarkerError, match="ETLSTAGE_EOB='zz'"):
         Markers.from_env({"ETLSTAGE_EOB": "zz"})
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("10,0,23", "expected 4 comma-separated bytes"),
+        ("10,0,23,17,5", "expected 4 comma-separated bytes"),
+        ("", "expected 4 comma-separated bytes"),
+        ("10,0,23,x", r"expected integers 0\.\.255"),
+    ],
+)
+def test_a_markers_option_of_the_wrong_shape_says_what_is_wrong_with_it(text: str, why: str) -> None:
+    """The Spark data sources' one-text markers option (Markers.to_option): a wrong count
+    of bytes and a byte that is no number are told apart."""
+    with pytest.raises(MarkerError, match=rf"markers option {re.escape(repr(text))}: {why}"):
+        Markers.from_option(text)
