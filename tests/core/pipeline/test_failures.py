@@ -302,3 +302,38 @@ def test_deadletter_commands_take_the_pipeline_file_as_their_argument(pdir):
     for args in (["list", "--help"], ["show", "--help"], ["replay", "--help"]):
         helped = pdir.etlstage("deadletter", *args)
         assert helped.code == 0 and len(helped.stdout.split("\n\n")[1].strip()) > 20, helped.stdout
+
+
+def test_a_replacement_that_dies_at_start_after_its_instance_worked_is_restarted_not_fatal(pdir, tmp_path):
+    """Replaced over max_rss, the instance's next process exits before its first request.
+    The program has answered before, so this is a failure to restart, not a broken command
+    that stops the stage at once; the third process loads the rest."""
+    script = tmp_path / "second_start_fails.py"
+    script.write_text(
+        "import os, sys\n"
+        "starts = 'starts.txt'\n"
+        "n = int(open(starts).read()) if os.path.exists(starts) else 0\n"
+        "open(starts, 'w').write(str(n + 1))\n"
+        "if n == 1:\n"
+        "    sys.exit(3)  # the replacement: gone before it is asked anything\n"
+        "import time\n"
+        "from etlstage.worker import run_transformer\n"
+        "hoard = []\n"
+        "def f(ms):\n"
+        '    hoard.append(b"x" * (8 << 20))\n'
+        "    time.sleep(0.05)\n"
+        "    return ms\n"
+        "run_transformer(f)\n"
+    )
+    pdir.write(f"""
+        stages:
+          - {{name: src, type: E, command: ["{{PY}}", "{{TW}}", count, "200"]}}
+          - {{name: t, type: T, mode: batch, batch_size: 10, max_rss: 60MiB, prefetch: 1,
+              restart: {{max_restarts: 2, backoff: 0.05}}, command: ["{{PY}}", "{script}"]}}
+          - {{name: sink, type: L, command: ["{{PY}}", "{{TW}}", append, out.txt]}}
+    """)
+    r = pdir.run("--once")
+    assert r.code == 0, r.stderr
+    assert sorted(pdir.lines("out.txt"), key=int) == [str(i) for i in range(200)]
+    assert int((pdir.path / "starts.txt").read_text()) >= 3
+    assert "exited before its first request" not in r.stderr
