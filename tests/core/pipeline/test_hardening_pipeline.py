@@ -109,3 +109,43 @@ def test_a_graceful_stop_is_bounded_by_drain_timeout_and_leaves_no_process(pdir)
     _, alive = psutil.wait_procs(children, timeout=5)
     assert not alive, [p.cmdline() for p in alive]
     assert "checkpoints: none yet" in pdir.etlstage("status").stdout
+
+
+ENDLESS = (
+    "import sys, time\n"
+    "n = 0\n"
+    "while True:\n"
+    "    sys.stdout.write(f'{n}\\n'); sys.stdout.flush(); n += 1\n"
+    "    time.sleep(0.02)\n"
+)
+
+
+def test_a_graceful_stop_asks_a_plain_extractor_that_never_ends_to_end(pdir):
+    """A plain E-worker that would write forever (a tail, a generator): SIGTERM closes its
+    stdin, then sends it SIGTERM after its stop_timeout, and the run ends well inside
+    drain_timeout, exit 0, with what it loaded loaded (its window extracted again next run)."""
+    (pdir.path / "endless.py").write_text(ENDLESS)
+    pdir.write("""
+        drain_timeout: 60
+        stages:
+          - {name: src, type: E, stop_timeout: 1, command: ["{PY}", endless.py]}
+          - {name: sink, type: L, command: ["{PY}", "{TW}", append, out.txt]}
+    """)
+    proc = subprocess.Popen(
+        [*ETLSTAGE, "run", "stages.yaml", "--no-progress"], cwd=pdir.path, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        wait_for(lambda: (pdir.path / "out.txt").exists(), 30, "the first messages loaded")
+        stopped = time.monotonic()
+        os.kill(proc.pid, signal.SIGTERM)
+        _, err = proc.communicate(timeout=90)
+        took = time.monotonic() - stopped
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert took < 20, (took, err)
+    assert "did not exit 1s after stdin closed; sending SIGTERM" in err, err
+    assert "src stopped before its end; its window will be extracted again next run" in err, err
+    assert "did not drain" not in err, err
+    assert pdir.lines("out.txt")[:3] == ["0", "1", "2"]
