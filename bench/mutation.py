@@ -121,6 +121,7 @@ TESTS: list[tuple[str, list[str]]] = [
         "etlstage/state/",
         [
             "state/test_claims_durability.py",
+            "state/test_durable.py",
             "state/test_windows_and_checkpoints.py",
             "state/test_hardening_state.py",
             "state/test_runlock.py",

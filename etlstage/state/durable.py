@@ -26,11 +26,15 @@ def write_durably(path: str | Path, data: bytes) -> None:
     """``data`` as ``path``: written beside it, synced, renamed over it, the rename synced."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # the old file stays whole; nothing half-written is left beside it
+        raise
     fsync_path(path.parent, directory=True)
 
 
