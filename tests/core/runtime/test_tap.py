@@ -121,6 +121,24 @@ def test_a_stage_the_running_pipeline_lacks_is_refused_by_it_and_the_connection_
         assert not left, [os.readlink(f"/proc/self/fd/{fd}") for fd in left if os.path.exists(f"/proc/self/fd/{fd}")]
 
 
+def test_a_tap_whose_client_leaves_is_closed_and_the_next_one_opens(pdir):
+    """A client that goes away ends its tap: the pipeline says so (with what it dropped
+    for it) and offers it nothing more; another tap on the same stage opens as usual."""
+    pdir.write(FOREVER)
+    with LiveRun(pdir.path) as run:
+        _listening(pdir)
+        config = load_config(pdir.path / "stages.yaml")
+        stream, _ = connect(config, "mark")
+        first = next(d for d in read_taps(stream) if "message" in d)
+        stream.close()
+        wait_for(lambda: "tap on stage 'mark' closed" in run.stderr, 30, "the tap's end in the log")
+        again, answer = connect(config, "mark")
+        assert answer["ok"] and any("message" in d for d in read_taps(again))
+        again.close()
+        wait_for(lambda: run.stderr.count("tap on stage 'mark' closed") == 2, 30, "the second tap's end")
+    assert re.fullmatch(r"\d+ @0", str(first["message"])), first
+
+
 @pytest.mark.skipif(os.getuid() != 0, reason="needs root to act as another user")
 def test_another_user_cannot_reach_the_tap(pdir):
     pdir.write(FOREVER)
