@@ -265,18 +265,22 @@ def test_dead_letters_replayed_after_the_fix_reach_the_loader(pdir, tmp_path):
     assert "[replayed]" in pdir.etlstage("deadletter", "list").stdout
 
 
+# a pass-through T-worker that grows by 8 MB (touched) per batch: over max_rss after a few
+GROW = (
+    "import time\n"
+    "from etlstage.worker import run_transformer\n"
+    "hoard = []\n"
+    "def f(ms):\n"
+    '    hoard.append(b"x" * (8 << 20))\n'
+    "    time.sleep(0.05)\n"
+    "    return ms\n"
+    "run_transformer(f)\n"
+)
+
+
 def test_a_worker_over_max_rss_is_replaced_between_batches(pdir, tmp_path):
     script = tmp_path / "grow.py"
-    script.write_text(
-        "import time\n"
-        "from etlstage.worker import run_transformer\n"
-        "hoard = []\n"
-        "def f(ms):\n"
-        '    hoard.append(b"x" * (8 << 20))  # 8 MB more per batch, touched\n'
-        "    time.sleep(0.05)\n"
-        "    return ms\n"
-        "run_transformer(f)\n"
-    )
+    script.write_text(GROW)
     pdir.write(f"""
         stages:
           - {{name: src, type: E, command: ["{{PY}}", "{{TW}}", count, "400"]}}
@@ -315,15 +319,7 @@ def test_a_replacement_that_dies_at_start_after_its_instance_worked_is_restarted
         "n = int(open(starts).read()) if os.path.exists(starts) else 0\n"
         "open(starts, 'w').write(str(n + 1))\n"
         "if n == 1:\n"
-        "    sys.exit(3)  # the replacement: gone before it is asked anything\n"
-        "import time\n"
-        "from etlstage.worker import run_transformer\n"
-        "hoard = []\n"
-        "def f(ms):\n"
-        '    hoard.append(b"x" * (8 << 20))\n'
-        "    time.sleep(0.05)\n"
-        "    return ms\n"
-        "run_transformer(f)\n"
+        "    sys.exit(3)  # the replacement: gone before it is asked anything\n" + GROW
     )
     pdir.write(f"""
         stages:

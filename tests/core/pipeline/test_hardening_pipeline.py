@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import time
 
 import psutil
 
-from tests.support.run_cli import ETLSTAGE
+from tests.support.sigterm import run_then_sigterm
 from tests.support.waiting import wait_for
 
 
@@ -81,25 +79,18 @@ def test_a_graceful_stop_is_bounded_by_drain_timeout_and_leaves_no_process(pdir)
           - {name: t, type: T, stop_timeout: 1, command: ["{PY}", "{TW}", hang]}
           - {name: sink, type: L, command: ["{PY}", "{TW}", append, out.txt]}
     """)
-    proc = subprocess.Popen(
-        [*ETLSTAGE, "run", "stages.yaml", "--no-progress"], cwd=pdir.path, stderr=subprocess.PIPE, text=True
-    )
-    try:
+    children: list[psutil.Process] = []
+
+    def workers_up(proc: subprocess.Popen[str]) -> None:
         deadline = time.time() + 30
-        children: list[psutil.Process] = []
         while time.time() < deadline and len(children) < 3:
             time.sleep(0.2)
-            children = psutil.Process(proc.pid).children(recursive=True)
+            children[:] = psutil.Process(proc.pid).children(recursive=True)
         assert len(children) >= 3
         wait_for(lambda: t_in_flight(pdir), 30, "the hanging T-worker's first request (a heartbeat shows it)")
-        stopped = time.monotonic()
-        os.kill(proc.pid, signal.SIGTERM)
-        _, err = proc.communicate(timeout=60)
-        took = time.monotonic() - stopped
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 1, err
+
+    code, err, took = run_then_sigterm(pdir.path, workers_up)
+    assert code == 1, err
     # drain_timeout (2 s), then stdin closed, 1 s, SIGTERM: the hanging worker dies
     assert took < 12, took
     assert "did not drain within drain_timeout (2s)" in err
@@ -131,19 +122,12 @@ def test_a_graceful_stop_asks_a_plain_extractor_that_never_ends_to_end(pdir):
           - {name: src, type: E, stop_timeout: 1, command: ["{PY}", endless.py]}
           - {name: sink, type: L, command: ["{PY}", "{TW}", append, out.txt]}
     """)
-    proc = subprocess.Popen(
-        [*ETLSTAGE, "run", "stages.yaml", "--no-progress"], cwd=pdir.path, stderr=subprocess.PIPE, text=True
-    )
-    try:
+
+    def loaded(_: subprocess.Popen[str]) -> None:
         wait_for(lambda: (pdir.path / "out.txt").exists(), 30, "the first messages loaded")
-        stopped = time.monotonic()
-        os.kill(proc.pid, signal.SIGTERM)
-        _, err = proc.communicate(timeout=90)
-        took = time.monotonic() - stopped
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 0, err
+
+    code, err, took = run_then_sigterm(pdir.path, loaded, within=90)
+    assert code == 0, err
     assert took < 20, (took, err)
     assert "did not exit 1s after stdin closed; sending SIGTERM" in err, err
     assert "src stopped before its end; its window will be extracted again next run" in err, err

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import signal
-import subprocess
 import sys
 
 import pytest
@@ -12,7 +10,7 @@ import pytest
 from etlstage.config.model import ServiceConfig
 from etlstage.errors import PipelineError
 from etlstage.kit.services import Services
-from tests.support.run_cli import ETLSTAGE
+from tests.support.sigterm import run_then_sigterm
 from tests.support.waiting import wait_for
 
 CHATTY = """
@@ -118,16 +116,13 @@ def test_a_stop_whose_drain_times_out_while_a_service_starts_ends_cleanly(pdir):
           - {name: src, type: E, command: ["{PY}", "{TW}", count, "3"]}
           - {name: sink, type: L, command: ["{PY}", "{TW}", append, out.txt]}
     """)
-    proc = subprocess.Popen(
-        [*ETLSTAGE, "run", "stages.yaml", "--no-progress"], cwd=pdir.path, stderr=subprocess.PIPE, text=True
-    )
-    try:
-        pid = int(wait_for(lambda: (pdir.path / "pid").exists() and (pdir.path / "pid").read_text(), 30, "the service"))
-        proc.send_signal(signal.SIGTERM)
-        _, stderr = proc.communicate(timeout=30)
-    finally:
-        proc.kill()
-    assert proc.returncode == 1, stderr
+
+    def service_up(_: object) -> None:
+        wait_for(lambda: (pdir.path / "pid").exists() and (pdir.path / "pid").read_text(), 30, "the service")
+
+    code, stderr, _ = run_then_sigterm(pdir.path, service_up, within=30)
+    pid = int((pdir.path / "pid").read_text())
+    assert code == 1, stderr
     assert "did not drain within drain_timeout" in stderr, stderr
     assert "internal error" not in stderr and "Traceback" not in stderr, stderr
     assert not (pdir.path / "out.txt").exists()
