@@ -118,12 +118,39 @@ def escape_bytes(data: bytes, limit: int = 80) -> str:
     return text
 
 
-def went_away(what: str, code: int | None) -> str:
-    """How a worker went away: ``what`` was noticed, unless a signal killed it — then that.
+EXITED_BETWEEN_CYCLES = "exited between cycles, with nothing written for its next request (its stdin was still open)"
+
+
+def cycle_cut_short(answered_any: bool) -> str:
+    """A cyclic extractor's stdout ended before the EOP of the request it was sent.
+
+    With nothing written for that request, whether it went before or after the request
+    reached its pipe is a race the report must not depend on: between cycles, as when its
+    end shows before the request is written.  Both engines word it here.
+    """
+    return "exited in the middle of a cycle (before EOP)" if answered_any else EXITED_BETWEEN_CYCLES
+
+
+def stdin_broke(exc: BaseException) -> str:
+    """A write to a worker's stdin failed: what was noticed, before its exit status is known."""
+    return f"stopped reading its stdin ({type(exc).__name__}) — it exited or closed it"
+
+
+def went_away(what: str, code: int | None, if_exited: str | None = None) -> str:
+    """How a worker went away: ``what`` was noticed, unless a signal killed it — then that;
+    or ``if_exited`` when it exited on its own (what ``what`` meant, once the status is known).
+
+    An extractor's request that meets a broken pipe found its worker gone between cycles:
+    whether the supervisor saw the end of its stdout before writing is a race, and the report
+    must not depend on it (both engines pass :data:`EXITED_BETWEEN_CYCLES` there).
 
     >>> went_away("exited while waiting for work", -9), went_away("stopped reading its stdin", 3)
     ('was killed by signal 9 (SIGKILL) while waiting for work', 'stopped reading its stdin')
+    >>> went_away("stopped reading", 0, "exited between cycles"), went_away("stopped reading", None, "exited")
+    ('exited between cycles', 'stopped reading')
     """
+    if code is not None and code >= 0 and if_exited is not None:
+        return if_exited
     if code is None or code >= 0:
         return what
     return f"was {describe_status(code)}" + (what[len("exited") :] if what.startswith("exited") else "")

@@ -18,7 +18,16 @@ from collections.abc import Awaitable, Callable
 
 from etlstage.config.model import StageConfig
 from etlstage.conversation import policy
-from etlstage.errors import PipelineError, ProtocolViolation, UnaskedReply, WorkerError, WorkerGone, WorkerTimeout
+from etlstage.errors import (
+    EXITED_BETWEEN_CYCLES,
+    PipelineError,
+    ProtocolViolation,
+    UnaskedReply,
+    WorkerError,
+    WorkerGone,
+    WorkerTimeout,
+    cycle_cut_short,
+)
 from etlstage.kit.stats import StageStats
 from etlstage.kit.transport import Transport
 from etlstage.protocol.framing import EOP, count_eom, split_block
@@ -633,12 +642,13 @@ class ExtractDriver(_Driver):
         raw = request if isinstance(request, bytes) else b""
         job = Job()
         session.add_job(job)
-        await session.write(raw + self.eom)
+        await session.write(raw + self.eom, if_exited=EXITED_BETWEEN_CYCLES)
         before = window.messages
         while True:
             tokens = await session.read_tokens()
             if tokens is None:
-                raise await session.gone("exited in the middle of a cycle (before EOP)")
+                answered_any = window.messages != before or session.parser.pending_bytes > 0
+                raise await session.gone(cycle_cut_short(answered_any))
             for k, tok in enumerate(tokens):
                 if tok is EOP:
                     if k != len(tokens) - 1:
@@ -658,7 +668,7 @@ class ExtractDriver(_Driver):
         stray = await session.read_tokens()
         session.quiet_until = None
         if stray is None:
-            raise await session.gone("exited between cycles (its stdin was still open)")
+            raise await session.gone(EXITED_BETWEEN_CYCLES)
         unasked = unasked_before_request(stray, answered=session.completed > 0)
         if unasked is not None:
             raise session.violation(unasked)

@@ -24,6 +24,7 @@ from etlstage.errors import (
     WorkerTimeout,
     describe_status,
     escape_bytes,
+    stdin_broke,
     went_away,
 )
 from etlstage.kit.transport import Transport
@@ -106,14 +107,15 @@ class WorkerSession:
         error.__cause__ = exc
         return error
 
-    async def gone(self, what: str) -> WorkerGone:
-        """The worker went away: wait briefly for its exit status so the report has it."""
+    async def gone(self, what: str, if_exited: str | None = None) -> WorkerGone:
+        """The worker went away: wait briefly for its exit status so the report has it
+        (:func:`~etlstage.errors.went_away` words it)."""
         try:
             async with asyncio.timeout(2.0):
                 await self.transport.wait()
         except TimeoutError:
             pass
-        return WorkerGone(f"{self.label} {went_away(what, self.transport.returncode())}", self.context())
+        return WorkerGone(f"{self.label} {went_away(what, self.transport.returncode(), if_exited)}", self.context())
 
     def exited_on_its_own(self) -> bool:
         """It ended with an exit status (not killed by a signal: an operator, the OOM killer)."""
@@ -138,13 +140,12 @@ class WorkerSession:
 
     # --- I/O ------------------------------------------------------------------------
 
-    async def write(self, data: bytes) -> None:
+    async def write(self, data: bytes, if_exited: str | None = None) -> None:
+        """``if_exited``: what a broken pipe means when the worker turns out to have exited on its own."""
         try:
             await self.transport.write(data)
         except (BrokenPipeError, ConnectionResetError, RuntimeError, OSError) as exc:
-            raise await self.gone(
-                f"stopped reading its stdin ({type(exc).__name__}) — it exited or closed it"
-            ) from None
+            raise await self.gone(stdin_broke(exc), if_exited) from None
 
     def _deadline(self) -> tuple[float | None, str]:
         """The earliest time limit now running, with its name."""

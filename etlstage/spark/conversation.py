@@ -54,6 +54,8 @@ DeadLetterFn = Callable[[StageConfig, Job, str], None]
 class StageWorker:
     """A T-, L- or executor-side E-stage's worker in this Python process, reused across tasks."""
 
+    broken_stdin_if_exited: str | None = None  # what a broken stdin means once the worker exited on its own
+
     def __init__(
         self, stage: StageConfig, scenario: Scenario, env: dict[str, str], cwd: str | None, label: str
     ) -> None:
@@ -77,13 +79,16 @@ class StageWorker:
     # --- process ------------------------------------------------------------------------------
 
     def _ensure(self) -> WorkerProcess:
-        if self.proc is None or self.proc.eof or self.proc.proc.poll() is not None:
-            if self.proc is not None:
-                self.proc.kill()
+        """The worker, started if there is none.  One that went away since its last answer is
+        not replaced here: the next read or write finds it gone, and that is a failure the
+        restart policy counts, as on the supervisor (a silent replacement would ignore
+        ``max_restarts`` and hide a worker that exits after every task)."""
+        if self.proc is None:
             handed = None  # the running worker the last owner passed on: no new start
             if self.ownership is not None:
                 handed, self.ownership.handed = self.ownership.handed, None
             self.proc = WorkerProcess(self.argv, self.env, self.cwd, self.label, handed)
+            self.proc.broken_stdin_if_exited = self.broken_stdin_if_exited
             if handed is None:
                 self.tally.starts += 1
             if self.ownership is not None:
@@ -184,15 +189,14 @@ class StageWorker:
             if reading.violation is not None:
                 raise self._handing_back(done, self._violation(reading.violation))
         if proc.eof:
-            raise self._handing_back(
-                done,
-                proc.gone(
-                    "exited with requests unanswered"
-                    if self.rules.outstanding
-                    else "exited while waiting for work (its stdin was still open)"
-                ),
-            )
+            raise self._handing_back(done, proc.gone(self._went_early()))
         return done, bnc
+
+    def _went_early(self) -> str:
+        """What the worker did by ending its output before it was asked to."""
+        if self.rules.outstanding:
+            return "exited with requests unanswered"
+        return "exited while waiting for work (its stdin was still open)"
 
     def _handing_back(self, done: list[Job], error: WorkerError) -> WorkerError:
         """``error`` ends this read: the jobs it had just answered are held with the rest, so

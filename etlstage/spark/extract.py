@@ -12,7 +12,7 @@ import logging
 import time
 
 from etlstage.conversation import policy
-from etlstage.errors import ProtocolViolation, WorkerError
+from etlstage.errors import EXITED_BETWEEN_CYCLES, ProtocolViolation, WorkerError, cycle_cut_short
 from etlstage.protocol.framing import Token
 from etlstage.protocol.replies import unasked_before_request
 from etlstage.spark.conversation import Job, StageWorker
@@ -22,6 +22,9 @@ log = logging.getLogger("etlstage.spark.stage")
 
 class ExtractWorker(StageWorker):
     """A driver-side (plain, cyclic) or executor-side (supervisor offsets) E-stage's worker."""
+
+    # its only writes are cycle requests: a broken pipe on one that exited found it gone between cycles
+    broken_stdin_if_exited = EXITED_BETWEEN_CYCLES
 
     # --- plain E on the driver: what it wrote, in pieces ------------------------------------------
 
@@ -118,6 +121,12 @@ class ExtractWorker(StageWorker):
                 log.warning("%s", note)
                 time.sleep(delay)
 
+    def _went_early(self) -> str:
+        cycle = self.rules.outstanding[0] if self.rules.outstanding else None
+        if cycle is None:
+            return super()._went_early()
+        return cycle_cut_short(bool(cycle.results) or self.parser.pending_bytes > 0)
+
     def _nothing_unasked(self) -> None:
         """Before a request: what the worker wrote since its last EOP, as the supervisor checks it."""
         proc = self.proc
@@ -132,7 +141,7 @@ class ExtractWorker(StageWorker):
         if unasked is not None:
             raise self._violation(unasked)
         if proc.eof:
-            raise proc.gone("exited between cycles (its stdin was still open)")
+            raise proc.gone(EXITED_BETWEEN_CYCLES)
 
 
 __all__ = ["ExtractWorker"]

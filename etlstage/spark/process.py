@@ -26,7 +26,7 @@ import time
 
 import psutil
 
-from etlstage.errors import WorkerGone, WorkerTimeout, describe_status
+from etlstage.errors import WorkerGone, WorkerTimeout, describe_status, stdin_broke, went_away
 from etlstage.kit.transport import READ_CHUNK, STDERR_TAIL, grow_pipe, resolve_program, start_error
 from etlstage.spark.ownership import Handed, Rendezvous, peer_is
 
@@ -42,6 +42,7 @@ class WorkerProcess:
         """Start ``argv``; or, with ``handed``, take over the running worker another Spark
         Python process on this host handed over (see :meth:`hand_over`)."""
         self.label = label
+        self.broken_stdin_if_exited: str | None = None  # see went_away; set by its owner
         self.tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL)
         self.proc: subprocess.Popen[bytes] | Foreign
         if handed is not None:
@@ -129,9 +130,11 @@ class WorkerProcess:
             return "unknown (it was started by another Spark Python process)"
         return describe_status(code)
 
-    def gone(self, what: str) -> WorkerGone:
+    def gone(self, what: str, if_exited: str | None = None) -> WorkerGone:
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(2.0)
+        if if_exited is not None:  # the supervisor's wording (went_away); Spark's own messages stay as they are
+            what = went_away(what, self.proc.returncode, if_exited)
         return WorkerGone(f"{self.label} {what}", self.context())
 
     # --- moving bytes ------------------------------------------------------------------------
@@ -178,7 +181,7 @@ class WorkerProcess:
             except BlockingIOError:
                 return
             except (BrokenPipeError, OSError) as exc:
-                raise self.gone(f"stopped reading its stdin ({type(exc).__name__}) — it exited or closed it") from None
+                raise self.gone(stdin_broke(exc), self.broken_stdin_if_exited) from None
             if n == len(head):
                 pending.popleft()
             else:

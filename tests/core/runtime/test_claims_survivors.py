@@ -72,7 +72,7 @@ def test_an_extractor_that_exits_between_cycles_is_named_as_such(pdir) -> None:
     """)
     r = pdir.run("--once", timeout=60)
     assert r.code != 0
-    assert "exited between cycles (its stdin was still open)" in r.stderr, r.stderr
+    assert "exited between cycles, with nothing written for its next request" in r.stderr, r.stderr
     assert "Traceback" not in r.stderr
 
 

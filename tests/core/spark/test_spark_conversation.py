@@ -268,3 +268,38 @@ def test_a_worker_that_fails_again_and_again_is_restarted_after_pauses_that_doub
     results = run_through(worker, 4)
     assert sorted(results) == [b"m000", b"m001", b"m003"]
     assert pauses[:2] == [0.2, 0.4], pauses
+
+
+# answers one batch of 2 (upper-cased), then, once the task has settled, exits with status 0
+# while its stdin is open
+ONE_BATCH_THEN_EXIT = (
+    "import os, sys, time\n"
+    "a, b = sys.stdin.buffer.readline(), sys.stdin.buffer.readline()\n"
+    "os.write(1, a.upper() + b.upper() + bytes([0]))\n"
+    "time.sleep(1)\n"
+)
+
+
+@pytest.mark.parametrize("max_restarts", [0, 1])
+def test_a_worker_gone_between_tasks_is_a_counted_failure_not_a_silent_replacement(tmp_path, max_restarts):
+    """A reused worker that exited after its last task is found gone by the next one and the
+    restart policy counts it, as the supervisor counts one that exits while waiting for work:
+    with max_restarts=0 the next task fails (its batch, charged for the failure, too); with 1
+    it is restarted once, counted."""
+    worker = t_worker(
+        tmp_path,
+        [sys.executable, "-c", ONE_BATCH_THEN_EXIT],
+        restart=RestartPolicy(max_restarts=max_restarts, backoff=0),
+    )
+    try:
+        assert b"".join(worker.transform(iter([b"m1\nm2\n"]))) == b"M1\nM2\n"
+        worker.proc.proc.wait(10)  # type: ignore[union-attr]
+        if max_restarts == 0:
+            with pytest.raises(EtlstageError, match="failed 1 times"):
+                list(worker.transform(iter([b"m3\nm4\n"])))
+        else:
+            assert b"".join(worker.transform(iter([b"m3\nm4\n"]))) == b"M3\nM4\n"
+    finally:
+        worker.stop()
+    assert worker.tally.starts == 2 if max_restarts else 1
+    assert sum(worker.tally.stats.failures.values()) == 1
