@@ -81,6 +81,22 @@ def test_a_stderr_line_with_no_end_is_shown_in_pieces_each_once() -> None:
     assert asyncio.run(scenario()) == ["a" * 10_000, "next"]
 
 
+def test_a_workers_last_stderr_words_with_no_newline_are_shown_when_stderr_closes() -> None:
+    """A worker that dies mid-line ("Segmentation fault" with no newline, a panic cut short):
+    its last words reach the tail (and the failure report) when its stderr closes, and only
+    stderr's closing does that."""
+
+    async def scenario() -> list[str]:
+        proto = _WorkerProtocol("t", collections.deque(), max_buffered=100)
+        proto.pipe_data_received(2, b"first\nlast words")
+        proto.pipe_connection_lost(1, None)  # its stdout closing first changes nothing here
+        assert list(proto.tail) == ["first"]
+        proto.pipe_connection_lost(2, None)
+        return list(proto.tail)
+
+    assert asyncio.run(scenario()) == ["first", "last words"]
+
+
 # writes "a", waits for a line on stdin, writes "b" and "c" a moment apart, then waits
 TWO_BEATS = (
     "import sys, time\n"

@@ -333,3 +333,38 @@ def test_a_replacement_that_dies_at_start_after_its_instance_worked_is_restarted
     assert sorted(pdir.lines("out.txt"), key=int) == [str(i) for i in range(200)]
     assert int((pdir.path / "starts.txt").read_text()) >= 3
     assert "exited before its first request" not in r.stderr
+
+
+def test_a_replacement_that_dies_at_start_after_its_instance_crashed_is_restarted_not_fatal(pdir, tmp_path):
+    """The instance's first process answers, then crashes; its replacement exits before its
+    first request. The program has answered before, so this too is a failure to restart,
+    not a broken command; the third process loads the rest."""
+    script = tmp_path / "crash_then_fail_at_start.py"
+    script.write_text(
+        "import os, sys\n"
+        "from etlstage.worker import run_transformer\n"
+        "starts = 'starts.txt'\n"
+        "n = int(open(starts).read()) if os.path.exists(starts) else 0\n"
+        "open(starts, 'w').write(str(n + 1))\n"
+        "if n == 1:\n"
+        "    sys.exit(3)  # the replacement: gone before it is asked anything\n"
+        "seen = []\n"
+        "def f(ms):\n"
+        "    seen.append(1)\n"
+        "    if n == 0 and len(seen) == 4:\n"
+        "        os._exit(1)  # the first process: a crash after three answered batches\n"
+        "    return ms\n"
+        "run_transformer(f)\n"
+    )
+    pdir.write(f"""
+        stages:
+          - {{name: src, type: E, command: ["{{PY}}", "{{TW}}", count, "200"]}}
+          - {{name: t, type: T, mode: batch, batch_size: 10, prefetch: 1,
+              restart: {{max_restarts: 2, backoff: 0.05}}, command: ["{{PY}}", "{script}"]}}
+          - {{name: sink, type: L, command: ["{{PY}}", "{{TW}}", append, out.txt]}}
+    """)
+    r = pdir.run("--once")
+    assert r.code == 0, r.stderr
+    assert sorted(set(pdir.lines("out.txt")), key=int) == [str(i) for i in range(200)]
+    assert int((pdir.path / "starts.txt").read_text()) == 3
+    assert "exited before its first request" not in r.stderr

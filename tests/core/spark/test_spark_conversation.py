@@ -303,3 +303,15 @@ def test_a_worker_gone_between_tasks_is_a_counted_failure_not_a_silent_replaceme
         worker.stop()
     assert worker.tally.starts == 2 if max_restarts else 1
     assert sum(worker.tally.stats.failures.values()) == 1
+
+
+def test_once_a_worker_has_answered_its_requests_meet_the_request_limit_not_the_start_up_one(tmp_path):
+    """Answer 3 comes half a second late against a request limit of 0.2 s (start-up: 30 s):
+    the request limit applies, since the worker answered before; it is restarted once, and
+    every message still comes through."""
+    worker = misbehaving(
+        tmp_path, "slow@3", timeouts=Timeouts(startup=30, request=0.2), restart=RestartPolicy(max_restarts=2, backoff=0)
+    )
+    assert len(run_through(worker)) == 20
+    assert worker.tally.stats.failures == {"timeout": 1}
+    assert [e for _, e in worker.tally.stats.last_errors] == ["t did not answer within its request timeout of 0.2s"]
