@@ -3,6 +3,7 @@ back as it was written, and a commit closes its window and those before it."""
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
@@ -87,3 +88,23 @@ def test_recording_how_a_run_ended_leaves_no_file_open(tmp_path: Path) -> None:
     finally:
         store.close()
     assert rows == [("supervisor", 0)]
+
+
+def test_a_message_set_aside_is_stored_under_the_number_the_log_line_gives(tmp_path, caplog) -> None:
+    """The operator's one pointer to a dead letter is the log line: it names the stage, the
+    count, the tries and the number `deadletter show` takes, and that number is the one
+    stored."""
+    store = StateStore(tmp_path / "state")
+    try:
+        store.set_aside("t", 2, "boom", b"a\nb\n", 2, 10)
+        caplog.clear()
+        with caplog.at_level(logging.ERROR, logger="etlstage"):
+            ident = store.set_aside("t", 3, "bang", b"c\n", 1, 10)
+        assert ident == 2
+        assert [r.getMessage() for r in caplog.records] == [
+            "stage 't': 1 message(s) failed 3 times; written to the dead-letter store as #2 (etlstage deadletter show 2)"
+        ]
+        (letter,) = [d for d in store.deadletters() if d.id == ident]
+        assert (letter.stage, letter.attempts, letter.error, letter.inputs) == ("t", 3, "bang", b"c\n")
+    finally:
+        store.close()
