@@ -79,10 +79,13 @@ class StageWorker:
     # --- process ------------------------------------------------------------------------------
 
     def _ensure(self) -> WorkerProcess:
-        """The worker, started if there is none.  One that went away since its last answer is
-        not replaced here: the next read or write finds it gone, and that is a failure the
-        restart policy counts, as on the supervisor (a silent replacement would ignore
-        ``max_restarts`` and hide a worker that exits after every task)."""
+        """The worker, started if there is none.  One that went away since its last task is
+        not replaced quietly: that is a failure the restart policy counts, as the supervisor
+        counts a worker that exits while waiting for work (a silent replacement would ignore
+        ``max_restarts`` and hide a worker that exits after every task).  It is raised before
+        anything is written, so no job is charged a try for it."""
+        if self.proc is not None and (self.proc.eof or self.proc.proc.poll() is not None):
+            raise self.proc.gone(self._went_early())
         if self.proc is None:
             handed = None  # the running worker the last owner passed on: no new start
             if self.ownership is not None:

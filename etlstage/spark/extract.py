@@ -123,8 +123,8 @@ class ExtractWorker(StageWorker):
 
     def _went_early(self) -> str:
         cycle = self.rules.outstanding[0] if self.rules.outstanding else None
-        if cycle is None:
-            return super()._went_early()
+        if cycle is None:  # waiting for its next request
+            return EXITED_BETWEEN_CYCLES
         return cycle_cut_short(bool(cycle.results) or self.parser.pending_bytes > 0)
 
     def _nothing_unasked(self) -> None:

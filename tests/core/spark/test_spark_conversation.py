@@ -284,8 +284,8 @@ ONE_BATCH_THEN_EXIT = (
 def test_a_worker_gone_between_tasks_is_a_counted_failure_not_a_silent_replacement(tmp_path, max_restarts):
     """A reused worker that exited after its last task is found gone by the next one and the
     restart policy counts it, as the supervisor counts one that exits while waiting for work:
-    with max_restarts=0 the next task fails (its batch, charged for the failure, too); with 1
-    it is restarted once, counted."""
+    with max_restarts=0 the next task fails on the restart limit, not on its batch's tries
+    (the batch was never written to the gone worker); with 1 it is restarted once, counted."""
     worker = t_worker(
         tmp_path,
         [sys.executable, "-c", ONE_BATCH_THEN_EXIT],
@@ -295,7 +295,10 @@ def test_a_worker_gone_between_tasks_is_a_counted_failure_not_a_silent_replaceme
         assert b"".join(worker.transform(iter([b"m1\nm2\n"]))) == b"M1\nM2\n"
         worker.proc.proc.wait(10)  # type: ignore[union-attr]
         if max_restarts == 0:
-            with pytest.raises(EtlstageError, match="failed 1 times"):
+            with pytest.raises(
+                EtlstageError,
+                match=r"t failed 1 times in a row \(max_restarts=0\); last error: t exited while waiting for work",
+            ):
                 list(worker.transform(iter([b"m3\nm4\n"])))
         else:
             assert b"".join(worker.transform(iter([b"m3\nm4\n"]))) == b"M3\nM4\n"
