@@ -87,6 +87,20 @@ def _damaged(path: Path, detail: object) -> StateError:
     )
 
 
+SHOWN_PROBLEMS = 3  # a damaged file can have thousands; the first few say enough
+
+
+def _first_problems(check: list[tuple[object, ...]]) -> str:
+    """``PRAGMA quick_check``'s findings, a few of them: SQLite gives one per row or many in one
+    row (one per line, after a "*** in database main ***" heading)."""
+    problems = [
+        line for row in check for line in str(row[0]).splitlines() if line and not line.startswith("*** in database")
+    ]
+    shown = "; ".join(problems[:SHOWN_PROBLEMS])
+    more = len(problems) - SHOWN_PROBLEMS
+    return f"{shown}; and {more} more" if more > 0 else shown
+
+
 def _guarded(method: Callable[P, R]) -> Callable[P, R]:
     """``method`` of :class:`StateStore`, with SQLite's errors as a :class:`StateError` that names
     the file (a table dropped or the file damaged while a run or ``status`` uses it)."""
@@ -304,7 +318,7 @@ class StateStore:
         the offsets it held."""
         check = self.db.execute("PRAGMA quick_check").fetchall()
         if check != [("ok",)]:
-            raise sqlite3.DatabaseError("; ".join(str(r[0]) for r in check[:3]))
+            raise sqlite3.DatabaseError(_first_problems(check))
         found = _columns(self.db)
         if not found:
             return

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from etlstage.errors import StateError
-from etlstage.state.store import StateStore, state_dir_problems
+from etlstage.state.store import StateStore, _first_problems, state_dir_problems
 
 STAGES = """\
 stages:
@@ -271,3 +271,45 @@ def test_a_state_directory_the_system_refuses_to_make_is_a_state_error_naming_it
     with pytest.raises(StateError, match=r"cannot create the state directory .*in-the-way/state: Not a directory"):
         ensure_private_dir(target)
     assert (tmp_path / "in-the-way").read_text() == "a file where a folder should be"
+
+
+def test_a_state_db_with_many_problems_is_refused_naming_the_first_three(tmp_path):
+    """SQLite's check can find thousands of problems in a damaged file, and gives many of them in
+    one row: the error names the first three and how many more, so it stays readable."""
+    store = StateStore(tmp_path)
+    store.close()
+    with sqlite3.connect(store.path) as conn:  # pages enough to damage several
+        conn.execute("CREATE TABLE filler (a INTEGER PRIMARY KEY, b TEXT)")
+        conn.executemany("INSERT INTO filler (b) VALUES (?)", [(f"v{i:06d}" * 5,) for i in range(20000)])
+    conn.close()
+    data = bytearray(store.path.read_bytes())
+    rng = random.Random(1)
+    for page in range(10, 60, 5):
+        for at in range(200, 4000, 97):
+            data[page * 4096 + at] = rng.randrange(256)
+    store.path.write_bytes(bytes(data))
+    with sqlite3.connect(store.path) as conn:
+        found = [
+            line
+            for (row,) in conn.execute("PRAGMA quick_check").fetchall()
+            for line in str(row).splitlines()
+            if not line.startswith("***")
+        ]
+    conn.close()
+    assert len(found) > 4, found
+    with pytest.raises(StateError) as refused:
+        StateStore(tmp_path)
+    detail = str(refused.value).split(" is damaged or is not etlstage's (", 1)[1].split("). Move it aside")[0]
+    assert detail == "; ".join(found[:3]) + f"; and {len(found) - 3} more", detail
+
+
+@pytest.mark.parametrize(
+    ("check", "shown"),
+    [
+        ([("a",), ("b",), ("c",)], "a; b; c"),  # one problem per row, as older SQLite gives them
+        ([("a",), ("b",), ("c",), ("d",)], "a; b; c; and 1 more"),
+        ([("*** in database main ***\na\nb",), ("c",)], "a; b; c"),
+    ],
+)
+def test_the_problems_named_for_a_damaged_state_db(check, shown):
+    assert _first_problems(check) == shown
