@@ -368,3 +368,37 @@ def test_a_replacement_that_dies_at_start_after_its_instance_crashed_is_restarte
     assert sorted(set(pdir.lines("out.txt")), key=int) == [str(i) for i in range(200)]
     assert int((pdir.path / "starts.txt").read_text()) == 3
     assert "exited before its first request" not in r.stderr
+
+
+def test_new_work_answered_between_crashes_resets_failures_in_a_row(pdir, tmp_path):
+    """The worker crashes once on each of messages 2, 5 and 8 (a transient fault), and between
+    the crashes new work goes through. So none of them is "in a row" with the one before: each
+    restart waits the first back-off, not a doubled one. Two things reset the count: an answer
+    to new work, and the quiet check that confirms answers before a blamed job is sent again;
+    either alone passes this test, neither fails it."""
+    script = tmp_path / "crash_once_on.py"
+    script.write_text(
+        "import os\n"
+        "from etlstage.worker import run_transformer\n"
+        "def f(ms):\n"
+        "    for m in ms:\n"
+        "        flag = 'crashed-' + m.decode()\n"
+        "        if m in (b'2', b'5', b'8') and not os.path.exists(flag):\n"
+        "            open(flag, 'w').close()\n"
+        "            os._exit(1)\n"
+        "    return ms\n"
+        "run_transformer(f)\n"
+    )
+    pdir.write(f"""
+        stages:
+          - {{name: src, type: E, command: ["{{PY}}", "{{TW}}", count, "12"]}}
+          - {{name: t, type: T, mode: single, prefetch: 1, restart: {{max_restarts: 1, backoff: 0.1, backoff_max: 30}},
+              command: ["{{PY}}", "{script}"]}}
+          - {{name: sink, type: L, command: ["{{PY}}", "{{TW}}", append, out.txt]}}
+    """)
+    r = pdir.run("--once")
+    assert r.code == 0, r.stderr
+    assert sorted(set(pdir.lines("out.txt")), key=int) == [str(i) for i in range(12)]
+    restarts = [line for line in r.stderr.splitlines() if "t failed (" in line]
+    assert len(restarts) == 3, r.stderr
+    assert all(line.endswith("in 0.1s") for line in restarts), restarts
