@@ -21,13 +21,14 @@ from tests.conftest import PY, TW
 from tests.support.run_cli import ETLSTAGE, etlstage
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+SLOW = 0.1  # seconds per message in a run that is stopped or killed part-way
 
 SUPERVISOR_OFFSETS = """
 max_inflight_windows: 2
 stages:
   - {{name: numbers, type: E, mode: cyclic, offsets: supervisor, offset_policy: {{type: counter, start: 0, step: 50}},
      command: [{PY}, {TW}, count, "{n}"]}}
-  - {{name: slow, type: T, command: [{PY}, {TW}, slow, "0.3"]}}
+  - {{name: slow, type: T, command: [{PY}, {TW}, slow, "{delay}"]}}
   - {{name: sink, type: L, command: [{PY}, {TW}, append, out.txt]}}
 """
 WORKER_OFFSETS = """
@@ -37,8 +38,10 @@ stages:
 """
 
 
-def write(tmp: Path, stages: str, n: int) -> None:
-    (tmp / "stages.yaml").write_text(stages.format(PY=PY, TW=TW, n=n))
+def write(tmp: Path, stages: str, n: int, delay: float = 0) -> None:
+    """``delay``: seconds the T-stage takes per message, so a stop lands while a run is under
+    way; the runs that only finish the work go at full speed."""
+    (tmp / "stages.yaml").write_text(stages.format(PY=PY, TW=TW, n=n, delay=delay))
 
 
 def run(tmp: Path, engine: str) -> str:
@@ -93,7 +96,7 @@ def test_worker_offsets_supervisor_then_spark_then_supervisor_each_number_once(t
 
 def test_supervisor_offsets_supervisor_then_spark_then_supervisor_each_number_once(tmp_path: Path) -> None:
     """Committed ends in the pipeline's state: Spark starts from the supervisor's and writes its own back."""
-    write(tmp_path, SUPERVISOR_OFFSETS, 300)
+    write(tmp_path, SUPERVISOR_OFFSETS, 300, delay=SLOW)
     first = start(tmp_path)
     try:
         wait_delivered(tmp_path, first, 50)
@@ -104,6 +107,7 @@ def test_supervisor_offsets_supervisor_then_spark_then_supervisor_each_number_on
     before = delivered(tmp_path)
     assert before == Counter(range(len(before))) and 50 <= len(before) < 300
 
+    write(tmp_path, SUPERVISOR_OFFSETS, 300)
     err = run(tmp_path, "spark")
     assert delivered(tmp_path) == Counter(range(300)), err[-3000:]
 
@@ -122,7 +126,7 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
 
 def test_a_sigkilled_supervisor_run_then_spark_skips_nothing(tmp_path: Path) -> None:
     """What the killed run left uncommitted is extracted again, nothing more (at most the windows in flight)."""
-    write(tmp_path, SUPERVISOR_OFFSETS, 400)
+    write(tmp_path, SUPERVISOR_OFFSETS, 400, delay=SLOW)
     first = start(tmp_path)
     try:
         wait_delivered(tmp_path, first, 150)
@@ -131,6 +135,7 @@ def test_a_sigkilled_supervisor_run_then_spark_skips_nothing(tmp_path: Path) -> 
     before = sum(delivered(tmp_path).values())
     assert 150 <= before < 400
 
+    write(tmp_path, SUPERVISOR_OFFSETS, 400)
     run(tmp_path, "spark")
     after = delivered(tmp_path)
     assert set(after) == set(range(400))  # nothing skipped
@@ -143,7 +148,7 @@ def test_a_sigkilled_supervisor_run_then_spark_skips_nothing(tmp_path: Path) -> 
 def test_spark_after_the_supervisor_starts_from_the_pipelines_state_not_its_older_checkpoint(tmp_path: Path) -> None:
     """Spark, then the supervisor, then Spark: the second Spark run does not go back to where its
     own checkpoint stopped (what the supervisor extracted since would be extracted again)."""
-    write(tmp_path, SUPERVISOR_OFFSETS, 400)
+    write(tmp_path, SUPERVISOR_OFFSETS, 400, delay=SLOW)
     for flags, at_least in ((("--engine", "spark", "--master", "local[2]"), 100), ((), 250)):
         proc = start(tmp_path, *flags)
         try:
@@ -155,6 +160,7 @@ def test_spark_after_the_supervisor_starts_from_the_pipelines_state_not_its_olde
     before = sum(delivered(tmp_path).values())
     assert 250 <= before < 400
 
+    write(tmp_path, SUPERVISOR_OFFSETS, 400)
     err = run(tmp_path, "spark")
     after = delivered(tmp_path)
     assert set(after) == set(range(400)), err[-3000:]
