@@ -54,6 +54,23 @@ def test_inbox_put_waits_for_room():
     asyncio.run(scenario())
 
 
+def test_inbox_put_fills_to_the_capacity_and_takes_an_oversized_piece_when_empty():
+    """Room is bytes, not pieces: small pieces share it up to the capacity; a piece bigger than
+    the capacity goes into an empty inbox at once (else it would wait for ever)."""
+
+    async def scenario():
+        w = Window("src", 0, 3)
+        box = Inbox(1, b"\n", 10)
+        await asyncio.wait_for(box.put(Piece(b"x" * 29 + b"\n", 1, w)), 1)
+        assert box.bytes == 30
+        box.take(1)
+        for _ in range(5):
+            await asyncio.wait_for(box.put(Piece(b"a\n", 1, w)), 1)
+        assert box.bytes == 10 and box.messages == 5
+
+    asyncio.run(scenario())
+
+
 def test_window_is_done_only_when_closed_and_nothing_is_left_at_any_level():
     w = Window("src", 0, 3)
     w.add(1, 5)
