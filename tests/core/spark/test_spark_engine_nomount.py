@@ -5,8 +5,9 @@ the checkpoint and the output are on S3 (moto's server on loopback).
 
 The pipeline uses every way tasks reach the driver: a driver-side extractor's spool, a
 T-stage whose poisoned message becomes a dead letter after restarts (tallies), and a
-loader writing to S3. It loses nothing and writes the same rows as a local[2] run; the
-executors' own record shows they ran and saw the pipeline's folder empty.
+loader writing to S3. It loses nothing and writes exactly the rows expected (every number
+but the poisoned one); the executors' own record shows they ran and saw the pipeline's
+folder empty.
 """
 
 from __future__ import annotations
@@ -93,25 +94,18 @@ def test_executors_that_cannot_see_the_drivers_folders(tmp_path: Path, monkeypat
             monkeypatch.setenv(k, v)  # the cluster's processes inherit them; never in Spark's conf
         conf = s3.spark_conf()
 
-        local = tmp_path / "local"
-        local.mkdir()
-        name = pipeline(local, tools, "local/", conf, "local[2]")
-        run = etlstage(local, "run", "--once", "--no-progress", name, timeout=600)
-        assert run.code == 0, run.stderr[-4000:]
-        assert rows(s3, "local/") == expected
-
         folder = tmp_path / "pipeline"
         folder.mkdir()
         (folder / "only-the-driver-sees-this").write_text("")
         cluster_conf = {**conf, "spark.cores.max": "2", "spark.executor.memory": "512m"}
-        pipeline(folder, tools, "cluster/", cluster_conf, "spark://placeholder")
+        name = pipeline(folder, tools, "cluster/", cluster_conf, "spark://placeholder")
         (tmp_path / "cluster").mkdir()
         with standalone_cluster(tmp_path / "cluster", workers=2, memory="1g", hide=[folder]) as master:
             text = (folder / name).read_text().replace("spark://placeholder", master)
             (folder / name).write_text(text)
             run = etlstage(folder, "run", "--once", "--no-progress", name, timeout=600)
             assert run.code == 0, run.stderr[-4000:]
-        assert rows(s3, "cluster/") == expected == rows(s3, "local/")
+        assert rows(s3, "cluster/") == expected
         assert any("/commits/" in k for k in s3.keys("lake", "cluster/checkpoint/"))
 
     seen = (tools / "seen-cluster.txt").read_text().splitlines()
