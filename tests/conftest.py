@@ -85,9 +85,3 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     ]
     if unmarked:
         raise pytest.UsageError("tests that start a JVM must be marked slow: " + ", ".join(unmarked))
-    # Files with slow tests first, in their order, then the rest: under `-n 2 --dist worksteal`
-    # the run then ends on short tests spread over both processes, not on one process's long
-    # tail (the longest tests are under tests/stock/, last in file order). A file stays whole,
-    # so its module fixtures (a Kafka broker, a Kinesis server) start once.
-    slow_files = {item.path for item in items if item.get_closest_marker("slow") is not None}
-    items.sort(key=lambda item: item.path not in slow_files)

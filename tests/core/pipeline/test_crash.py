@@ -19,7 +19,7 @@ import pytest
 
 from tests.support.run_cli import RUN_ONCE
 
-N = 10_000  # long enough that KILLS kills land before the run ends, even on a fast day (they take ~10 s)
+N = 10_000  # long enough that KILLS kills land before the run ends, even on a fast day (they take ~5 s)
 KILLS = 20
 
 

@@ -374,8 +374,8 @@ def test_new_work_answered_between_crashes_resets_failures_in_a_row(pdir, tmp_pa
     """The worker crashes once on each of messages 2, 5 and 8 (a transient fault), and between
     the crashes new work goes through. So none of them is "in a row" with the one before: each
     restart waits the first back-off, not a doubled one. Two things reset the count: an answer
-    to new work, and the quiet check that confirms answers before a blamed job is sent again;
-    either alone passes this test, neither fails it."""
+    to new work, and the quiet check that confirms answers before a blamed job is sent again.
+    Either one alone passes this test; it fails only when both are gone."""
     script = tmp_path / "crash_once_on.py"
     script.write_text(
         "import os\n"
