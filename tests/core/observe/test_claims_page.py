@@ -9,11 +9,15 @@ The run stalls on purpose: ``stuck`` answers its first batch and never another, 
 from __future__ import annotations
 
 import json
+import subprocess
 import time
+from decimal import ROUND_HALF_UP, Decimal
+from pathlib import Path
 
 import psutil
 import pytest
 
+import etlstage.observe
 from tests.core.observe.test_observe_page import browse, count, figures
 from tests.support.live_run import LiveRun
 from tests.support.scrapes import scrape, value
@@ -29,15 +33,21 @@ STAGES = """
 """
 
 
+def to_fixed(x: float, digits: int) -> str:
+    """JavaScript's ``Number.toFixed``: a tie on the exact binary value goes away from zero,
+    where Python's format goes to even (314.5 is 315 on the page, 314 in an f-string)."""
+    return str(Decimal(x).quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP))
+
+
 def secs(s: float) -> str:
     """The page's rendering of a duration (app.js ``secs``), for the values this run produces."""
     if s == 0:
         return "0 s"
     if s < 0.001:
-        return f"{s * 1e6:.0f} µs"
+        return f"{to_fixed(s * 1e6, 0)} µs"
     if s < 1:
-        return f"{s * 1000:.{2 if s < 0.01 else 0}f} ms"
-    return f"{s:.1f} s"
+        return f"{to_fixed(s * 1000, 2 if s < 0.01 else 0)} ms"
+    return f"{to_fixed(s, 1)} s"
 
 
 def frozen(run: LiveRun, within: float = 60) -> dict:
@@ -95,3 +105,16 @@ def test_the_page_shows_dead_letters_in_flight_queued_and_latency(pdir, tmp_path
     assert page.stages["picky"]["latency_mean"] == secs(picky["sum"] / picky["buckets"][-1][1])
     # CPU seconds: more than nothing, and no more than the OS counted for the process afterwards
     assert cpu and all(0 < cpu[pid] <= os_cpu[pid] + 0.01 for pid in cpu), (cpu, os_cpu)
+
+
+def test_secs_renders_like_the_page_at_ties(tmp_path):
+    """The helper above against app.js's own ``secs`` run by Node, on exact binary ties
+    (314.5 µs, 2.5 ms…) where Python's and JavaScript's rounding part ways."""
+    source = (Path(etlstage.observe.__file__).parent / "page" / "app.js").read_text()
+    function = source[source.index("function secs(") :]
+    function = function[: function.index("\n}\n") + 3]
+    values = [0.0003145, 0.0003144, 0.0000005, 0.0025, 0.0125, 0.5125, 1.25, 0.000999]
+    script = tmp_path / "secs.js"
+    script.write_text(function + f"console.log(JSON.stringify({json.dumps(values)}.map(secs)));\n")
+    rendered = json.loads(subprocess.run(["node", str(script)], capture_output=True, text=True, check=True).stdout)
+    assert rendered == [secs(v) for v in values]
