@@ -106,6 +106,7 @@ TESTS: list[tuple[str, list[str]]] = [
         [
             "kit/test_stats_reports.py",
             "kit/test_stats_failures.py",  # failures by reason against restarts
+            "kit/test_stats_resources.py",  # one measurement a second
             "observe/test_observe_status.py",
             "observe/test_claims_metrics.py",
             "pipeline/test_pipeline.py",
