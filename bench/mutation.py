@@ -228,6 +228,13 @@ def _stub(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     return isinstance(only, ast.Expr) and isinstance(only.value, ast.Constant) and only.value.value is Ellipsis
 
 
+def _returns_none(stmt: ast.stmt) -> bool:
+    """``return`` or ``return None``."""
+    return isinstance(stmt, ast.Return) and (
+        stmt.value is None or (isinstance(stmt.value, ast.Constant) and stmt.value.value is None)
+    )
+
+
 def _type_checking(node: ast.If) -> bool:
     return "TYPE_CHECKING" in ast.unparse(node.test)
 
@@ -269,7 +276,7 @@ def mutants_of(path: str) -> list[Mutant]:
                     add(child, "off-by-one", str(child.value + 1))
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name != "__init__":
             body = [s for s in node.body if not _is_docstring(s)]
-            if body:
+            if body and not _returns_none(body[0]):  # a return before ``return None`` changes nothing
                 first = body[0]
                 start, _ = _span(first, starts)
                 indent = " " * first.col_offset
@@ -447,8 +454,8 @@ def main(argv: list[str] | None = None) -> int:
     elif args.sample and args.sample < len(mutants):
         mutants = sorted(random.Random(args.seed).sample(mutants, args.sample), key=lambda m: (m.path, m.start))
     if args.list:
-        for m in mutants:
-            print(describe(m))
+        for each in mutants:
+            print(describe(each))
         print(f"{len(mutants)} mutants")
         return 0
 

@@ -50,3 +50,14 @@ def test_placeholders_of_an_interface_and_reprs_are_not_mutated(tmp_path: Path, 
     monkeypatch.setattr(mutation, "ROOT", tmp_path)
     lines = {m.line for m in mutation.mutants_of("m.py")}
     assert lines == {9}, lines  # only the method with behaviour (a repr is for debugging)
+
+
+def test_no_early_return_before_a_return_of_none(tmp_path: Path, monkeypatch) -> None:
+    """``return`` put before ``return None`` (or a bare ``return``) changes nothing: such a
+    mutant could only survive, so none is made; an early return elsewhere still is."""
+    (tmp_path / "m.py").write_text(
+        'def none():\n    """Nothing known."""\n    return None\ndef bare():\n    return\ndef value():\n    return 1\n'
+    )
+    monkeypatch.setattr(mutation, "ROOT", tmp_path)
+    returns = [m.line for m in mutation.mutants_of("m.py") if m.kind == "return"]
+    assert returns == [7], returns
