@@ -6,6 +6,7 @@ import shlex
 from dataclasses import dataclass, field
 
 from etlstage.protocol import vocabulary
+from etlstage.protocol.framing import MAX_MESSAGE_BYTES
 from etlstage.protocol.markers import Markers
 from etlstage.protocol.scenario import Scenario
 from etlstage.protocol.vocabulary import BatchDriver, Mode, Offsets, OnFailure, StageType
@@ -75,7 +76,7 @@ class StageConfig:
     timeouts: Timeouts = field(default_factory=Timeouts)
     restart: RestartPolicy = field(default_factory=RestartPolicy)
     on_failure: OnFailure = OnFailure.FAIL
-    max_message_bytes: int = 64 << 20
+    max_message_bytes: int = MAX_MESSAGE_BYTES
     prefetch: int = 0  # requests written ahead; 0: the mode's default (see jobs_in_flight)
     stop_timeout: float = 10.0
     max_rss: int | None = None

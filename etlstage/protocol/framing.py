@@ -25,6 +25,8 @@ from itertools import repeat
 from etlstage.errors import MarkerInMessage, ProtocolViolation
 from etlstage.protocol.markers import DEFAULT_MARKERS, Markers
 
+MAX_MESSAGE_BYTES = 64 << 20  # a stage's max_message_bytes when stages.yaml says none
+
 
 class Signal:
     """A marker seen on the wire, as a token between blocks (``EOP``, ``BNC``, ``EOB``)."""
@@ -200,7 +202,7 @@ class ReplyParser:
         *,
         bnc_allowed: bool = False,
         eop_allowed: bool = True,
-        max_message_bytes: int = 64 << 20,
+        max_message_bytes: int = MAX_MESSAGE_BYTES,
     ) -> None:
         self._m = markers
         self._eom, self._eop, self._bnc, self._eob = markers.EOM, markers.EOP, markers.BNC, markers.EOB

@@ -113,3 +113,49 @@ def test_every_key_of_the_schema_is_documented():
     stage = schema["$defs"]["stage"]["properties"]
     wanted = set(schema["properties"]) | set(stage)
     assert not wanted - rows, f"keys with no row in docs/stages-yaml.md: {sorted(wanted - rows)}"
+
+
+# A stage in which each key of the table below applies, by the key's documented default.
+DEFAULT_HOSTS = {
+    "batch_bytes": "{type: T, mode: batch}",
+    "replay_bytes": "{type: T, mode: batch}",
+    "batch_driver": "{type: T, mode: batch}",
+    "linger": "{type: T, mode: batch}",
+    "offsets": "{type: E, mode: cyclic}",
+    "poll_interval": "{type: E, mode: cyclic}",
+    "instances": "{type: T}",
+    "on_failure": "{type: T}",
+    "max_message_bytes": "{type: T}",
+    "stop_timeout": "{type: T}",
+    "protocol": "{type: T}",
+    "protocol_version": "{type: T, protocol: kcl-multilang}",
+}
+
+
+@pytest.mark.parametrize("key", sorted(DEFAULT_HOSTS))
+def test_a_stage_keys_documented_default_is_the_one_a_missing_key_gets(key):
+    """docs/stages-yaml.md's default for a key, written out, loads as the key left out does."""
+    import re
+
+    from tests.support.paths import ROOT
+
+    doc = (ROOT / "docs" / "stages-yaml.md").read_text()
+    row = re.search(rf"^\| `{key}` \| `([^`|]+)` \|", doc, flags=re.M)
+    assert row, f"docs/stages-yaml.md has no single default for {key}"
+
+    def stage(extra: str) -> object:
+        host = DEFAULT_HOSTS[key][1:-1] + extra
+        source = host if "type: E" in host else "type: E, command: [x]"
+        middle = [f"  - {{name: s, command: [y], {host}}}\n"] if "type: T" in host else []
+        text = "".join(
+            [
+                "stages:\n",
+                f"  - {{name: e, command: [x], {source}}}\n",
+                *middle,
+                "  - {name: l, type: L, command: [z]}\n",
+            ]
+        )
+        return parse_config(text).stages[0 if "type: E" in host else 1]
+
+    documented = stage(f", {key}: {row.group(1)}")
+    assert documented == stage(""), f"{key}: documented {row.group(1)!r}"
