@@ -94,6 +94,7 @@ TESTS: list[tuple[str, list[str]]] = [
         "etlstage/protocol/",
         [
             "protocol/test_protocol.py",
+            "config/test_config.py",  # the stage defaults the protocol's constants give
             "docs/test_doctests.py",
             "testing/test_harness.py",
             "worker/test_sdk.py",

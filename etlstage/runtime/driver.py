@@ -83,8 +83,6 @@ class _Driver:
         return self.stage.name if self.stage.instances == 1 else f"{self.stage.name}#{instance}"
 
     async def start(self, instance: int) -> WorkerSession:
-        if self.halted:
-            raise PipelineError(f"{self.label(instance)} is not started again: the pipeline is stopping its workers")
         scenario = self.stage.scenario(instance, self.state_dir)
         argv = scenario.expand(self.stage.argv())
         label = self.label(instance)
@@ -150,6 +148,8 @@ class TransformDriver(_Driver):
         retry: list[Job] = []  # sent to a worker that failed: sent again first, as they were
         worked = False  # a process of this instance answered a request
         while True:
+            if self.stopped_on_purpose(self.label(i)):  # its back-off ended as the pipeline stops its workers
+                return
             session = await self.start(i)
             held = Unconfirmed(self.level, self.stage.replay_bytes)
             try:
@@ -587,6 +587,8 @@ class ExtractDriver(_Driver):
         request: object = None
         worked = False  # a process of this instance answered a request
         while True:
+            if self.stopped_on_purpose(label):  # its back-off ended as the pipeline stops its workers
+                return
             session = await self.start(i)
             try:
                 if self.stage.mode == Mode.PLAIN:

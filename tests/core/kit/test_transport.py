@@ -301,3 +301,35 @@ def test_reading_paused_at_the_limit_resumes_only_once_half_of_it_is_taken() -> 
         assert b"".join(held) == b"x" * 120
 
     asyncio.run(scenario())
+
+
+# writes the sizes of its stdin and stdout pipes (F_GETPIPE_SZ) to the file named, then waits
+PIPE_SIZES = (
+    "import fcntl, sys\n"
+    "open(sys.argv[1], 'w').write(' '.join(str(fcntl.fcntl(fd, 1032)) for fd in (0, 1)))\n"
+    "sys.stdin.read()"
+)
+
+
+def test_a_workers_stdin_and_stdout_pipes_are_grown_to_a_mebibyte(tmp_path: Path) -> None:
+    """Bigger pipes, fewer wake-ups per MB moved: both pipes are set to PIPE_SIZE where the
+    system allows it (``/proc/sys/fs/pipe-max-size``), and stay at the kernel's 64 KiB where not."""
+    from etlstage.kit.transport import PIPE_SIZE
+
+    report = tmp_path / "sizes"
+
+    async def scenario() -> None:
+        argv = [sys.executable, "-c", PIPE_SIZES, str(report)]
+        t = await ProcessTransport.spawn(argv, dict(os.environ), str(tmp_path), "sizes")
+        try:
+            deadline = time.monotonic() + 20
+            while not report.exists() or not report.read_text():
+                assert time.monotonic() < deadline, "the worker never wrote its pipe sizes"
+                await asyncio.sleep(0.02)
+        finally:
+            await t.stop(5, 5)
+
+    asyncio.run(scenario())
+    allowed = os.geteuid() == 0 or int(Path("/proc/sys/fs/pipe-max-size").read_text()) >= PIPE_SIZE
+    expected = PIPE_SIZE if allowed else 64 << 10
+    assert report.read_text().split() == [str(expected), str(expected)]

@@ -7,6 +7,7 @@ import subprocess
 import time
 
 import psutil
+import pytest
 
 from tests.support.sigterm import run_then_sigterm
 from tests.support.waiting import wait_for
@@ -133,3 +134,54 @@ def test_a_graceful_stop_asks_a_plain_extractor_that_never_ends_to_end(pdir):
     assert "src stopped before its end; its window will be extracted again next run" in err, err
     assert "did not drain" not in err, err
     assert pdir.lines("out.txt")[:3] == ["0", "1", "2"]
+
+
+# a cyclic E-worker that takes its first request and exits 1 (a source that fails at once)
+CRASH_ON_REQUEST = "import os, sys\nos.read(0, 65536)\nsys.exit(1)\n"
+COUNTED = """[sh, -c, 'echo start >> starts; exec "$0" "$@"', "{PY}", """
+BACKOFF = "restart: {max_restarts: 5, backoff: 2}"
+CRASHING = {
+    "t": f"""
+          - {{name: src, type: E, mode: cyclic, poll_interval: 0.1, command: ["{{PY}}", "{{TW}}", count, "1000", "5"]}}
+          - {{name: t, type: T, {BACKOFF}, command: {COUNTED}"{{TW}}", poison, "0"]}}""",
+    "src": f"""
+          - {{name: src, type: E, mode: cyclic, poll_interval: 0.1, {BACKOFF}, command: {COUNTED}crash_e.py]}}""",
+}
+
+
+@pytest.mark.parametrize("crashing", sorted(CRASHING))
+def test_a_worker_waiting_out_its_backoff_when_the_pipeline_stops_its_workers_is_not_started_again(pdir, crashing):
+    """A worker (a T-worker, or an E-worker on its request) crashes and waits its 2 s
+    back-off; SIGTERM comes, the drain (1 s) times out and the pipeline stops its workers,
+    which takes 4 s (the sink ignores its closed stdin until SIGTERM). The back-off ends in
+    those 4 s, and no worker is started in a pipeline stopping its workers (nor does its end
+    cut the others' stop short): one start, and nothing left running."""
+    (pdir.path / "crash_e.py").write_text(CRASH_ON_REQUEST)
+    pdir.write(
+        "drain_timeout: 1\nstages:"
+        + CRASHING[crashing]
+        + """
+          - {name: sink, type: L, stop_timeout: 4, command: ["{PY}", "{TW}", hang]}
+    """
+    )
+    starts = pdir.path / "starts"
+    children: list[psutil.Process] = []
+    marker = {"t": "poison", "src": "crash_e.py"}[crashing]
+
+    def first_crash(proc: subprocess.Popen[str]) -> None:
+        wait_for(lambda: starts.exists(), 30, "the worker's first start")
+
+        def crashed() -> bool:
+            children[:] = psutil.Process(proc.pid).children(recursive=True)
+            return not any(marker in " ".join(c.cmdline()) for c in children if c.is_running())
+
+        wait_for(crashed, 30, "the worker's crash")
+
+    code, err, took = run_then_sigterm(pdir.path, first_crash)
+    assert code == 1, err
+    assert "did not drain within drain_timeout (1s)" in err, err
+    assert starts.read_text().splitlines() == ["start"], err
+    assert f"{crashing} stopped by the pipeline before it finished" in err, err
+    assert took > 4, took  # the sink had its stop sequence: stdin closed, 4 s, SIGTERM
+    _, alive = psutil.wait_procs(children, timeout=5)
+    assert not alive, [p.cmdline() for p in alive]
