@@ -153,3 +153,5 @@ stages:
         assert _one(s, "etlstage_stage_requests_total", stage=stage) == requests
         assert _one(s, "etlstage_stage_request_duration_seconds_count", stage=stage) == requests
         assert 0 < _one(s, "etlstage_stage_request_duration_seconds_sum", stage=stage) < 60
+        # each was counted in flight when written and out when answered: none is left
+        assert _one(s, "etlstage_stage_requests_in_flight", stage=stage) == 0
