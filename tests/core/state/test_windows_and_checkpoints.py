@@ -108,3 +108,22 @@ def test_a_message_set_aside_is_stored_under_the_number_the_log_line_gives(tmp_p
         assert (letter.stage, letter.attempts, letter.error, letter.inputs) == ("t", 3, "bang", b"c\n")
     finally:
         store.close()
+
+
+def test_a_run_is_read_back_with_when_it_started_and_its_last_heartbeat(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``status`` shows both times: the first heartbeat sets when the run started, later
+    ones move only the heartbeat and the progress document."""
+    from etlstage.state import store as store_module
+
+    clock = [1000.0]
+    monkeypatch.setattr(store_module.time, "time", lambda: clock[0])
+    store = StateStore(tmp_path / "state")
+    try:
+        store.heartbeat({"n": 1})
+        clock[0] = 1060.0
+        store.heartbeat({"n": 2})
+        assert store.runs() == [(os.getpid(), 1000.0, 1060.0, {"n": 2})]
+    finally:
+        store.close()
