@@ -139,7 +139,7 @@ def test_a_graceful_stop_asks_a_plain_extractor_that_never_ends_to_end(pdir):
 # a cyclic E-worker that takes its first request and exits 1 (a source that fails at once)
 CRASH_ON_REQUEST = "import os, sys\nos.read(0, 65536)\nsys.exit(1)\n"
 COUNTED = """[sh, -c, 'echo start >> starts; exec "$0" "$@"', "{PY}", """
-BACKOFF = "restart: {max_restarts: 5, backoff: 2}"
+BACKOFF = "restart: {max_restarts: 5, backoff: 3}"
 CRASHING = {
     "t": f"""
           - {{name: src, type: E, mode: cyclic, poll_interval: 0.1, command: ["{{PY}}", "{{TW}}", count, "1000", "5"]}}
@@ -151,17 +151,18 @@ CRASHING = {
 
 @pytest.mark.parametrize("crashing", sorted(CRASHING))
 def test_a_worker_waiting_out_its_backoff_when_the_pipeline_stops_its_workers_is_not_started_again(pdir, crashing):
-    """A worker (a T-worker, or an E-worker on its request) crashes and waits its 2 s
-    back-off; SIGTERM comes, the drain (1 s) times out and the pipeline stops its workers,
-    which takes 4 s (the sink ignores its closed stdin until SIGTERM). The back-off ends in
-    those 4 s, and no worker is started in a pipeline stopping its workers (nor does its end
-    cut the others' stop short): one start, and nothing left running."""
+    """A worker (a T-worker, or an E-worker on its request) crashes and waits its 3 s
+    back-off; SIGTERM comes at once, the drain (1 s) times out and the pipeline stops its
+    workers, which takes 5 s (the sink ignores its closed stdin until SIGTERM). The back-off
+    ends in those 5 s (with 2 s to spare either side for a slow machine), and no worker is
+    started in a pipeline stopping its workers (nor does its end cut the others' stop short):
+    one start, and nothing left running."""
     (pdir.path / "crash_e.py").write_text(CRASH_ON_REQUEST)
     pdir.write(
         "drain_timeout: 1\nstages:"
         + CRASHING[crashing]
         + """
-          - {name: sink, type: L, stop_timeout: 4, command: ["{PY}", "{TW}", hang]}
+          - {name: sink, type: L, stop_timeout: 5, command: ["{PY}", "{TW}", hang]}
     """
     )
     starts = pdir.path / "starts"
@@ -182,6 +183,6 @@ def test_a_worker_waiting_out_its_backoff_when_the_pipeline_stops_its_workers_is
     assert "did not drain within drain_timeout (1s)" in err, err
     assert starts.read_text().splitlines() == ["start"], err
     assert f"{crashing} stopped by the pipeline before it finished" in err, err
-    assert took > 4, took  # the sink had its stop sequence: stdin closed, 4 s, SIGTERM
+    assert took > 5, took  # the sink had its stop sequence: stdin closed, 5 s, SIGTERM
     _, alive = psutil.wait_procs(children, timeout=5)
     assert not alive, [p.cmdline() for p in alive]
