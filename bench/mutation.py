@@ -347,8 +347,11 @@ def run_tests(copy: Path, tests: list[str], timeout: float, extra: tuple[str, ..
         proc.wait()
         return "timeout", time.monotonic() - started
     # 0: all passed; 1: a test failed; 2: interrupted (a module failed to import); 3: pytest's
-    # internal error (a plugin of the project's failed to load); anything else (a usage error,
-    # no test collected) is no verdict on the mutant
+    # internal error (a plugin of the project's failed to load); below 0: pytest died by a
+    # signal (a mutant that kills the wrong process, or crashes the interpreter); anything
+    # else (a usage error, no test collected) is no verdict on the mutant
+    if code < 0:
+        return "failed", time.monotonic() - started
     return {0: "passed", 1: "failed", 2: "failed", 3: "failed"}.get(code, "error"), time.monotonic() - started
 
 
@@ -445,12 +448,11 @@ def main(argv: list[str] | None = None) -> int:
 
     mutants = [m for f in target_files(args.targets) for m in mutants_of(f)]
     earlier: list[dict[str, Any]] = []
-    gone = 0  # survivors whose code changed since: counted as survivors still
     if args.survivors_of:
         earlier = json.loads(args.survivors_of.read_text())
-        mutants, missing = _same_mutants([o["mutant"] for o in earlier if o["status"] == "survived"], mutants)
-        gone = len(missing)
-        for m in missing:
+        again = [o["mutant"] for o in earlier if o["status"] in ("survived", "error")]  # error: no verdict yet
+        mutants, missing = _same_mutants(again, mutants)
+        for m in missing:  # not run again, so not counted killed
             print(f"no longer applies (the code changed), still counted a survivor: {describe(Mutant(**m))}")
     elif args.sample and args.sample < len(mutants):
         mutants = sorted(random.Random(args.seed).sample(mutants, args.sample), key=lambda m: (m.path, m.start))
@@ -496,7 +498,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {describe(o.mutant)}")
     if earlier:  # a test added since cannot bring a killed mutant back: the earlier kills stand
         total = len(earlier)
-        now = total - len(survivors) - gone
+        now = sum(o["status"] in ("killed", "timeout") for o in earlier) + killed
         print(f"with the earlier report's kills: {now} of {total} mutants killed ({100 * now / max(1, total):.0f} %)")
     if args.json:
         args.json.write_text(json.dumps([asdict(o) for o in outcomes], indent=1))

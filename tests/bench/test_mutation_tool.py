@@ -61,3 +61,12 @@ def test_no_early_return_before_a_return_of_none(tmp_path: Path, monkeypatch) ->
     monkeypatch.setattr(mutation, "ROOT", tmp_path)
     returns = [m.line for m in mutation.mutants_of("m.py") if m.kind == "return"]
     assert returns == [7], returns
+
+
+def test_a_test_run_that_dies_by_a_signal_kills_the_mutant(tmp_path: Path) -> None:
+    """A mutant that makes the code kill the wrong process (its own test run) or crash the
+    interpreter ends pytest by a signal: the tests did not pass, so the mutant is killed."""
+    (tmp_path / "test_dies.py").write_text(
+        "import os, signal\ndef test_x():\n    os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    assert mutation.run_tests(tmp_path, ["test_dies.py"], 60)[0] == "failed"
