@@ -166,6 +166,9 @@ def test_a_worker_with_answers_held_is_not_handed_over(tmp_path, monkeypatch):
         assert worker.hand_over() is False and handed == []
         worker._held = []
         assert worker.hand_over() is True and handed == ["the new owner"] and owner.released
+        owner.released = False
+        worker.stop()  # the worker is the new owner's now: this task's stop leaves it and the lock alone
+        assert proc.proc.poll() is None and not owner.released
     finally:
         proc.kill()
         worker.stop()
