@@ -174,6 +174,9 @@ class Mutant:
     end: int
 
 
+KILLED = ("killed", "timeout")  # a hang is a kill: the time limit is set well above a survivor's run
+
+
 @dataclass
 class Outcome:
     mutant: Mutant
@@ -453,7 +456,7 @@ def main(argv: list[str] | None = None) -> int:
         again = [o["mutant"] for o in earlier if o["status"] in ("survived", "error")]  # error: no verdict yet
         mutants, missing = _same_mutants(again, mutants)
         for m in missing:  # not run again, so not counted killed
-            print(f"no longer applies (the code changed), still counted a survivor: {describe(Mutant(**m))}")
+            print(f"no longer applies (the code changed), not counted killed: {describe(Mutant(**m))}")
     elif args.sample and args.sample < len(mutants):
         mutants = sorted(random.Random(args.seed).sample(mutants, args.sample), key=lambda m: (m.path, m.start))
     if args.list:
@@ -482,12 +485,12 @@ def main(argv: list[str] | None = None) -> int:
             outcomes.append(o)
             print(f"[{i}/{len(mutants)}] {o.status:8} {o.seconds:5.1f}s {describe(o.mutant)}", flush=True)
 
-    killed = sum(o.status in ("killed", "timeout") for o in outcomes)
+    killed = sum(o.status in KILLED for o in outcomes)
     print(f"\n{killed} of {len(outcomes)} mutants killed ({100 * killed / max(1, len(outcomes)):.0f} %)")
     by_file: dict[str, list[int]] = {}
     for o in outcomes:
         tally = by_file.setdefault(o.mutant.path, [0, 0])
-        tally[0] += o.status in ("killed", "timeout")
+        tally[0] += o.status in KILLED
         tally[1] += 1
     for path, (dead, n) in sorted(by_file.items()):
         print(f"  {path:45} {dead:3}/{n:<3}")
@@ -498,11 +501,18 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {describe(o.mutant)}")
     if earlier:  # a test added since cannot bring a killed mutant back: the earlier kills stand
         total = len(earlier)
-        now = sum(o["status"] in ("killed", "timeout") for o in earlier) + killed
+        now = killed_with_earlier(earlier, outcomes)
         print(f"with the earlier report's kills: {now} of {total} mutants killed ({100 * now / max(1, total):.0f} %)")
     if args.json:
         args.json.write_text(json.dumps([asdict(o) for o in outcomes], indent=1))
     return 0
+
+
+def killed_with_earlier(earlier: list[dict[str, Any]], outcomes: list[Outcome]) -> int:
+    """A re-run's count: the earlier report's kills stand (a test added since cannot bring a
+    killed mutant back), plus the kills among those run again; one not run again (its code
+    is gone) is not counted killed."""
+    return sum(o["status"] in KILLED for o in earlier) + sum(o.status in KILLED for o in outcomes)
 
 
 def _same_mutants(wanted: list[dict[str, Any]], mutants: list[Mutant]) -> tuple[list[Mutant], list[dict[str, Any]]]:

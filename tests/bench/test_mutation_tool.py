@@ -70,3 +70,12 @@ def test_a_test_run_that_dies_by_a_signal_kills_the_mutant(tmp_path: Path) -> No
         "import os, signal\ndef test_x():\n    os.kill(os.getpid(), signal.SIGKILL)\n"
     )
     assert mutation.run_tests(tmp_path, ["test_dies.py"], 60)[0] == "failed"
+
+
+def test_a_rerun_counts_the_earlier_kills_and_its_own_and_never_a_mutant_it_could_not_run() -> None:
+    """--survivors-of: of 5, 2 killed before (one by the time limit), 2 survivors and 1 with no
+    verdict run again (one of them killed now), and the fifth's code gone (not run): 3 killed."""
+    m = mutation.Mutant("etlstage/x.py", 1, "drop", "a", "pass", 0, 1)
+    earlier = [{"status": s} for s in ("killed", "timeout", "survived", "error", "survived")]
+    now = [mutation.Outcome(m, "killed", 1.0), mutation.Outcome(m, "survived", 1.0)]
+    assert mutation.killed_with_earlier(earlier, now) == 3
