@@ -51,11 +51,13 @@ ECHO = (
     "open({done!r}, 'w').write('end of input')\n"
 )
 # notes its start, then exits 9 on its first request
-CRASH = (
-    "import os, sys\n"
-    "open({starts!r}, 'a').write(f'{{os.getpid()}}\\n')\n"
-    "sys.stdin.buffer.readline()\n"
-    "sys.exit(9)\n"
+CRASH = "\n".join(
+    [
+        "import os, sys",
+        "open({starts!r}, 'a').write(f'{{os.getpid()}}\\n')",
+        "sys.stdin.buffer.readline()",
+        "sys.exit(9)",
+    ]
 )
 
 
