@@ -86,6 +86,8 @@ def test_a_tap_that_never_reads_drops_counts_what_it_dropped_and_never_slows_the
     received = sum(1 for d in docs if "message" in d)
     dropped = max((int(d["dropped"]) for d in docs if "dropped" in d), default=0)
     assert dropped > 0, "the tap's buffer should have overflowed"
+    totals = [int(d["dropped"]) for d in docs if "dropped" in d]
+    assert totals == sorted(set(totals)), totals  # each total said once, when it grew
     assert received + dropped == N  # every message extracted was shown or counted as dropped
     shown = [int(d["message"]) for d in docs if "message" in d]
     assert shown == sorted(shown) and shown[0] == 0  # in order, from the first
