@@ -193,14 +193,16 @@ def test_a_state_dir_owned_by_another_user_is_refused(pdir):
     assert not (pdir.path / "out.txt").exists()
 
 
-def test_a_state_dir_others_could_write_is_made_owner_only_with_a_warning(pdir):
+@pytest.mark.parametrize("before", [0o777, 0o720, 0o702, 0o755, 0o711])
+def test_a_state_dir_others_could_reach_is_made_owner_only_with_a_warning_if_they_could_write(pdir, before):
     pdir.write(STAGES)
     state = pdir.path / ".etlstage"
     state.mkdir()
-    state.chmod(0o777)
+    state.chmod(before)
     r = pdir.run("--once")
     assert r.code == 0, r.stderr
-    assert f"{state} was writable by others (mode 777); made owner-only (0700)" in r.stderr
+    warned = f"{state} was writable by others (mode {before:03o}); made owner-only (0700)" in r.stderr
+    assert warned == bool(before & 0o022), r.stderr  # group or others could write: said
     assert mode(state) == 0o700
 
 
