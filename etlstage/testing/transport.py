@@ -42,6 +42,7 @@ class InProcessTransport(Transport):
         self._writer_transport: asyncio.WriteTransport | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._setup: asyncio.Future[None] | None = None
+        self._killed = False  # its pipes were cut: an error on them is that, not the worker's
 
         def run() -> None:
             stdin = os.fdopen(in_r, "rb", buffering=0)
@@ -50,8 +51,11 @@ class InProcessTransport(Transport):
             try:
                 code = target(stdin, stdout)
             except BaseException as exc:
-                self._tail.append(f"{type(exc).__name__}: {exc}")
-                log.error("[%s] worker raised %s: %s", label, type(exc).__name__, exc)
+                if self._killed and isinstance(exc, OSError):
+                    log.debug("[%s] worker stopped by its cut pipes: %s", label, exc)
+                else:
+                    self._tail.append(f"{type(exc).__name__}: {exc}")
+                    log.error("[%s] worker raised %s: %s", label, type(exc).__name__, exc)
                 code = 1
             finally:
                 with contextlib.suppress(OSError):
@@ -59,7 +63,8 @@ class InProcessTransport(Transport):
                 with contextlib.suppress(OSError):
                     stdin.close()
                 self._code = code
-                self._loop.call_soon_threadsafe(self._set_finished, code)
+                with contextlib.suppress(RuntimeError):  # the harness's event loop has ended already
+                    self._loop.call_soon_threadsafe(self._set_finished, code)
 
         self._thread = threading.Thread(target=run, name=f"worker-{label}", daemon=True)
         self._thread.start()
@@ -123,6 +128,7 @@ class InProcessTransport(Transport):
 
     def kill(self) -> None:
         # A thread cannot be killed: cut its pipes so it ends at its next read or write.
+        self._killed = True
         self.close_input()
         if self._reader is not None and self._reader._transport is not None:  # type: ignore[attr-defined]
             self._reader._transport.close()  # type: ignore[attr-defined]

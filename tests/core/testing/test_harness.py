@@ -165,3 +165,30 @@ def test_check_worker_catches_a_stray_print():
 def test_check_worker_rejects_bad_options():
     r = check_worker("--type", "E", "--mode", "batch", "--", "true")
     assert r.code == 2 and "not a mode of a E-stage" in r.stderr
+
+
+@pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")  # it ends without an error
+def test_an_in_process_worker_that_fails_has_its_pipes_cut_so_its_thread_ends(stage_harness, caplog):
+    """A worker run in a thread cannot be killed: when it fails (here, too slow) the harness
+    cuts its pipes, so the thread ends at its next read or write rather than waiting for
+    input for ever (one thread and two pipes left behind by every failing unit test), and
+    it ends quietly though the harness's event loop is gone by then."""
+    import threading
+    import time
+
+    threads: list[threading.Thread] = []
+
+    class Slow(Transformer):
+        def process(self, messages):
+            threads.append(threading.current_thread())
+            time.sleep(0.5)
+            return messages
+
+    with pytest.raises(WorkerFailed):
+        stage_harness.run(Slow(), type="T", inputs=[b"a", b"b"], timeout=0.2)
+    assert len(threads) == 1 and threads[0] is not threading.main_thread()
+    deadline = time.monotonic() + 10
+    while threads[0].is_alive():
+        assert time.monotonic() < deadline, "the failed worker's thread still runs"
+        time.sleep(0.05)
+    assert "worker raised" not in caplog.text  # the harness cut its pipes: not an error of the worker
