@@ -326,7 +326,7 @@ class TransformDriver(_Driver):
             await session.write(message)
             if job.closed:
                 return
-        while not again and job.messages < st.batch_size:
+        while not again:  # until the batch is full (closed above) or nothing more comes in time
             await bnc.wait()
             bnc.clear()
             more = await self._one_more(inbox, job, st.batch_bytes - size)

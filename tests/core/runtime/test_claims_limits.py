@@ -8,6 +8,8 @@ import sqlite3
 import sys
 from pathlib import Path
 
+import pytest
+
 from etlstage.config.loader import parse_config
 from etlstage.runtime.pipeline import Pipeline, Source
 from tests.support.paths import FIXTURES
@@ -104,3 +106,36 @@ def test_answers_let_go_beyond_replay_bytes_still_release_their_windows(pdir):
     assert sorted(pdir.lines("out.txt"), key=int) == [str(i) for i in range(30)]
     db = sqlite3.connect(pdir.path / ".etlstage/stages/state.db")
     assert db.execute("SELECT window_seq, messages FROM checkpoints").fetchall() == [(4, 30)]  # 3 windows + 1 empty
+
+
+MISBEHAVE = str(FIXTURES / "misbehave.py")
+
+
+@pytest.mark.parametrize(
+    "fault, code, said",
+    [
+        ("crash@6", 0, "exited with requests unanswered"),
+        ("stray@6", 1, "broke the protocol after answering more than replay_bytes (16 bytes)"),
+    ],
+)
+def test_past_replay_bytes_a_crash_sends_again_what_was_kept_but_a_violation_stops_the_stage(pdir, fault, code, said):
+    """docs/protocol.md: once a worker's unconfirmed answers have let their input go (past
+    ``replay_bytes``; a plain extractor's one window holds them all), a crash or time-out
+    sends again what was kept and goes on, but a protocol violation, whose answers may be
+    on the wrong requests, stops the stage with nothing committed."""
+    (pdir.path / "flags").mkdir()
+    pdir.write(f"""
+        stages:
+          - {{name: numbers, type: E, command: ["{{PY}}", "{{TW}}", count, "40"]}}
+          - {{name: t, type: T, mode: batch, batch_size: 2, replay_bytes: 16,
+             restart: {{max_restarts: 2, backoff: 0.05}}, command: ["{{PY}}", "{MISBEHAVE}", flags, "{fault}"]}}
+          - {{name: sink, type: L, command: ["{{PY}}", "{{TW}}", append, out.txt]}}
+    """)
+    r = pdir.run("--once", timeout=60)
+    assert r.code == code, r.stderr
+    assert said in r.stderr, r.stderr
+    if code == 0:
+        assert sorted(set(pdir.lines("out.txt")), key=int) == [str(i) for i in range(40)]
+    else:
+        db = sqlite3.connect(pdir.path / ".etlstage/stages/state.db")
+        assert db.execute("SELECT count(*) FROM checkpoints").fetchone() == (0,)  # the next run extracts it all
