@@ -303,3 +303,26 @@ stages:
     assert asyncio.run(run_pipeline(config, once=True, progress=False, attach=open_a_window_at_the_end)) == 1
     assert (tmp_path / "out.txt").read_text().split() == ["0", "1", "2"]
     assert "1 window(s) were not completed: [Window(src#99, closed=False" in caplog.text, caplog.text
+
+
+# a cyclic E-worker (its own offsets): one message per request; on end of input, notes it
+EOF_NOTED = r"import os, sys\nfor _ in sys.stdin.buffer: os.write(1, bytes([109, 10, 0]))\nopen('e-eof', 'w').close()"
+
+
+def test_a_stop_reaches_an_extractor_that_waits_for_room_for_its_next_window(pdir) -> None:
+    """An extractor with its windows in flight at their limit (one, with its own offsets)
+    waits for one to commit before its next request. A graceful stop ends that wait at once:
+    its stdin is closed while the sink still holds the window (here: for ever), not once
+    the drain is over."""
+    pdir.write(f"""
+        drain_timeout: 120
+        stages:
+          - {{name: src, type: E, mode: cyclic, command: ["{{PY}}", "-c", "{EOF_NOTED}"]}}
+          - {{name: sink, type: L, stop_timeout: 1, command: ["{{PY}}", "{{TW}}", hang]}}
+    """)
+    with LiveRun(pdir.path) as run:
+        wait_for(lambda: stage_figures(run)["sink"]["in_flight"] > 0, 30, "the sink's first request")
+        run.proc.send_signal(signal.SIGTERM)
+        wait_for(lambda: (pdir.path / "e-eof").exists(), 10, "the extractor's end of input")
+        run.proc.send_signal(signal.SIGTERM)  # the sink never answers: stop at once
+        assert run.proc.wait(timeout=30) == 1, run.stderr
