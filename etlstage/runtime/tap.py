@@ -59,6 +59,7 @@ def peer_uid(sock: socket.socket) -> int:
 
 @dataclass
 class _Tap:
+    stage: str
     markers: Markers
     blocks: collections.deque[tuple[bytes, int]] = field(default_factory=collections.deque)
     size: int = 0
@@ -139,7 +140,6 @@ class Taps:
 
     async def _converse(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         tap: _Tap | None = None
-        stage = ""
         try:
             sock = writer.get_extra_info("socket")
             if sock is None or peer_uid(sock) != os.getuid():
@@ -150,7 +150,7 @@ class Taps:
                 await _send(writer, {"error": error})
                 return
             config = self.stages[stage]
-            tap = _Tap(config.markers)
+            tap = _Tap(stage, config.markers)
             self.by_stage.setdefault(stage, []).append(tap)
             log.info("tap on stage %r opened", stage)
             await _send(writer, {"ok": True, "stage": stage, "type": str(config.type)})
@@ -159,8 +159,8 @@ class Taps:
             pass  # the client went away or spoke nonsense: only its tap ends
         finally:
             if tap is not None:
-                self.by_stage[stage].remove(tap)
-                log.info("tap on stage %r closed (%d message(s) dropped for it)", stage, tap.dropped)
+                self.by_stage[tap.stage].remove(tap)
+                log.info("tap on stage %r closed (%d message(s) dropped for it)", tap.stage, tap.dropped)
             writer.close()
             with contextlib.suppress(OSError):
                 await writer.wait_closed()

@@ -189,7 +189,7 @@ def test_a_taps_buffer_holds_64_kib_then_counts_what_it_drops() -> None:
     and a block larger than the buffer still goes through when it is alone."""
 
     async def scenario() -> tuple[int, int, int]:
-        tap = _Tap(DEFAULT_MARKERS)
+        tap = _Tap("src", DEFAULT_MARKERS)
         for _ in range(64):
             tap.offer(b"x" * 1023 + b"\n", 1)  # 64 KiB in all: fits
         tap.offer(b"y\n", 1)  # one byte more: dropped
