@@ -57,7 +57,7 @@ def migrate_flat(pipeline: str | Path) -> bool:
 
     target = Path(pipeline)
     root = target.parent
-    if not os.path.lexists(root / "state.db") or not root.is_dir():
+    if not os.path.lexists(root / "state.db"):  # (when it is there, ``root`` is a directory)
         return False
     with _locked(root):
         if not os.path.lexists(root / "state.db") or os.path.lexists(target / "state.db"):
