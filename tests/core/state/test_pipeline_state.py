@@ -8,6 +8,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from etlstage.state.runlock import Holder, holder, last_holder
 from tests.support.live_run import restarts_in_summary
 from tests.support.run_cli import ETLSTAGE
@@ -67,6 +69,7 @@ def test_two_files_in_one_folder_in_turn_keep_their_own_state(pdir):
     assert "/.etlstage/b/state.db" in pdir.etlstage("status", "b.yaml").stdout
 
 
+@pytest.mark.slow  # two runs of 150 windows each, long enough to overlap: 13-20 s
 def test_two_files_in_one_folder_at_once_keep_their_own_state(pdir):
     for name in ("a", "b"):  # long enough for the two runs to overlap
         pdir.write(COUNTING.format(name=name, out=f"{name}.txt").replace('"60", "10"', '"1500", "10"'), f"{name}.yaml")
