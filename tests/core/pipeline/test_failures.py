@@ -294,6 +294,39 @@ def test_a_worker_over_max_rss_is_replaced_between_batches(pdir, tmp_path):
     assert "over max_rss 63 MB: replacing it between batches" in r.stderr
 
 
+# GROW, whose second process (the first replacement) exits at once, before its first request
+GROW_THEN_FAIL_ONCE = (
+    "import sys\n"
+    "from pathlib import Path\n"
+    "starts = Path(sys.argv[1])\n"
+    "n = len(list(starts.iterdir()))\n"
+    "(starts / str(n)).touch()\n"
+    "if n == 1:\n"
+    "    sys.exit(3)\n"
+) + GROW
+
+
+def test_a_replacement_that_fails_to_start_after_a_recycle_is_restarted_not_fatal(pdir, tmp_path):
+    """A worker "exited before its first request" stops its stage only when no process of that instance
+    ever answered (a broken command). A worker replaced for max_rss had answered, so its
+    replacement failing at start is an ordinary failure: restarted, nothing lost."""
+    script, starts = tmp_path / "grow.py", tmp_path / "starts"
+    script.write_text(GROW_THEN_FAIL_ONCE)
+    starts.mkdir()
+    pdir.write(f"""
+        stages:
+          - {{name: src, type: E, command: ["{{PY}}", "{{TW}}", count, "200"]}}
+          - {{name: t, type: T, mode: batch, batch_size: 10, max_rss: 60MiB, prefetch: 1, {FAST_RESTART},
+              command: ["{{PY}}", "{script}", "{starts}"]}}
+          - {{name: sink, type: L, command: ["{{PY}}", "{{TW}}", append, out.txt]}}
+    """)
+    r = pdir.run("--once")
+    assert r.code == 0, r.stderr
+    assert sorted(pdir.lines("out.txt"), key=int) == [str(i) for i in range(200)]
+    assert "replacing it between batches" in r.stderr
+    assert len(list(starts.iterdir())) >= 3, r.stderr  # the first, the one that failed, the next
+
+
 def test_deadletter_commands_take_the_pipeline_file_as_their_argument(pdir):
     pdir.write(three_stages('["{PY}", "{TW}", poison, "13"]', "on_failure: deadletter,"), name="other.yaml")
     assert pdir.etlstage("run", "other.yaml", "--once", "--no-progress").code == 0
