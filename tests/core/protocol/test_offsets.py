@@ -39,3 +39,23 @@ def test_a_time_policy_cuts_windows_of_its_step_from_its_start() -> None:
 def test_a_time_policy_refuses_a_start_that_is_no_instant(start: object) -> None:
     with pytest.raises(ConfigError, match=r"stages\[1\]\.offset_policy\.start: .* is not an ISO-8601 instant such as"):
         make_policy("time", start, "PT1H", None, "stages[1].offset_policy")
+
+
+@pytest.mark.parametrize(
+    ("kind", "start", "step", "lag", "later"),
+    [
+        ("counter", 0, 10, None, 10),
+        ("time", "2026-01-01T00:00:00Z", "PT1H", None, "2026-01-01T01:00:00Z"),
+        ("time", "2999-01-01T00:00:00Z", "PT1H", "PT5M", "2999-01-01T01:00:00Z"),  # not over for centuries
+    ],
+)
+def test_a_window_is_ready_exactly_when_its_policy_says_there_is_nothing_to_wait_for(
+    kind: str, start: object, step: object, lag: object, later: object
+) -> None:
+    """The supervisor asks ``wait_seconds`` how long to sleep while ``window`` is None: the two
+    agree for every policy (0 when the window can be cut, above 0 when not)."""
+    policy = make_policy(kind, start, step, lag, "stages[0].offset_policy")
+    for s in (policy.first(), later):
+        ready, wait = policy.window(s) is not None, policy.wait_seconds(s)
+        assert isinstance(wait, float)
+        assert (wait == 0.0) == ready, (s, wait)
