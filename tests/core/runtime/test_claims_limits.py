@@ -12,7 +12,9 @@ import pytest
 
 from etlstage.config.loader import parse_config
 from etlstage.runtime.pipeline import Pipeline, Source
+from tests.support.live_run import LiveRun
 from tests.support.paths import FIXTURES
+from tests.support.waiting import stays, wait_for
 
 LOOKAHEAD = str(FIXTURES / "lookahead.py")
 BIG = "import sys; [sys.stdout.write('x' * 100000 + chr(10)) for _ in range(40)]"
@@ -139,3 +141,43 @@ def test_past_replay_bytes_a_crash_sends_again_what_was_kept_but_a_violation_sto
     else:
         db = sqlite3.connect(pdir.path / ".etlstage/stages/state.db")
         assert db.execute("SELECT count(*) FROM checkpoints").fetchone() == (0,)  # the next run extracts it all
+
+
+# a cyclic E-worker: notes each request; one message for each of its first three, then none
+NOTING = (
+    "import os, sys\n"
+    "for _ in sys.stdin.buffer:\n"
+    "    with open('requests.txt', 'a') as f:\n"
+    "        f.write('r' + chr(10))\n"
+    "    n = len(open('requests.txt').readlines())\n"
+    "    os.write(1, (b'%d' % n + bytes([10]) if n <= 3 else b'') + bytes([0]))\n"
+)
+GATED_SINK = (
+    """["sh", "-c", 'while [ ! -e go ]; do sleep 0.05; done; exec "$$0" "$$@"', "{PY}", "{TW}", append, out.txt]"""
+)
+
+
+@pytest.mark.parametrize(
+    ("offsets", "ahead"),
+    [("offsets: worker", 1), ("offsets: supervisor, offset_policy: {type: counter, start: 0, step: 1}", 3)],
+)
+def test_an_extractor_is_asked_ahead_of_commits_only_as_far_as_its_offsets_allow(pdir, tmp_path, offsets, ahead):
+    """docs/protocol.md: with its own offsets an extractor is sent its next request only once
+    the previous window is done; with the supervisor's, up to ``max_inflight_windows`` run
+    ahead of commits (3 here). The sink starts only once allowed, so nothing commits before."""
+    script = tmp_path / "noting.py"
+    script.write_text(NOTING)
+    pdir.write(f"""
+        max_inflight_windows: 3
+        stages:
+          - {{name: src, type: E, mode: cyclic, {offsets}, command: ["{{PY}}", "{script}"]}}
+          - {{name: sink, type: L, command: {GATED_SINK}}}
+    """)
+    with LiveRun(pdir.path, "--once") as run:
+        requests = pdir.path / "requests.txt"
+        asked = lambda: len(requests.read_text().splitlines()) if requests.exists() else 0  # noqa: E731
+        wait_for(lambda: asked() == ahead, 30, f"{ahead} request(s)")
+        assert stays(lambda: asked() == ahead, 1.5), asked()  # no more until a window commits
+        (pdir.path / "go").touch()
+        assert run.proc.wait(timeout=60) == 0, run.stderr
+    assert sorted(pdir.lines("out.txt"), key=int) == ["1", "2", "3"]
