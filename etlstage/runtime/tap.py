@@ -51,6 +51,13 @@ def socket_path(config: PipelineConfig) -> Path:
     return Path(config.state_dir) / SOCKET_NAME
 
 
+def too_long(path: Path) -> str:
+    """Why no socket can be at ``path`` (too long for one), or ""."""
+    if len(os.fsencode(path)) > MAX_PATH:
+        return f"its socket path {path} is longer than {MAX_PATH} bytes"
+    return ""
+
+
 def peer_uid(sock: socket.socket) -> int:
     """The user id of the process at the other end of a Unix socket (Linux ``SO_PEERCRED``)."""
     raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
@@ -100,8 +107,9 @@ class Taps:
 
     async def serve(self) -> None:
         """Listen on the socket (replacing one a killed run left: this run holds the state)."""
-        if len(os.fsencode(self.path)) > MAX_PATH:
-            log.info("no tap for this run: its socket path %s is longer than %d bytes", self.path, MAX_PATH)
+        why = too_long(self.path)
+        if why:
+            log.info("no tap for this run: %s", why)
             return
         try:
             self.path.unlink()
@@ -212,6 +220,9 @@ async def _send(writer: asyncio.StreamWriter, doc: dict[str, object]) -> None:
 def connect(config: PipelineConfig, stage: str) -> tuple[BinaryIO, dict[str, object]]:
     """The running pipeline's tap on ``stage`` (read it with :func:`read_taps`) and its first answer."""
     path = socket_path(config)
+    why = too_long(path)
+    if why:
+        raise EtlstageError(f"pipeline {config.name!r} has no tap: {why} (a shorter state_dir gives it one)")
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         sock.connect(str(path))

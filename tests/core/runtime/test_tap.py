@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from etlstage.config.loader import load_config
-from etlstage.errors import ConfigError
+from etlstage.errors import ConfigError, EtlstageError
 from etlstage.protocol.markers import DEFAULT_MARKERS
 from etlstage.runtime.tap import _Tap, connect, read_taps, socket_path
 from tests.support.live_run import LiveRun
@@ -200,3 +200,34 @@ def test_a_taps_buffer_holds_64_kib_then_counts_what_it_drops() -> None:
         return held, dropped, len(tap.blocks)
 
     assert asyncio.run(scenario()) == (64, 1, 1)
+
+
+def test_a_state_folder_too_deep_for_a_socket_is_named_with_the_reason_on_both_sides(pdir):
+    """A Unix socket's path holds at most 107 bytes: with a deeper state folder the run goes
+    on without a tap, saying so, and `etlstage tap` says the same (not that another user
+    serves the run, nor that nothing runs)."""
+    deep = pdir.path / ("d" * 60) / ("e" * 60)
+    pdir.write(FOREVER.replace("name: tapped", f"name: tapped\n    state_dir: {deep}"))
+    path = socket_path(load_config(pdir.path / "stages.yaml"))
+    said = f"its socket path {path} is longer than 107 bytes"
+    with LiveRun(pdir.path) as run:
+        wait_for(lambda: "no tap for this run" in run.stderr, 30, "the run's word on its tap")
+        r = pdir.etlstage("tap", "src", timeout=60)
+        assert run.stop() == 0, run.stderr
+    assert f"no tap for this run: {said}" in run.stderr
+    assert r.code == 1, r.stderr
+    assert f"pipeline 'tapped' has no tap: {said} (a shorter state_dir gives it one)" in r.stderr, r.stderr
+
+
+def test_a_tap_that_cannot_reach_the_socket_says_why(pdir):
+    """Anything in the way of the socket other than its absence (here the state folder became
+    a file after the file was read) is named with the system's reason, not taken for
+    another user's process."""
+    pdir.write(FOREVER)
+    config = load_config(pdir.path / "stages.yaml")
+    path = socket_path(config)
+    path.parent.parent.mkdir(parents=True)
+    path.parent.write_text("not a folder")
+    with pytest.raises(EtlstageError) as err:
+        connect(config, "src")
+    assert str(err.value) == f"cannot reach the running pipeline at {path}: [Errno 20] Not a directory"
