@@ -186,6 +186,20 @@ def test_rate_history_gives_current_rates_and_a_series():
     assert len(history.samples) == 6 and history.rate("src") == 0.0  # span bounds the memory
 
 
+def test_a_rate_is_taken_over_its_last_seconds_only_not_the_whole_history():
+    """Idle for 20 s, then 100 messages/s for 10 s: the rate over the last 10 s is 100, not
+    the 33 the whole 30 s of samples would give, nor the last 2 s alone once it changes."""
+    stats = {"src": StageStats("src", "E")}
+    history = RateHistory(span=60, every=2)
+    for t in range(0, 32, 2):
+        stats["src"].messages_out = 100 * max(0, t - 20)
+        history.sample(stats, now=float(t))
+    assert history.rate("src", over=10.0) == pytest.approx(100.0)
+    assert history.rate("src", over=30.0) == pytest.approx(1000 / 30)
+    history.sample(stats, now=32.0)  # then 2 s idle
+    assert history.rate("src", over=10.0) == pytest.approx(80.0)  # 800 in the last 10 s
+
+
 def test_latency_histogram_is_cumulative_with_an_inf_bucket():
     h = LatencyHistogram()
     for s in (0.0005, 0.003, 0.003, 2.0, 9999.0):
