@@ -33,8 +33,9 @@ def test_parse_marker_accepts_ints_and_one_character_strings(value, expected):
     assert parse_marker(value) == expected
 
 
-# "ab12" (four characters) and a backslash-x with one or three digits: half an escape, not one
-@pytest.mark.parametrize("value", [256, -1, "ab", "", True, 1.5, "0xZZ", "ab12", "\\x1", "\\x123"])
+# "ab12" (four characters) and a backslash-x with one or three digits: half an escape, not one;
+# "0x100" and "0x0ff": more than two hex digits, never one byte's spelling
+@pytest.mark.parametrize("value", [256, -1, "ab", "", True, 1.5, "0xZZ", "ab12", "\\x1", "\\x123", "0x100", "0x0ff"])
 def test_parse_marker_rejects_anything_else_naming_the_value(value):
     with pytest.raises(MarkerError) as err:
         parse_marker(value, "markers.eom")
