@@ -120,8 +120,7 @@ def cut_position(block: bytes, n: int, eom: bytes, start: int = 0, total: int | 
 class Inbox:
     """Bounded FIFO of pieces in front of a stage.  ``put`` waits while it is full."""
 
-    def __init__(self, level: int, eom: bytes, capacity_bytes: int) -> None:
-        self.level = level
+    def __init__(self, eom: bytes, capacity_bytes: int) -> None:
         self._eom = eom
         self.capacity = capacity_bytes
         self._items: collections.deque[Piece] = collections.deque()

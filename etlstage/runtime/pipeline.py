@@ -72,12 +72,12 @@ class Pipeline:
         self.history = RateHistory()  # sampled with each heartbeat: current rates, charts
         self.taps = Taps(config)  # etlstage tap: what leaves a stage, offered without waiting
         self.inputs: dict[str, list[Inbox]] = {}
-        for level, stages in enumerate(self.levels[1:], start=1):
+        for stages in self.levels[1:]:
             for s in stages:
                 if s.keyed and s.instances > 1:
-                    self.inputs[s.name] = [Inbox(level, s.markers.EOM, config.buffer_bytes) for _ in range(s.instances)]
+                    self.inputs[s.name] = [Inbox(s.markers.EOM, config.buffer_bytes) for _ in range(s.instances)]
                 else:
-                    box = Inbox(level, s.markers.EOM, config.buffer_bytes)
+                    box = Inbox(s.markers.EOM, config.buffer_bytes)
                     self.inputs[s.name] = [box] * s.instances
         self.sources: dict[str, Source] = {}
         self._extractors: list[ExtractDriver] = []

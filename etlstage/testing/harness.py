@@ -195,7 +195,7 @@ async def _transform(
 ) -> list[list[bytes]]:
     eom = stage.markers.EOM
     window = Window("harness", 0, 3)
-    inbox = Inbox(1, eom, 1 << 30)
+    inbox = Inbox(eom, 1 << 30)
 
     async def fill() -> None:
         await asyncio.sleep(settle)

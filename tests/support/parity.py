@@ -88,7 +88,7 @@ def supervisor(stage: StageConfig, inputs: list[list[bytes]], state_dir: str) ->
 
     async def run() -> None:
         window = Window("parity", 0, 3)
-        inbox = Inbox(1, eom, 1 << 30)
+        inbox = Inbox(eom, 1 << 30)
         stats = StageStats(stage.name, stage.type)
         driver = TransformDriver(stage, 1, state_dir, spawn, stats, [inbox], emit, deadletter)
 

@@ -32,7 +32,7 @@ def test_an_inbox_waits_for_a_change_after_the_call_not_one_already_seen() -> No
     would otherwise spin until its linger time."""
 
     async def scenario() -> None:
-        box = Inbox(1, b"\n", 1 << 20)
+        box = Inbox(b"\n", 1 << 20)
         box.notify()  # a change the caller has already acted on
         waiting = asyncio.create_task(box.wait_changed(None))
         for _ in range(5):

@@ -28,7 +28,7 @@ def test_cut_position_matches_a_plain_split_for_any_sizes(seed):
 def test_inbox_takes_across_and_within_pieces_and_keeps_counts():
     async def scenario():
         w = Window("src", 0, 3)
-        box = Inbox(1, b"\n", 1 << 20)
+        box = Inbox(b"\n", 1 << 20)
         box.put_nowait(Piece(b"a\nb\nc\n", 3, w))
         box.put_nowait(Piece(b"d\ne\n", 2, w))
         first = box.take(4)
@@ -43,7 +43,7 @@ def test_inbox_takes_across_and_within_pieces_and_keeps_counts():
 def test_inbox_put_waits_for_room():
     async def scenario():
         w = Window("src", 0, 3)
-        box = Inbox(1, b"\n", 10)
+        box = Inbox(b"\n", 10)
         await box.put(Piece(b"123456789\n", 1, w))
         blocked = asyncio.ensure_future(box.put(Piece(b"x\n", 1, w)))
         await asyncio.sleep(0.01)
@@ -60,7 +60,7 @@ def test_inbox_put_fills_to_the_capacity_and_takes_an_oversized_piece_when_empty
 
     async def scenario():
         w = Window("src", 0, 3)
-        box = Inbox(1, b"\n", 10)
+        box = Inbox(b"\n", 10)
         await asyncio.wait_for(box.put(Piece(b"x" * 29 + b"\n", 1, w)), 1)
         assert box.bytes == 30
         box.take(1)
@@ -89,7 +89,7 @@ def test_inbox_takes_in_random_sizes_give_back_every_message_in_order(seed):
 
     async def scenario():
         w = Window("src", 0, 3)
-        box = Inbox(1, b"\n", 1 << 30)
+        box = Inbox(b"\n", 1 << 30)
         sent = []
         for _ in range(50):
             msgs = [b"m%d" % len(sent) + b"z" * rng.choice([0, 3, 200]) for _ in range(rng.randint(1, 300))]
@@ -116,7 +116,7 @@ def test_inbox_take_honours_a_byte_limit_and_loses_nothing(seed):
         w = Window("src", 0, 3)
         for _ in range(1000):
             msgs = [b"x" * rng.randint(0, 20) for _ in range(rng.randint(1, 30))]
-            box = Inbox(1, b"\n", 1 << 30)
+            box = Inbox(b"\n", 1 << 30)
             i = 0
             while i < len(msgs):
                 part = msgs[i : i + rng.randint(1, 6)]
