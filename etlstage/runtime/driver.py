@@ -103,18 +103,14 @@ class _Driver:
             log.info("%s stopped by the pipeline before it finished; its unfinished work is done again next run", label)
         return self.halted
 
-    def kill_all(self) -> None:
-        for s in self.sessions.values():
-            s.kill()
-
     async def stop_all(self) -> None:
         """Every worker gets the stage's stop sequence, at the same time; none starts again."""
         self.halted = True
         await asyncio.gather(*(s.stop(self.stage.stop_timeout) for s in self.sessions.values()))
 
     async def abort_all(self) -> None:
-        for s in list(self.sessions.values()):
-            await s.abort()
+        """Every worker killed and reaped, all at once."""
+        await asyncio.gather(*(s.abort() for s in list(self.sessions.values())))
 
 
 class TransformDriver(_Driver):

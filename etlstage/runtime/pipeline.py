@@ -299,10 +299,7 @@ class Pipeline:
         try:
             await run_all(*(run_level(level) for level in range(self.n_levels)))
         except BaseException:
-            for _, d in drivers:
-                d.kill_all()
-            for _, d in drivers:
-                await d.abort_all()
+            await asyncio.gather(*(d.abort_all() for _, d in drivers))
             raise
         finally:
             await cancel([beat])

@@ -242,11 +242,6 @@ class WorkerSession:
         """Stdin closed, ``grace`` seconds, SIGTERM, ``grace`` seconds, SIGKILL of its tree."""
         return await self.transport.stop(grace, grace)
 
-    def kill(self) -> None:
-        if self._read is not None:
-            self._read.cancel()
-        self.transport.kill()
-
     async def abort(self) -> None:
         """Kill the worker and reap it."""
         if self._read is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -175,6 +176,30 @@ def test_worker_ignoring_sigterm_is_killed_at_stop(pdir):
     assert r.code == 0, r.stderr
     assert "ignored SIGTERM" in r.stderr
     assert time.monotonic() - started < 30
+
+
+def test_a_failed_run_kills_every_worker_even_one_that_ignores_eof_and_sigterm(pdir):
+    """A stage that fails ends the run at once: the workers still running are killed and
+    reaped before it exits, not left behind (this sink outlives its stdin and SIGTERM)."""
+    pdir.write("""
+        stages:
+          - {name: src, type: E, command: ["{PY}", "{TW}", count, "40"]}
+          - {name: t, type: T, restart: {max_restarts: 0}, command: ["{PY}", "{TW}", exit-early]}
+          - {name: sink, type: L, command: ["{PY}", "{TW}", ignore-term]}
+    """)
+    started = time.monotonic()
+    r = pdir.run("--once", timeout=60)
+    assert r.code == 1, r.stderr
+    assert "exit" in r.stderr and "'t'" in r.stderr, r.stderr
+    assert time.monotonic() - started < 30
+    here = str(pdir.path)
+    left = []
+    for p in psutil.process_iter():
+        with contextlib.suppress(psutil.Error):
+            if p.cwd() == here:
+                left.append(p)
+    _, alive = psutil.wait_procs(left, timeout=5)
+    assert not alive, [p.cmdline() for p in alive]
 
 
 def test_no_orphans_after_the_supervisor_is_killed(pdir):

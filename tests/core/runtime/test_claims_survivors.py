@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import sys
@@ -10,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from etlstage.config.loader import parse_config
@@ -326,3 +328,36 @@ def test_a_stop_reaches_an_extractor_that_waits_for_room_for_its_next_window(pdi
         wait_for(lambda: (pdir.path / "e-eof").exists(), 10, "the extractor's end of input")
         run.proc.send_signal(signal.SIGTERM)  # the sink never answers: stop at once
         assert run.proc.wait(timeout=30) == 1, run.stderr
+
+
+def test_a_failed_run_kills_and_reaps_its_workers_before_it_raises(tmp_path: Path) -> None:
+    """Pipeline.run() raising on a failed stage has killed and reaped every worker still
+    running: a program that goes on (an embedding one, the harness) is not left with a sink
+    that outlives its stdin and SIGTERM until its transports are collected."""
+    tw = FIXTURES / "tw.py"
+    text = f"""
+state_dir: {tmp_path / "state"}
+stages:
+  - {{name: src, type: E, command: ["{sys.executable}", "{tw}", count, "40"]}}
+  - {{name: t, type: T, restart: {{max_restarts: 0}}, command: ["{sys.executable}", "{tw}", exit-early]}}
+  - {{name: sink, type: L, command: ["{sys.executable}", "{tw}", ignore-term]}}
+"""
+
+    def sinks() -> list[psutil.Process]:
+        found = []
+        for child in psutil.Process().children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                if "ignore-term" in child.cmdline() or child.status() == psutil.STATUS_ZOMBIE:
+                    found.append(child)
+        return found
+
+    async def scenario() -> None:
+        p = Pipeline(parse_config(text, base_dir=str(tmp_path)), once=True)
+        try:
+            with pytest.raises(PipelineError, match="stage 't'"):
+                await p.run()
+            assert sinks() == [], "a worker outlived the failed run, or was left unreaped"
+        finally:
+            p.store.close()
+
+    asyncio.run(scenario())
