@@ -352,6 +352,46 @@ def test_a_replacement_that_fails_to_start_after_a_recycle_is_restarted_not_fata
     assert len(list(starts.iterdir())) >= 3, r.stderr  # the first, the one that failed, the next
 
 
+# A cyclic extractor (its own offsets, in sent.txt): the first process answers three requests
+# with one message each and dies on the fourth; the second exits before it is asked anything;
+# the third goes on from sent.txt to message 5, then answers empty.
+CYCLES_THEN_FAIL_AT_START = """\
+import os, sys
+n = int(open("starts.txt").read()) if os.path.exists("starts.txt") else 0
+open("starts.txt", "w").write(str(n + 1))
+if n == 1:
+    sys.exit(3)
+sent = int(open("sent.txt").read()) if os.path.exists("sent.txt") else 0
+for request in sys.stdin.buffer:
+    if n == 0 and sent == 3:
+        sys.exit(4)
+    if sent < 6:
+        sys.stdout.buffer.write(b"%d\\n" % sent)
+        sent += 1
+        open("sent.txt", "w").write(str(sent))
+    sys.stdout.buffer.write(b"\\x00")
+    sys.stdout.buffer.flush()
+"""
+
+
+def test_an_extractor_whose_replacement_dies_at_start_after_it_worked_is_restarted_not_fatal(pdir, tmp_path):
+    """The extractor's side of the rule above: an instance that has answered requests is not
+    a broken command when a later process of it exits before its first request."""
+    script = tmp_path / "cycles.py"
+    script.write_text(CYCLES_THEN_FAIL_AT_START)
+    pdir.write(f"""
+        stages:
+          - {{name: src, type: E, mode: cyclic, poll_interval: 0.05, restart: {{max_restarts: 3, backoff: 0.05}},
+              command: ["{{PY}}", "{script}"]}}
+          - {{name: sink, type: L, command: ["{{PY}}", "{{TW}}", append, out.txt]}}
+    """)
+    r = pdir.run("--once")
+    assert r.code == 0, r.stderr
+    assert sorted(pdir.lines("out.txt"), key=int) == [str(i) for i in range(6)]
+    assert (pdir.path / "starts.txt").read_text() == "3", r.stderr
+    assert "exited before its first request" not in r.stderr
+
+
 def test_deadletter_commands_take_the_pipeline_file_as_their_argument(pdir):
     pdir.write(three_stages('["{PY}", "{TW}", poison, "13"]', "on_failure: deadletter,"), name="other.yaml")
     assert pdir.etlstage("run", "other.yaml", "--once", "--no-progress").code == 0
