@@ -108,6 +108,18 @@ class _Driver:
         self.halted = True
         await asyncio.gather(*(s.stop(self.stage.stop_timeout) for s in self.sessions.values()))
 
+    async def _failed(self, session: WorkerSession, exc: WorkerError, worked: bool) -> bool | None:
+        """A worker failed: kill and reap it. None when the pipeline stopped it on purpose (its
+        instance ends); otherwise whether any process of the instance has answered yet. One
+        that never did and exited before its first request is a broken command: raised."""
+        await session.abort()
+        if self.stopped_on_purpose(session.label):
+            return None
+        worked = worked or session.completed > 0
+        if isinstance(exc, WorkerGone) and not worked and session.gone_before_asked():
+            raise session.never_answered(exc) from exc
+        return worked
+
     async def abort_all(self) -> None:
         """Every worker killed and reaped, all at once."""
         await asyncio.gather(*(s.abort() for s in list(self.sessions.values())))
@@ -152,12 +164,10 @@ class TransformDriver(_Driver):
                 recycle = await self._converse(session, self.inboxes[i], retry, restarts, held)
                 await self._close(session, held, restarts)
             except WorkerError as exc:
-                await session.abort()
-                if self.stopped_on_purpose(session.label):
+                answered = await self._failed(session, exc, worked)
+                if answered is None:
                     return
-                worked = worked or session.completed > 0
-                if isinstance(exc, WorkerGone) and not worked and session.gone_before_asked():
-                    raise session.never_answered(exc) from exc
+                worked = answered
                 failed = list(session.inflight)
                 session.inflight.clear()
                 self.stats.in_flight -= len(failed)
@@ -615,12 +625,10 @@ class ExtractDriver(_Driver):
                             return
                         await asyncio.sleep(self.stage.poll_interval)
             except WorkerError as exc:
-                await session.abort()
-                if self.stopped_on_purpose(label):
+                answered = await self._failed(session, exc, worked)
+                if answered is None:
                     return
-                worked = worked or session.completed > 0
-                if isinstance(exc, WorkerGone) and not worked and session.gone_before_asked():
-                    raise session.never_answered(exc) from exc
+                worked = answered
                 self.stats.failed(exc, i)
                 await restarts.wait(exc)
 
