@@ -315,3 +315,26 @@ def test_a_state_db_with_many_problems_is_refused_naming_the_first_three(tmp_pat
 )
 def test_the_problems_named_for_a_damaged_state_db(check, shown):
     assert _first_problems(check) == shown
+
+
+def open_descriptors_of(path: Path) -> list[str]:
+    """This process's descriptors open on ``path`` (from /proc/self/fd)."""
+    target = os.path.realpath(path)
+    found = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{fd}") == target:
+                found.append(fd)
+        except OSError:
+            pass  # the listing's own descriptor, gone by now
+    return found
+
+
+def test_closing_the_store_releases_every_descriptor_on_state_db(tmp_path: Path) -> None:
+    """close() gives back the connection's descriptor and the one kept to watch the file, at
+    once, not when the object is collected: a program that goes on (a service, the harness)
+    running many pipelines does not run out of descriptors."""
+    store = StateStore(tmp_path)
+    assert len(open_descriptors_of(store.path)) >= 2  # the connection's and the watch
+    store.close()
+    assert open_descriptors_of(store.path) == [], "state.db still open after close() while the store is referenced"
