@@ -343,20 +343,21 @@ stages:
   - {{name: sink, type: L, command: ["{sys.executable}", "{tw}", ignore-term]}}
 """
 
-    def sinks() -> list[psutil.Process]:
-        found = []
-        for child in psutil.Process().children(recursive=True):
-            with contextlib.suppress(psutil.Error):
-                if "ignore-term" in child.cmdline() or child.status() == psutil.STATUS_ZOMBIE:
-                    found.append(child)
-        return found
+    def children() -> set[int]:
+        """This process's children, alive or not yet reaped (an earlier test's included)."""
+        return {c.pid for c in psutil.Process().children(recursive=True)}
 
     async def scenario() -> None:
         p = Pipeline(parse_config(text, base_dir=str(tmp_path)), once=True)
+        before = children()
         try:
             with pytest.raises(PipelineError, match="stage 't'"):
                 await p.run()
-            assert sinks() == [], "a worker outlived the failed run, or was left unreaped"
+            left = []
+            for pid in children() - before:
+                with contextlib.suppress(psutil.Error):
+                    left.append((pid, psutil.Process(pid).status(), psutil.Process(pid).cmdline()))
+            assert left == [], "a worker outlived the failed run, or was left unreaped"
         finally:
             p.store.close()
 
