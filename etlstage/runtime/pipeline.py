@@ -299,7 +299,8 @@ class Pipeline:
         try:
             await run_all(*(run_level(level) for level in range(self.n_levels)))
         except BaseException:
-            await asyncio.gather(*(d.abort_all() for _, d in drivers))
+            # every worker killed and reaped; the error that ended the run is the one raised
+            await asyncio.gather(*(d.abort_all() for _, d in drivers), return_exceptions=True)
             raise
         finally:
             await cancel([beat])
