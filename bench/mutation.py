@@ -3,6 +3,7 @@
     python bench/mutation.py --sample 60 --seed 1            # a random sample, a report
     python bench/mutation.py --list                          # every mutant, nothing run
     python bench/mutation.py etlstage/runtime/pipeline.py    # only these files
+    python bench/mutation.py --sample 40 --jobs 1             # one mutant at a time
 
 One mutation at a time, applied to a copy of the checkout (the working tree is never
 touched): a comparison flipped (``<`` to ``>=``, ``==`` to ``!=``, ``in`` to ``not in``), a
@@ -17,6 +18,9 @@ With ``coverage`` installed, the unmutated run also records which test executes 
 lines: most mutants die there in seconds. A mutant they do not kill still runs its module's
 whole list before it is called a survivor (a worker process's lines are not in that map), so
 the selection changes the time a run takes, never its verdicts.
+
+Mutants run ``--jobs`` at a time (default: one per core), each job in its own copy of the
+checkout; the time limit is set from the unmutated run, which runs alone.
 
 Mutants are generated from the syntax tree (``ast``), so each is valid Python; the modules
 are ``protocol/``, ``runtime/``, ``state/`` and ``spark/conversation.py`` by default.
@@ -337,7 +341,15 @@ def copy_checkout(into: Path) -> None:
 
 def run_tests(copy: Path, tests: list[str], timeout: float, extra: tuple[str, ...] = ()) -> tuple[str, float]:
     """``passed``, ``failed`` or ``timeout`` for the fast tests in the copy."""
-    env = dict(os.environ, PYTHONPATH=str(copy), PYTHONDONTWRITEBYTECODE="1", COVERAGE_FILE=str(copy / COVERAGE))
+    # no bytecode anywhere in a copy: a mutant and the source it replaced may have the same size
+    # and second, and a stale .pyc would then run the wrong code (tests/conftest.py obeys this too)
+    env = dict(
+        os.environ,
+        PYTHONPATH=str(copy),
+        PYTHONDONTWRITEBYTECODE="1",
+        ETLSTAGE_TESTS_NO_BYTECODE="1",
+        COVERAGE_FILE=str(copy / COVERAGE),
+    )
     argv = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-m", "not slow", *extra, *tests]
     started = time.monotonic()
     proc = subprocess.Popen(
@@ -418,6 +430,44 @@ def evaluate(copy: Path, mutants: list[Mutant], timeout: float, line_tests: Line
         yield Outcome(m, {"passed": "survived", "failed": "killed"}.get(result, result), seconds)
 
 
+def evaluate_in_parallel(
+    copies: list[Path], mutants: list[Mutant], timeout: float, line_tests: LineTests
+) -> Iterator[Outcome]:
+    """``evaluate`` with one copy of the checkout per job, each taking the next mutant when it
+    is free; outcomes in the order they finish. Each job's copy is its own, so a mutant never
+    sees another's change."""
+    if len(copies) == 1:
+        yield from evaluate(copies[0], mutants, timeout, line_tests)
+        return
+    import queue
+    import threading
+
+    todo: queue.Queue[Mutant] = queue.Queue()
+    for m in mutants:
+        todo.put(m)
+    done: queue.Queue[Outcome | BaseException] = queue.Queue()
+
+    def job(copy: Path) -> None:
+        try:
+            while True:
+                try:
+                    m = todo.get_nowait()
+                except queue.Empty:
+                    return
+                done.put(next(evaluate(copy, [m], timeout, line_tests)))
+        except BaseException as exc:  # reported by the caller, not lost in a thread
+            done.put(exc)
+
+    threads = [threading.Thread(target=job, args=(c,), daemon=True) for c in copies]
+    for t in threads:
+        t.start()
+    for _ in mutants:
+        got = done.get()
+        if isinstance(got, BaseException):
+            raise got
+        yield got
+
+
 def describe(m: Mutant) -> str:
     before = " ".join(m.before.split())[:70]
     after = " ".join(m.after.split())[:70]
@@ -435,6 +485,12 @@ def main(argv: list[str] | None = None) -> int:
         default=0.0,
         help="seconds for one run of a mutant's tests (default: 1.5 times the unmutated run of every test, at "
         "least 300): a survivor's whole list must never run into it, or a slow machine counts it killed",
+    )
+    ap.add_argument(
+        "--jobs",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="mutants evaluated at once, each in its own copy of the checkout (default: the number of cores)",
     )
     ap.add_argument("--list", action="store_true", help="list the mutants and stop")
     ap.add_argument("--json", type=Path, help="also write every outcome to this file")
@@ -466,8 +522,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     with tempfile.TemporaryDirectory(prefix="etlstage-mutation-") as tmp:
-        copy = Path(tmp)
-        copy_checkout(copy)
+        copies = [Path(tmp) / f"job{i}" for i in range(max(1, min(args.jobs, len(mutants))))]
+        for each in copies:
+            each.mkdir()
+            copy_checkout(each)
+        copy = copies[0]
         # the unmutated code must pass every test a mutant may run, or every mutant looks killed
         every = list(dict.fromkeys(t for m in mutants for t in tests_for(m.path)))
         line_tests: LineTests = {}
@@ -481,7 +540,7 @@ def main(argv: list[str] | None = None) -> int:
         timeout = args.timeout or max(300.0, 1.5 * seconds)
         print(f"a mutant's test run is stopped after {timeout:.0f}s (then counted killed: a hang)", flush=True)
         outcomes = []
-        for i, o in enumerate(evaluate(copy, mutants, timeout, line_tests), 1):
+        for i, o in enumerate(evaluate_in_parallel(copies, mutants, timeout, line_tests), 1):
             outcomes.append(o)
             print(f"[{i}/{len(mutants)}] {o.status:8} {o.seconds:5.1f}s {describe(o.mutant)}", flush=True)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -14,12 +15,19 @@ import pytest
 from tests.support import jvm_settings
 from tests.support.run_cli import Run, etlstage
 
+# Keep the assertion-rewritten test modules in __pycache__ even where the environment sets
+# PYTHONDONTWRITEBYTECODE: rewriting all of them again took 6 of a collection's 9 CPU-seconds,
+# paid by every test process (each xdist worker, each mutant of bench/mutation.py).
+if os.environ.get("ETLSTAGE_TESTS_NO_BYTECODE") != "1":  # bench/mutation.py: mutated sources, never cached
+    sys.dont_write_bytecode = False
 HERE = Path(__file__).parent
 # The JVMs the suite starts: C1 only, the serial GC, and class data archives mapped from the
 # suite's own cache, recorded before the tests by `python tests/support/downloads.py` (which
 # .ci/run runs) and never by a test (tests/support/jvm_settings.py, docs/testing.md).
 # tests/core/spark/test_spark_cds.py sets its own for the runs it is about.
 jvm_settings.apply()
+# longest files first on both processes of `-n 2 --dist worksteal` (its hook runs after -m, -k)
+pytest_plugins = ("tests.support.ordering",)
 TW = str(HERE / "fixtures" / "tw.py")
 PY = sys.executable
 
@@ -73,9 +81,24 @@ def spark() -> Iterator[Any]:
     session.stop()
 
 
+# README's test command runs the fast subset and these: one end-to-end run per engine and per
+# stock connector that needs a JVM (`-m "not slow or smoke"`); CI runs the rest after it
+# (`-m "slow and not smoke"`). The Kinesis, KCL and RDSS workers' end-to-end tests are fast
+# already. A test named here that no longer exists stops collection: a smoke is never lost
+# to a rename.
+SMOKE = {
+    # the Spark engine, in the shared session: E fan-out -> T -> L
+    "tests/core/spark/test_spark_engine_local.py::test_plain_extract_fanout_transform_and_load",
+    # the stock pipeline on the supervisor: Kinesis emulator -> RDSS -> Spark loader (Delta)
+    "tests/stock/test_stock_pipeline.py::test_stock_pipeline_loads_exactly_the_expected_tables",
+    # the Kafka extractor and loader against a real broker
+    "tests/stock/kafka/test_kafka_engines.py::test_kafka_to_kafka_moves_every_record_once[supervisor]",
+}
+
 JVM_FIXTURES = {"spark", "standalone_cluster"}  # each starts a JVM
 
 
+@pytest.hookimpl(tryfirst=True)  # before -m deselects: it reads the smoke marker set here
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """A test that starts a JVM through a fixture must be marked slow: `-m "not slow"` stays fast."""
     unmarked = [
@@ -85,3 +108,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     ]
     if unmarked:
         raise pytest.UsageError("tests that start a JVM must be marked slow: " + ", ".join(unmarked))
+    seen = set()
+    for item in items:
+        if item.nodeid in SMOKE:
+            item.add_marker(pytest.mark.smoke)
+            seen.add(item.nodeid)
+    if SMOKE - seen and _collected_whole_suite(config):
+        raise pytest.UsageError("smoke tests not found (renamed?): " + ", ".join(sorted(SMOKE - seen)))
+
+
+def _collected_whole_suite(config: pytest.Config) -> bool:
+    """True when the run names no narrower path or -k than the whole suite."""
+    return not config.option.keyword and all(Path(a).resolve() == HERE for a in config.args)

@@ -79,3 +79,28 @@ def test_a_rerun_counts_the_earlier_kills_and_its_own_and_never_a_mutant_it_coul
     earlier = [{"status": s} for s in ("killed", "timeout", "survived", "error", "survived")]
     now = [mutation.Outcome(m, "killed", 1.0), mutation.Outcome(m, "survived", 1.0)]
     assert mutation.killed_with_earlier(earlier, now) == 3
+
+
+def test_parallel_jobs_each_mutate_only_their_own_copy_and_every_outcome_is_reported(
+    tmp_path: Path, monkeypatch
+) -> None:
+    source = "def f(x):\n    return x < 2\n"
+    copies = []
+    for i in range(2):
+        copy = tmp_path / f"job{i}"
+        copy.mkdir()
+        (copy / "m.py").write_text(source)
+        (copy / "test_m.py").write_text("from m import f\ndef test_f():\n    assert f(1) and not f(2)\n")
+        copies.append(copy)
+    monkeypatch.setattr(mutation, "tests_for", lambda path: ["test_m.py"])
+    at = source.index("<")
+    flipped = mutation.Mutant("m.py", 2, "flip", "<", ">=", at, at + 1)  # f(1) false: killed
+    moved = mutation.Mutant("m.py", 2, "boundary", "<", "<=", at, at + 1)  # f(2) true: killed
+    same = mutation.Mutant("m.py", 2, "noop", "<", "<", at, at + 1)  # the same code: survives
+    outcomes = list(mutation.evaluate_in_parallel(copies, [flipped, moved, same], 60, {}))
+    assert sorted((o.mutant.kind, o.status) for o in outcomes) == [
+        ("boundary", "killed"),
+        ("flip", "killed"),
+        ("noop", "survived"),
+    ]
+    assert all((c / "m.py").read_text() == source for c in copies)  # every copy put back

@@ -40,23 +40,42 @@ def fetch_kclpy() -> Path:
     cache.mkdir(parents=True, exist_ok=True)
     sdist = cache / f"amazon_kclpy-{KCLPY_VERSION}.tar.gz"
     if not sdist.exists():
-        argv = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:"]
-        done = subprocess.run(
-            [*argv, f"amazon-kclpy=={KCLPY_VERSION}", "-d", str(cache)],
-            check=False,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        if done.returncode != 0 or not sdist.exists():
-            raise RuntimeError(
-                f"cannot download the amazon-kclpy {KCLPY_VERSION} sdist from PyPI:\n{done.stderr[-2000:]}"
-            )
+        _download_sdist("amazon-kclpy", sdist)
     with tarfile.open(sdist) as tar:
         wanted = tuple(f"amazon_kclpy-{KCLPY_VERSION}/{folder}/" for folder in ("amazon_kclpy", "samples"))
         members = [m for m in tar.getmembers() if m.name.startswith(wanted)]
         tar.extractall(cache, members=members, filter="data")
     return target
+
+
+PYPI_SIMPLE = os.environ.get("ETLSTAGE_PYPI_SIMPLE", "https://pypi.org/simple")
+
+
+def _download_sdist(project: str, dest: Path) -> None:
+    """``dest.name`` from the package index's simple page, its sha256 checked.
+
+    Not ``pip download``: for an sdist pip prepares the package's metadata, which runs its
+    build (amazon-kclpy's fetches jars from Maven) and took minutes on a loaded machine."""
+    import hashlib
+    import re
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"{PYPI_SIMPLE}/{project}/", timeout=60) as page:
+            html = page.read().decode()
+        found = re.search(r'href="([^"#]*/' + re.escape(dest.name) + r')#sha256=([0-9a-f]{64})"', html)
+        if found is None:
+            raise RuntimeError(f"{PYPI_SIMPLE}/{project}/ lists no {dest.name}")
+        url, digest = found.groups()
+        with urllib.request.urlopen(url, timeout=120) as response:
+            data = response.read()
+    except OSError as exc:
+        raise RuntimeError(f"cannot download {dest.name} from {PYPI_SIMPLE}: {exc}") from exc
+    if hashlib.sha256(data).hexdigest() != digest:
+        raise RuntimeError(f"{dest.name} from {url} does not match the index's sha256 {digest}")
+    part = dest.with_name(dest.name + ".part")
+    part.write_bytes(data)
+    part.replace(dest)
 
 
 def fetch_kinesis_local() -> Path:
