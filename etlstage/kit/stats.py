@@ -12,8 +12,8 @@ import bisect
 import collections
 import itertools
 import json
-import math
 import logging
+import math
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field

@@ -26,6 +26,7 @@ import psutil
 
 from etlstage.errors import WorkerError
 from etlstage.logs import escape_controls, worker_record
+from etlstage.redact import redact_argv
 
 log = logging.getLogger("etlstage.worker")
 
@@ -133,13 +134,16 @@ def start_error(exc: OSError | ValueError, argv: list[str], cwd: str | None, lab
         if cwd_problem:
             return WorkerError(
                 f"cannot start {label}: {cwd_problem}",
-                [f"command: {argv!r}", "fix: create it, or correct the stage's 'cwd' (relative to the file)"],
+                [
+                    f"command: {redact_argv(argv)!r}",
+                    "fix: create it, or correct the stage's 'cwd' (relative to the file)",
+                ],
             )
     if isinstance(exc, FileNotFoundError):
         return WorkerError(
             f"cannot start {label}: program {argv[0]!r} not found",
             [
-                f"command: {argv!r}",
+                f"command: {redact_argv(argv)!r}",
                 f"cwd: {cwd or os.getcwd()}",
                 "fix: install it, or give its full path in 'command'",
             ],
@@ -148,11 +152,11 @@ def start_error(exc: OSError | ValueError, argv: list[str], cwd: str | None, lab
         return WorkerError(
             f"cannot start {label}: {argv[0]!r} is not executable",
             [
-                f"command: {argv!r}",
+                f"command: {redact_argv(argv)!r}",
                 "fix: chmod +x it, or run it through its interpreter (e.g. ['sh', 'x.sh'])",
             ],
         )
-    return WorkerError(f"cannot start {label}: {exc}", [f"command: {argv!r}"])
+    return WorkerError(f"cannot start {label}: {exc}", [f"command: {redact_argv(argv)!r}"])
 
 
 class Transport:

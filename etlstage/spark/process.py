@@ -28,6 +28,7 @@ import psutil
 
 from etlstage.errors import WorkerGone, WorkerTimeout, describe_status, stdin_broke, went_away
 from etlstage.kit.transport import READ_CHUNK, STDERR_TAIL, grow_pipe, resolve_program, start_error
+from etlstage.redact import redact_argv
 from etlstage.spark.ownership import Handed, Rendezvous, peer_is
 
 log = logging.getLogger("etlstage.spark.worker")
@@ -114,7 +115,7 @@ class WorkerProcess:
 
         lines = [
             f"stage: {self.label} on executor host {socket.gethostname()}",
-            f"command: {self.argv!r}",
+            f"command: {redact_argv(self.argv)!r}",
             f"pid: {self.pid}",
             f"exit status: {self.status()}",
         ]
