@@ -156,3 +156,16 @@ def test_a_live_runs_status_page_api_and_status_show_a_crash_without_its_secrets
 
 def _with_error(body: str) -> str | None:
     return body if json.loads(body)["running"][0]["progress"]["stages"]["flaky"]["last_errors"] else None
+
+
+def test_a_command_that_cannot_be_split_is_named_without_its_secrets(pdir):
+    pdir.write(
+        """\
+        stages:
+          - {name: src, type: E, command: ["{PY}", "{TW}", count, "3"]}
+          - {name: sink, type: L, command: "worker --config sasl.password=kafkaPW777 'unclosed"}
+        """
+    )
+    r = pdir.etlstage("validate", "stages.yaml")
+    assert r.code == 2 and "cannot be split into arguments" in r.stderr and "sasl.password=***" in r.stderr, r
+    assert_hidden(r.stderr, "the error")
