@@ -268,6 +268,7 @@ def test_pushgateway_credentials_in_the_url_are_sent_with_a_warning_and_never_pr
     assert "PW555" not in r.stderr and "bob" not in r.stderr, r.stderr
 
 
+@pytest.mark.slow
 def test_a_failed_push_never_prints_the_urls_credentials(pdir):
     import socket
 
