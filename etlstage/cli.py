@@ -27,6 +27,7 @@ from etlstage.config.loader import load_config, schema
 from etlstage.config.model import PipelineConfig
 from etlstage.errors import ConfigError, EtlstageError
 from etlstage.logs import FORMATS, escape_controls, log_env, setup_logging
+from etlstage.redact import redact_argv
 
 log = logging.getLogger("etlstage")
 
@@ -251,7 +252,7 @@ def _check_commands(pipeline_file: str, config: PipelineConfig) -> None:
         cwd = s.cwd or config.base_dir  # as the run starts it
         problem = command_problem(list(s.command), env, cwd)
         if problem:
-            problems.append(f"stage {s.name!r}: command {list(s.command)!r}: {problem}")
+            problems.append(f"stage {s.name!r}: command {redact_argv(s.command)!r}: {problem}")
     if problems:
         raise ConfigError(problems, pipeline_file)
 

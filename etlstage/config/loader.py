@@ -42,6 +42,7 @@ from etlstage.logs import escape_controls
 from etlstage.protocol.markers import Markers
 from etlstage.protocol.scenario import Scenario
 from etlstage.protocol.vocabulary import MODES, BatchDriver, Mode, Offsets, OnFailure, StageType, default_mode
+from etlstage.redact import redact_text
 from etlstage.state.layout import pipeline_dir
 from etlstage.state.store import state_dir_problems
 
@@ -241,7 +242,10 @@ def _command(command: str | list[str]) -> list[str]:
         argv = split_command(command)
     except ValueError as exc:  # shlex: an unclosed quote, a trailing backslash
         raise ConfigError(
-            [f"{command!r} cannot be split into arguments: {exc}; close the quote, or give an argv list"]
+            [
+                f"{redact_text(str(command))!r} cannot be split into arguments: {exc}; close the quote, "
+                "or give an argv list"
+            ]
         ) from None
     for arg in argv:
         _no_nul(arg)

@@ -20,6 +20,7 @@ from pathlib import Path
 from etlstage.config.model import ServiceConfig
 from etlstage.errors import PipelineError, WorkerError
 from etlstage.kit.transport import ProcessTransport
+from etlstage.redact import redact_argv
 
 log = logging.getLogger("etlstage.services")
 _EXPORT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
@@ -96,7 +97,7 @@ class Services:
 
     def _failed(self, svc: ServiceConfig, t: ProcessTransport, what: str) -> PipelineError:
         tail = "\n".join(f"  | {x}" for x in t.stderr_tail()[-10:]) or "  (no stderr)"
-        return PipelineError(f"service {svc.name!r} {what}\n  command: {svc.command!r}\n  stderr:\n{tail}")
+        return PipelineError(f"service {svc.name!r} {what}\n  command: {redact_argv(svc.command)!r}\n  stderr:\n{tail}")
 
     async def stop(self) -> None:
         for svc, t in reversed(self.running):

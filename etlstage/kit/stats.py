@@ -13,6 +13,7 @@ import collections
 import itertools
 import json
 import logging
+import math
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -67,7 +68,8 @@ class LatencyHistogram:
 
 
 def _is_number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    # json.loads reads NaN, Infinity and 1e400 as floats no JSON document may hold
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _add_counters(total: dict[str, Any], counters: object) -> bool:
@@ -189,7 +191,7 @@ class StageStats:
             if not _add_counters(total, counters) and path not in self._odd_reports:
                 self._odd_reports.add(path)
                 log.warning(
-                    "stage %s: %s holds more than numbers and sections of numbers: the rest is ignored",
+                    "stage %s: %s holds more than finite numbers and sections of them: the rest is ignored",
                     self.name,
                     path,
                 )

@@ -25,7 +25,9 @@ from collections.abc import Mapping
 import psutil
 
 from etlstage.errors import WorkerError
-from etlstage.logs import escape_controls, worker_record
+from etlstage.kit.stderr import StderrRelay
+from etlstage.logs import worker_record
+from etlstage.redact import redact_argv
 
 log = logging.getLogger("etlstage.worker")
 
@@ -133,13 +135,16 @@ def start_error(exc: OSError | ValueError, argv: list[str], cwd: str | None, lab
         if cwd_problem:
             return WorkerError(
                 f"cannot start {label}: {cwd_problem}",
-                [f"command: {argv!r}", "fix: create it, or correct the stage's 'cwd' (relative to the file)"],
+                [
+                    f"command: {redact_argv(argv)!r}",
+                    "fix: create it, or correct the stage's 'cwd' (relative to the file)",
+                ],
             )
     if isinstance(exc, FileNotFoundError):
         return WorkerError(
             f"cannot start {label}: program {argv[0]!r} not found",
             [
-                f"command: {argv!r}",
+                f"command: {redact_argv(argv)!r}",
                 f"cwd: {cwd or os.getcwd()}",
                 "fix: install it, or give its full path in 'command'",
             ],
@@ -148,11 +153,11 @@ def start_error(exc: OSError | ValueError, argv: list[str], cwd: str | None, lab
         return WorkerError(
             f"cannot start {label}: {argv[0]!r} is not executable",
             [
-                f"command: {argv!r}",
+                f"command: {redact_argv(argv)!r}",
                 "fix: chmod +x it, or run it through its interpreter (e.g. ['sh', 'x.sh'])",
             ],
         )
-    return WorkerError(f"cannot start {label}: {exc}", [f"command: {argv!r}"])
+    return WorkerError(f"cannot start {label}: {exc}", [f"command: {redact_argv(argv)!r}"])
 
 
 class Transport:
@@ -220,7 +225,7 @@ class _WorkerProtocol(asyncio.SubprocessProtocol):
         self.can_write.set()
         self.exited: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self._paused = False
-        self._stderr_pending = b""
+        self.stderr = StderrRelay(tail, self._show)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -240,26 +245,17 @@ class _WorkerProtocol(asyncio.SubprocessProtocol):
                     pipe.pause_reading()
             self._wake()
         elif fd == 2:
-            lines = (self._stderr_pending + data).split(b"\n")
-            self._stderr_pending = lines.pop()
-            if len(self._stderr_pending) > 8192:  # a line with no end: show it in pieces
-                lines.append(self._stderr_pending)
-                self._stderr_pending = b""
-            for raw in lines:
-                self._line(raw)
+            self.stderr.feed(data)
 
-    def _line(self, raw: bytes) -> None:
-        text = escape_controls(raw.decode("utf-8", "replace").rstrip("\r"))
-        self.tail.append(text)
+    def _show(self, text: str) -> None:
         log.info("[%s] %s", self.label, text, extra=worker_record(self.label, text))
 
     def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
         if fd == 1:
             self.eof = True
             self._wake()
-        elif fd == 2 and self._stderr_pending:
-            self._line(self._stderr_pending)
-            self._stderr_pending = b""
+        elif fd == 2:
+            self.stderr.close()
 
     def pause_writing(self) -> None:
         self.can_write.clear()

@@ -16,7 +16,8 @@ renderers skip what is absent.
 from __future__ import annotations
 
 import json
-from typing import Literal, NotRequired, TypedDict
+import math
+from typing import Any, Literal, NotRequired, TypedDict
 
 Engine = Literal["supervisor", "spark"]
 
@@ -275,7 +276,19 @@ def deadletters(by_status: dict[str, int]) -> DeadLettersDoc:
 def encode(doc: StatusDoc | LiveDoc, indent: int | None = None) -> str:
     """The one JSON encoding of a document, for ``/api/status`` and ``etlstage status --json``."""
     separators = (",", ":") if indent is None else (",", ": ")
-    return json.dumps(doc, indent=indent, separators=separators, default=str)
+    return json.dumps(_finite(doc), indent=indent, separators=separators, default=str, allow_nan=False)
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with every NaN or infinity as ``null``: JSON has no word for them, and a
+    reader's strict parser would refuse the whole document for one."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
 
 
 __all__ = [

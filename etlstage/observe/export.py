@@ -18,16 +18,18 @@ import socket
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, push_to_gateway, write_to_textfile
+from prometheus_client.exposition import basic_auth_handler, default_handler
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 
 from etlstage.errors import ConfigError
 from etlstage.observe.live import Snapshot
 from etlstage.observe.metrics import PipelineCollector
+from etlstage.redact import redact_text, redact_url
 
 if TYPE_CHECKING:
     from etlstage.runtime.pipeline import Pipeline
@@ -36,6 +38,9 @@ log = logging.getLogger("etlstage.metrics")
 
 WRITE_SECONDS = 5.0  # between textfile writes during a run
 PUSH_TIMEOUT = 10.0
+# Basic auth for the Pushgateway, read from the environment: a process's environment is
+# private to its user, its command line is not
+GATEWAY_USER_ENV, GATEWAY_PASSWORD_ENV = "ETLSTAGE_PUSHGATEWAY_USERNAME", "ETLSTAGE_PUSHGATEWAY_PASSWORD"
 
 
 @dataclass(frozen=True)
@@ -76,7 +81,9 @@ def _same(snap: Snapshot) -> Snapshot:
 
 
 def check_gateway(url: str) -> str:
-    """``--pushgateway``: an http(s) URL with a host (``host:port`` alone means http)."""
+    """``--pushgateway``: an http(s) URL with a host (``host:port`` alone means http).
+    User information in it (``http://user:pw@host``) is taken for basic auth, with a
+    warning: the environment (:data:`GATEWAY_USER_ENV`) keeps it out of the process list."""
     full = url if "://" in url else f"http://{url}"
     parts = urllib.parse.urlsplit(full)
     try:
@@ -85,9 +92,29 @@ def check_gateway(url: str) -> str:
         parts = parts._replace(netloc="")
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ConfigError(
-            [f"--pushgateway {url!r}: not an http(s) URL of a Pushgateway (e.g. http://pushgateway:9091)"]
+            [f"--pushgateway {redact_url(url)!r}: not an http(s) URL of a Pushgateway (e.g. http://pushgateway:9091)"]
+        )
+    if parts.username is not None:
+        log.warning(
+            "--pushgateway %s: credentials in the URL are visible to every local user in the process list; "
+            "set %s and %s instead",
+            redact_url(full),
+            GATEWAY_USER_ENV,
+            GATEWAY_PASSWORD_ENV,
         )
     return full
+
+
+def gateway_handler(url: str, environ: Mapping[str, str]) -> tuple[str, Callable[..., Callable[[], None]]]:
+    """``(url without its user information, prometheus_client push handler)``: basic auth
+    when the environment (first) or the URL gives a user name."""
+    parts = urllib.parse.urlsplit(url)
+    bare = parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
+    user = environ.get(GATEWAY_USER_ENV) or urllib.parse.unquote(parts.username or "")
+    password = environ.get(GATEWAY_PASSWORD_ENV) or urllib.parse.unquote(parts.password or "")
+    if not user:
+        return bare, default_handler
+    return bare, functools.partial(basic_auth_handler, username=user, password=password)
 
 
 class _Ended:
@@ -184,14 +211,11 @@ class RunExport:
             except Exception as exc:
                 log.warning("metrics file %s: not written: %s", self.targets.metrics_file, exc)
         if self.targets.pushgateway:
+            url, handler = gateway_handler(self.targets.pushgateway, os.environ)
             try:
                 push_to_gateway(
-                    self.targets.pushgateway,
-                    job=self.job,
-                    registry=reg,
-                    grouping_key=grouping_key(),
-                    timeout=PUSH_TIMEOUT,
+                    url, job=self.job, registry=reg, grouping_key=grouping_key(), timeout=PUSH_TIMEOUT, handler=handler
                 )
-                log.info("metrics pushed to %s (job %s)", self.targets.pushgateway, self.job)
+                log.info("metrics pushed to %s (job %s)", url, self.job)
             except Exception as exc:
-                log.warning("pushgateway %s: metrics not pushed: %s", self.targets.pushgateway, exc)
+                log.warning("pushgateway %s: metrics not pushed: %s", url, redact_text(str(exc)))

@@ -32,6 +32,7 @@ from etlstage.protocol.framing import ReplyParser, Token
 from etlstage.protocol.replies import ReplyRules
 from etlstage.protocol.scenario import Scenario
 from etlstage.protocol.vocabulary import StageType
+from etlstage.redact import redact_argv
 from etlstage.runtime.flow import Job
 
 # A fresh worker's output is looked for this long before its first request: a banner or
@@ -87,7 +88,7 @@ class WorkerSession:
                 else ""
             )
             + ")",
-            f"command: {self.argv!r}",
+            f"command: {redact_argv(self.argv)!r}",
             f"pid: {self.transport.pid}",
             f"exit status: {describe_status(code)}",
         ]

@@ -27,7 +27,9 @@ import time
 import psutil
 
 from etlstage.errors import WorkerGone, WorkerTimeout, describe_status, stdin_broke, went_away
+from etlstage.kit.stderr import StderrRelay
 from etlstage.kit.transport import READ_CHUNK, STDERR_TAIL, grow_pipe, resolve_program, start_error
+from etlstage.redact import redact_argv
 from etlstage.spark.ownership import Handed, Rendezvous, peer_is
 
 log = logging.getLogger("etlstage.spark.worker")
@@ -88,7 +90,7 @@ class WorkerProcess:
         """Relay the worker's stderr line by line, until it closes (or the worker is handed over)."""
         assert self.proc.stderr is not None
         fd = self.proc.stderr.fileno()
-        partial = b""
+        relay = StderrRelay(self.tail, lambda text: print(f"[{self.label}] {text}", file=sys.stderr, flush=True))
         with selectors.DefaultSelector() as sel:
             sel.register(fd, selectors.EVENT_READ)
             while not self._detaching.is_set():
@@ -98,15 +100,10 @@ class WorkerProcess:
                     chunk = os.read(fd, READ_CHUNK)
                 except OSError:
                     chunk = b""
-                *lines, partial = (partial + chunk).split(b"\n")
-                if not chunk and partial:
-                    lines, partial = [*lines, partial], b""
-                for raw in lines:
-                    text = raw.decode("utf-8", "replace").rstrip("\r")
-                    self.tail.append(text)
-                    print(f"[{self.label}] {text}", file=sys.stderr, flush=True)
                 if not chunk:
+                    relay.close()
                     return
+                relay.feed(chunk)
 
     def context(self, snippet: bytes = b"") -> list[str]:
         """Stage, host, pid, exit status, bytes and stderr tail: a report that stands alone."""
@@ -114,7 +111,7 @@ class WorkerProcess:
 
         lines = [
             f"stage: {self.label} on executor host {socket.gethostname()}",
-            f"command: {self.argv!r}",
+            f"command: {redact_argv(self.argv)!r}",
             f"pid: {self.pid}",
             f"exit status: {self.status()}",
         ]

@@ -14,6 +14,7 @@ import time
 from typing import Any
 
 from etlstage.errors import EtlstageError
+from etlstage.redact import redact_text
 from etlstage.state.store import StateStore
 
 log = logging.getLogger("etlstage.state")
@@ -80,7 +81,14 @@ def record_end(
         db.execute(TABLE)
         db.execute(
             "INSERT INTO run_ends(pid, engine, started_at, ended_at, exit_status, error) VALUES (?,?,?,?,?,?)",
-            (pid or os.getpid(), engine, started_at, time.time(), exit_status, error[:MAX_ERROR] if error else None),
+            (
+                pid or os.getpid(),
+                engine,
+                started_at,
+                time.time(),
+                exit_status,
+                redact_text(error)[:MAX_ERROR] if error else None,
+            ),
         )
         db.execute("DELETE FROM run_ends WHERE rowid <= (SELECT MAX(rowid) FROM run_ends) - ?", (KEEP,))
 

@@ -9,7 +9,7 @@
     3  config
     2  state
     1  protocol
-    0  errors, logs
+    0  errors, logs, redact
 
 docs/architecture.md draws the same picture and says where a new feature goes.
 """
@@ -23,6 +23,7 @@ from tests.support.paths import ROOT
 LAYERS = {
     "errors": 0,
     "logs": 0,
+    "redact": 0,
     "protocol": 1,
     "state": 2,
     "config": 3,

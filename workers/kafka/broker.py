@@ -37,6 +37,10 @@ class BrokerError(RuntimeError):
     """The broker could not be started (the message holds the tail of its log)."""
 
 
+class BrokerDirError(BrokerError):
+    """``--dir`` names a folder that cannot be made or written: a usage error (exit 2)."""
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -79,6 +83,7 @@ class Broker:
     # --- life cycle ---------------------------------------------------------------------
 
     def start(self) -> Broker:
+        self.make_dir()
         self._classpath = os.pathsep.join(str(j) for j in jars.fetch_named("kafka-broker"))
         config = self._write_config()
         logs = self.dir / "logs"
@@ -88,6 +93,16 @@ class Broker:
             )
         self._launch(config)
         return self
+
+    def make_dir(self) -> None:
+        """The data folder, made (with its parents) when it does not exist yet; an existing
+        one is used as it is (a broker's data kept across starts)."""
+        try:
+            self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError as exc:
+            raise BrokerDirError(f"--dir {self.dir}: cannot be made ({exc.strerror or exc})") from None
+        if not os.access(self.dir, os.W_OK | os.X_OK):
+            raise BrokerDirError(f"--dir {self.dir}: not a folder this user may write")
 
     def restart(self) -> None:
         """Stop and start again: same ports, same data (a broker restart as clients see it)."""
@@ -228,6 +243,9 @@ def main(argv: list[str] | None = None) -> None:
         signal.signal(sig, lambda *_: done.set())
     try:
         broker = Broker(ns.dir, heap_mb=ns.heap_mb, startup_timeout=ns.timeout).start()
+    except BrokerDirError as exc:
+        print(f"etlstage-kafka-broker: {exc}", file=sys.stderr)
+        sys.exit(2)
     except (BrokerError, jars.JarFetchError) as exc:
         print(f"etlstage-kafka-broker: {exc}", file=sys.stderr)
         sys.exit(1)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from etlstage_workers.kafka.broker import BOOTSTRAP_ENV
@@ -17,19 +18,27 @@ START_POSITIONS = ("earliest", "latest", "timestamp")
 # librdkafka properties the worker sets itself: a --config of one of them would break a guarantee
 OWN_CONSUMER = {"enable.auto.commit", "enable.auto.offset.store", "enable.partition.eof", "group.id"}
 OWN_PRODUCER = {"acks", "enable.idempotence", "transactional.id"}
+# librdkafka properties from the environment, out of the process list (``ps`` shows every
+# user a command line, a process's environment only to its own): ETLSTAGE_KAFKA_CONFIG_SASL_PASSWORD
+# is sasl.password. Not KAFKA_*: Kafka's own scripts read KAFKA_OPTS, KAFKA_HEAP_OPTS...
+CONFIG_ENV_PREFIX = "ETLSTAGE_KAFKA_CONFIG_"
+CONFIG_FILE_ENV = "ETLSTAGE_KAFKA_CONFIG_FILE"
 
 
 @dataclass
 class ClientOptions:
     bootstrap: str | None = None
     config: dict[str, str] = field(default_factory=dict)  # more librdkafka properties (security, tuning)
+    # where each property of ``config`` was given (--config, a file's line, a variable), for errors
+    config_from: dict[str, str] = field(default_factory=dict, repr=False)
 
     def client_problems(self, own: set[str], prog: str) -> list[str]:
         problems = []
         if not self.bootstrap:
             problems.append(f"--bootstrap: HOST:PORT[,HOST:PORT...] is required (or ${BOOTSTRAP_ENV})")
         for key in sorted(own & set(self.config)):
-            problems.append(f"--config {key}=...: {prog} sets {key} itself (its guarantees depend on it)")
+            where = self.config_from.get(key, "--config")
+            problems.append(f"{where} {key}=...: {prog} sets {key} itself (its guarantees depend on it)")
         return problems
 
     def client_config(self, own: set[str], prog: str) -> dict[str, str]:
@@ -124,7 +133,16 @@ def _client_args(p: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="a librdkafka property (security.protocol, sasl.*, ssl.*, fetch/batch tuning); repeatable",
+        help="a librdkafka property (security.protocol, fetch/batch tuning); repeatable. Secrets "
+        f"(sasl.password...) belong in --config-file or ${CONFIG_ENV_PREFIX}<NAME>: a command line is public",
+    )
+    p.add_argument(
+        "--config-file",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="librdkafka properties, one KEY=VALUE a line (# comments); repeatable; "
+        f"default ${CONFIG_FILE_ENV}. --config and ${CONFIG_ENV_PREFIX}<NAME> win over it",
     )
     p.add_argument("--log-format", default=os.environ.get("ETLSTAGE_LOG_FORMAT"), choices=("text", "json", "syslog"))
     p.add_argument("--syslog-address", default=os.environ.get("ETLSTAGE_SYSLOG_ADDRESS"))
@@ -181,14 +199,70 @@ def build_load_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _config(ns: argparse.Namespace) -> dict[str, str]:
-    return dict(ns.config)
+def read_config_file(path: str) -> tuple[dict[str, str], dict[str, str]]:
+    """``(properties, where each was given)`` from a properties file: ``KEY=VALUE`` lines,
+    blank lines and ``#`` or ``!`` comments ignored.  A line of another shape is an error
+    naming the file and line, never its text (it may hold a secret)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError([f"--config-file {path}: cannot be read ({exc})"], "etlstage-kafka") from None
+    config: dict[str, str] = {}
+    where: dict[str, str] = {}
+    problems = []
+    for number, line in enumerate(lines, 1):
+        text = line.strip()
+        if not text or text[0] in "#!":
+            continue
+        key, sep, value = text.partition("=")
+        if not sep or not key.strip():
+            problems.append(f"--config-file {path}:{number}: expected KEY=VALUE (a librdkafka property)")
+            continue
+        config[key.strip()] = value.strip()
+        where[key.strip()] = f"--config-file {path}:{number}:"
+    if problems:
+        raise ConfigError(problems, "etlstage-kafka")
+    return config, where
 
 
-def options_from_args(ns: argparse.Namespace) -> Options:
+def config_from_env(environ: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """``(properties, where each was given)`` from ``ETLSTAGE_KAFKA_CONFIG_<NAME>`` variables:
+    the name in lower case, ``_`` read as ``.`` (librdkafka's names have no ``_``)."""
+    config: dict[str, str] = {}
+    where: dict[str, str] = {}
+    for name, value in sorted(environ.items()):
+        if name.startswith(CONFIG_ENV_PREFIX) and name != CONFIG_FILE_ENV and len(name) > len(CONFIG_ENV_PREFIX):
+            key = name[len(CONFIG_ENV_PREFIX) :].lower().replace("_", ".")
+            config[key] = value
+            where[key] = f"${name}:"
+    return config, where
+
+
+def _config(ns: argparse.Namespace, environ: Mapping[str, str], cwd: str) -> tuple[dict[str, str], dict[str, str]]:
+    """The librdkafka properties of the command and environment: the files' (in order), then
+    the environment's, then ``--config``'s, each winning over the one before."""
+    config: dict[str, str] = {}
+    where: dict[str, str] = {}
+    files = ns.config_file or ([environ[CONFIG_FILE_ENV]] if environ.get(CONFIG_FILE_ENV) else [])
+    for path in files:
+        found, found_where = read_config_file(os.path.join(cwd, os.path.expanduser(path)))
+        config.update(found)
+        where.update(found_where)
+    for found, found_where in (config_from_env(environ), (dict(ns.config), dict.fromkeys(dict(ns.config), "--config"))):
+        config.update(found)
+        where.update(found_where)
+    return config, where
+
+
+def options_from_args(ns: argparse.Namespace, environ: Mapping[str, str] | None = None, cwd: str = ".") -> Options:
+    """The options of a parsed command; ``environ`` (default this process's) and ``cwd``
+    (where a relative ``--config-file`` is) as the worker would see them."""
+    config, config_from = _config(ns, os.environ if environ is None else environ, cwd)
     opts = Options(
         bootstrap=ns.bootstrap,
-        config=_config(ns),
+        config=config,
+        config_from=config_from,
         topics=ns.topic,
         group=ns.group,
         start=ns.start,
@@ -205,10 +279,15 @@ def options_from_args(ns: argparse.Namespace) -> Options:
     return opts
 
 
-def load_options_from_args(ns: argparse.Namespace) -> LoadOptions:
+def load_options_from_args(
+    ns: argparse.Namespace, environ: Mapping[str, str] | None = None, cwd: str = "."
+) -> LoadOptions:
+    """As :func:`options_from_args`, for the loader."""
+    config, config_from = _config(ns, os.environ if environ is None else environ, cwd)
     opts = LoadOptions(
         bootstrap=ns.bootstrap,
-        config=_config(ns),
+        config=config,
+        config_from=config_from,
         topic=ns.topic,
         key=ns.key,
         transactional=ns.transactional,

@@ -55,7 +55,7 @@ def load_options_from(ctx: NativeContext) -> LoadOptions:
     parser.set_defaults(bootstrap=ctx.env.get(BOOTSTRAP_ENV))
     ns = parse_argv(ctx, parser, NOT_UNDER_SPARK)
     try:
-        return load_options_from_args(ns)
+        return load_options_from_args(ns, ctx.env, ctx.cwd)
     except ConfigError as exc:
         raise ConfigError(exc.problems, ctx.where) from None
 

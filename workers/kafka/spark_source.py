@@ -22,8 +22,9 @@ Offsets
     ``failOnDataLoss``) rather than skip silently.
 
 Options with no meaning under Spark are dropped with a log line (:data:`NOT_UNDER_SPARK`);
-``--config`` (librdkafka's property names, which Spark's Java client does not share) is
-refused: ``native: false`` runs the worker process with it.
+``--config``, ``--config-file`` and ``ETLSTAGE_KAFKA_CONFIG_*`` (librdkafka's property
+names, which Spark's Java client does not share) are refused: ``native: false`` runs the
+worker process with them.
 """
 
 from __future__ import annotations
@@ -67,14 +68,15 @@ def options_from(ctx: NativeContext) -> Options:
     parser.set_defaults(bootstrap=ctx.env.get(BOOTSTRAP_ENV))
     ns = parse_argv(ctx, parser, NOT_UNDER_SPARK)
     try:
-        options = options_from_args(ns)
+        options = options_from_args(ns, ctx.env, ctx.cwd)
     except ConfigError as exc:
         raise ConfigError(exc.problems, ctx.where) from None
     if options.config:
         raise ConfigError(
             [
-                f"--config {', '.join(sorted(options.config))}: librdkafka properties, which Spark's Kafka "
-                "source does not take (native: false runs the etlstage-kafka worker with them)"
+                f"{', '.join(f'{options.config_from[k]} {k}' for k in sorted(options.config))}: librdkafka "
+                "properties, which Spark's Kafka source does not take (native: false runs the etlstage-kafka "
+                "worker with them)"
             ],
             ctx.where,
         )

@@ -71,3 +71,53 @@ def test_the_cli_reads_the_environment(pdir):
         and "${SINK}: the environment variable SINK is not set" in r.stderr
         and "Traceback" not in (r.stderr)
     )
+
+
+@pytest.mark.parametrize(
+    "env, expected",
+    [
+        ({"A": "a", "B": "b", "C": "c"}, "a"),
+        ({"A": "a"}, "a"),  # a default not used is not expanded: C unset is no error
+        ({"B": "b"}, "b"),
+        ({"A": "", "B": "b", "C": "c"}, "b"),
+        ({"C": "c"}, "c"),
+        ({"B": "", "C": "c"}, "c"),
+    ],
+)
+def test_defaults_nest_as_posix_shells_read_them(env: dict[str, str], expected: str):
+    s = stage(command="[w, '${A:-${B:-${C}}}', 'x${A:-${B:-y}}z}']", env=env)
+    assert s.command == ["w", expected, "x" + (env.get("A") or env.get("B") or "y") + "z}"]
+
+
+def test_a_nested_reference_that_is_used_and_unset_names_its_place():
+    with pytest.raises(ConfigError) as err:
+        stage(greeting="'${A:-${B:-${C}}}'")
+    assert "stages.yaml:6:21: ${C}: the environment variable C is not set" in str(err.value)
+    with pytest.raises(ConfigError) as err:
+        stage(greeting="'${A:?${B:-need A}}'")
+    assert "stages.yaml:6:21: ${A}: need A" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "value, what",
+    [
+        ("'${A:-${B:-x}'", "'${A:-' has no closing '}'"),
+        ("'${A:-x'", "'${A:-' has no closing '}'"),
+        ("'${A'", "'${A' has no closing '}'"),
+        ("'${A x}'", "'${A' is followed by ' '"),
+        ("'${A:-${}}'", "'${' starts no variable reference"),
+    ],
+)
+def test_unbalanced_or_malformed_references_are_refused_with_their_place(value: str, what: str):
+    # set or not, the syntax is checked: a malformed default is an error even when unused
+    for env in ({}, {"A": "a", "B": "b"}):
+        with pytest.raises(ConfigError) as err:
+            stage(greeting=value, env=env)
+        assert "stages.yaml:6:21: " in str(err.value) and what in str(err.value), str(err.value)
+
+
+def test_the_cli_refuses_an_unbalanced_reference_with_exit_2_and_the_line(pdir):
+    pdir.write("stages:\n  - {name: a, type: E, command: [cat]}\n  - {name: l, type: L, command: ['${A:-${B}']}\n")
+    r = pdir.etlstage("validate", "stages.yaml", env={"A": "cat"})
+    assert r.code == 2 and "stages.yaml:3:" in r.stderr and "has no closing '}'" in r.stderr, r
+    assert "Traceback" not in r.stderr

@@ -13,9 +13,17 @@ import pytest
 from etlstage.kit.stats import StageStats
 
 
+class Raw:
+    """A report's text as written, for values json.dumps would not write (1e400)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
 def stage_with_reports(tmp_path: Path, reports: dict[int, object]) -> StageStats:
     for pid, counters in reports.items():
-        (tmp_path / f"report-{pid}.json").write_text(json.dumps(counters))
+        text = counters.text if isinstance(counters, Raw) else json.dumps(counters)
+        (tmp_path / f"report-{pid}.json").write_text(text)
     return StageStats(name="load", type="L", state_dir=str(tmp_path), pids=list(reports))
 
 
@@ -34,6 +42,9 @@ def test_numbers_and_sections_of_numbers_are_summed_over_the_runs_processes(tmp_
         [1, 2],  # a list
         True,  # a flag is not a count
         {"a": {"deeper": 1}},  # a section deeper than one level
+        float("nan"),  # Python's json reads NaN, Infinity and 1e400 as floats JSON cannot hold
+        float("inf"),
+        float("-inf"),
     ],
 )
 def test_a_report_shaped_otherwise_is_left_out_with_a_warning_and_the_rest_kept(
@@ -44,9 +55,9 @@ def test_a_report_shaped_otherwise_is_left_out_with_a_warning_and_the_rest_kept(
         total = stats.reports()
         stats.reports()  # a second look warns no more
     assert total == {"rows": 2, "kept": 3}, total
-    warnings = [r.getMessage() for r in caplog.records if "holds more than numbers" in r.getMessage()]
+    warnings = [r.getMessage() for r in caplog.records if "holds more than finite numbers" in r.getMessage()]
     assert warnings == [
-        f"stage load: {tmp_path / 'report-22.json'} holds more than numbers and sections of numbers: the rest is ignored"
+        f"stage load: {tmp_path / 'report-22.json'} holds more than finite numbers and sections of them: the rest is ignored"
     ]
 
 
@@ -56,3 +67,20 @@ def test_a_name_that_is_a_section_in_one_report_and_a_number_in_another_keeps_th
     stats = stage_with_reports(tmp_path, {31: {"rows": {"a": 1}}, 32: {"rows": 2}})
     total = stats.reports()
     assert total in ({"rows": {"a": 1}}, {"rows": 2}), total
+
+
+@pytest.mark.parametrize("word", ["NaN", "Infinity", "-Infinity", "1e400"])
+def test_a_non_finite_number_is_left_out_with_the_same_warning_in_a_section_too(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, word: str
+) -> None:
+    body = f'{{"rows": 2, "odd": {word}, "by table": {{"a": 1, "b": {word}}}}}'
+    stats = stage_with_reports(tmp_path, {41: Raw(body), 42: {"rows": 1, "odd": 5}})
+    with caplog.at_level(logging.WARNING, logger="etlstage"):
+        total = stats.reports()
+    assert total == {"rows": 3, "odd": 5, "by table": {"a": 1}}, total
+    assert json.loads(json.dumps(total, allow_nan=False)) == total
+    warned = [r.getMessage() for r in caplog.records if "holds more than finite numbers" in r.getMessage()]
+    assert warned == [
+        f"stage load: {tmp_path / 'report-41.json'} holds more than finite numbers and sections of them: "
+        "the rest is ignored"
+    ]

@@ -68,17 +68,17 @@ def test_reading_a_worker_pauses_only_once_more_than_the_limit_is_buffered() -> 
     asyncio.run(scenario())
 
 
-def test_a_stderr_line_with_no_end_is_shown_in_pieces_each_once() -> None:
-    """A worker writing 10,000 bytes to stderr with no newline: shown once it passes 8 KiB,
-    then the next line on its own (not the long one again)."""
+def test_a_stderr_line_longer_than_8_kib_is_cut_once_saying_how_much() -> None:
+    """A worker writing 10,004 bytes to stderr before a newline: its first 8 KiB shown, the
+    rest counted (kit/stderr.py), once; the next line on its own."""
 
     async def scenario() -> list[str]:
         proto = _WorkerProtocol("t", collections.deque(), max_buffered=100)
         proto.pipe_data_received(2, b"a" * 10_000)
-        proto.pipe_data_received(2, b"next\n")
+        proto.pipe_data_received(2, b"next\nthen\n")
         return list(proto.tail)
 
-    assert asyncio.run(scenario()) == ["a" * 10_000, "next"]
+    assert asyncio.run(scenario()) == ["a" * 8192 + " ... (1,812 more bytes of this line not shown)", "then"]
 
 
 def test_a_workers_last_stderr_words_with_no_newline_are_shown_when_stderr_closes() -> None:

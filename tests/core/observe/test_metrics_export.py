@@ -96,6 +96,7 @@ def test_a_pushgateway_that_is_no_url_is_refused_before_the_run(pdir, url):
 class Gateway:
     url: str
     pushes: list[tuple[str, str, bytes]] = field(default_factory=list)
+    auth: list[str | None] = field(default_factory=list)  # each push's Authorization header
     pushed: threading.Event = field(default_factory=threading.Event)
 
 
@@ -108,6 +109,7 @@ def gateway() -> Iterator[Gateway]:
         def _push(self) -> None:
             body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
             gw.pushes.append((self.command, self.path, body))
+            gw.auth.append(self.headers.get("Authorization"))
             self.send_response(200)
             self.end_headers()
             gw.pushed.set()
@@ -239,3 +241,44 @@ def test_a_periodic_write_late_for_the_end_does_not_replace_the_final_file(tmp_p
     found = samples(out.read_text())
     assert stage_value(found, "etlstage_stage_input_messages_total", "sink") == 7
     assert ("etlstage_run_exit_code", frozenset({("pipeline", "p")})) in found
+
+
+def _basic(user: str, password: str) -> str:
+    import base64
+
+    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+
+
+def test_pushgateway_credentials_from_the_environment_are_sent_and_never_printed(pdir, gateway):
+    pdir.write(STAGES % 10)
+    env = {"ETLSTAGE_PUSHGATEWAY_USERNAME": "bob", "ETLSTAGE_PUSHGATEWAY_PASSWORD": "gwPW555"}
+    r = pdir.etlstage("run", "stages.yaml", "--no-progress", "--once", "--pushgateway", gateway.url, env=env)
+    assert r.code == 0 and gateway.pushed.wait(10), r.stderr
+    assert gateway.auth == [_basic("bob", "gwPW555")]
+    assert "gwPW555" not in r.stderr and "credentials in the URL" not in r.stderr, r.stderr
+
+
+def test_pushgateway_credentials_in_the_url_are_sent_with_a_warning_and_never_printed(pdir, gateway):
+    pdir.write(STAGES % 10)
+    url = gateway.url.replace("http://", "http://bob:gw%40PW555@")
+    r = pdir.run("--once", "--pushgateway", url)
+    assert r.code == 0 and gateway.pushed.wait(10), r.stderr
+    assert gateway.auth == [_basic("bob", "gw@PW555")]
+    assert "credentials in the URL are visible" in r.stderr and "http://***@127.0.0.1" in r.stderr, r.stderr
+    assert "PW555" not in r.stderr and "bob" not in r.stderr, r.stderr
+
+
+@pytest.mark.slow
+def test_a_failed_push_never_prints_the_urls_credentials(pdir):
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    pdir.write(STAGES % 10)
+    r = pdir.run("--once", "--pushgateway", f"http://bob:gwPW555@127.0.0.1:{port}")
+    assert r.code == 0 and "metrics not pushed" in r.stderr, r.stderr
+    assert "gwPW555" not in r.stderr and "bob" not in r.stderr, r.stderr
+    r = pdir.run("--once", "--pushgateway", "ftp://bob:gwPW555@gw:9091")
+    assert r.code == 2 and "--pushgateway 'ftp://***@gw:9091'" in r.stderr, r.stderr
+    assert "gwPW555" not in r.stderr and "Traceback" not in r.stderr

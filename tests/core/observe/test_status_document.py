@@ -25,6 +25,11 @@ from tests.support.scrapes import scrape
 from tests.support.statusdoc import compare
 from tests.support.waiting import wait_for
 
+# the sink reports numbers JSON has no word for (Python's json reads them): dropped, with a warning
+NAN_REPORT = (
+    "printf '%s' '{\"ok\": 1, \"nan\": NaN, \"inf\": -Infinity, \"big\": 1e400}' "
+    '> "$ETLSTAGE_STATE_DIR/report-$$$$.json"; exec "$0" "$@"'
+)
 # keeps extracting while we look; a T that crashes once (its 3rd answer): a last error to show
 STAGES = f"""
 name: demo
@@ -33,7 +38,7 @@ stages:
   - {{name: src, type: E, mode: cyclic, poll_interval: 0.2, command: ["{PY}", "{TW}", count, "100000000", "200"]}}
   - {{name: flaky, type: T, mode: batch, batch_size: 50,
      restart: {{backoff: 0.1}}, command: ["{PY}", "{FIXTURES / "misbehave.py"}", flags, crash@3]}}
-  - {{name: sink, type: L, mode: batch, batch_size: 100, command: ["{PY}", "{TW}", append, out.txt]}}
+  - {{name: sink, type: L, mode: batch, batch_size: 100, command: [sh, -c, {json.dumps(NAN_REPORT)}, "{PY}", "{TW}", append, out.txt]}}
 """
 UNKNOWN_TO_SPARK = (
     "etlstage_stage_requests_in_flight",
@@ -105,6 +110,7 @@ def _full(doc: dict[str, Any]) -> bool:
         and runs[0]["progress"]["windows"]
         and runs[0]["progress"]["sources"]
         and runs[0]["progress"]["stages"]["flaky"]["last_errors"]
+        and runs[0]["progress"]["stages"]["sink"]["reports"].get("ok")
         and (runs[0]["progress"]["engine"] == "spark" or runs[0]["progress"]["stages"]["flaky"].get("workers"))
     )
 
@@ -112,7 +118,7 @@ def _full(doc: dict[str, Any]) -> bool:
 def _served(run: LiveRun) -> dict[str, Any] | None:
     code, ctype, body = run.get("/api/status")
     assert code == 200 and ctype.startswith("application/json"), (code, ctype)
-    doc: dict[str, Any] = json.loads(body)
+    doc: dict[str, Any] = strict_json(body)
     return _full_or_none(doc)
 
 
@@ -123,8 +129,17 @@ def _full_or_none(doc: dict[str, Any]) -> dict[str, Any] | None:
 def _printed(folder: Any) -> dict[str, Any]:
     out = etlstage(folder, "status", "--json")
     assert out.code == 0, out.stderr
-    doc: dict[str, Any] = json.loads(out.stdout)
+    doc: dict[str, Any] = strict_json(out.stdout)
     return doc
+
+
+def strict_json(text: str) -> Any:
+    """``text`` read as JSON proper: NaN, Infinity and -Infinity are refused."""
+
+    def refuse(word: str) -> Any:
+        raise ValueError(f"not JSON: {word}")
+
+    return json.loads(text, parse_constant=refuse)
 
 
 @pytest.mark.slow
@@ -164,3 +179,11 @@ def test_the_spark_engine_fills_the_same_fields_less_its_documented_absences(tmp
     names = {n for n, _ in samples}
     assert "etlstage_stage_requests_total" in names
     assert not [n for n in names if n.startswith(UNKNOWN_TO_SPARK)], sorted(names)
+
+
+def test_the_one_encoding_writes_a_non_finite_number_as_null_never_bare_nan():
+    from etlstage.observe.document import encode
+
+    doc: Any = {"rate": float("nan"), "stages": [{"cpu": float("inf")}, {"cpu": -float("inf")}], "n": 1.5}
+    for indent in (None, 2):
+        assert strict_json(encode(doc, indent)) == {"rate": None, "stages": [{"cpu": None}, {"cpu": None}], "n": 1.5}
