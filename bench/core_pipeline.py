@@ -13,6 +13,7 @@ Measured side by side in one run:
 
 --compare REV runs every supervised row a second time on the code of git revision REV
 (a temporary worktree, imported through PYTHONPATH), in the same run: before and after.
+Given more than once, each REV gets its rows.
 --http adds the row with the status server on (etlstage run --http 127.0.0.1:PORT), scraped
 while it runs: /metrics and /api/status, each every second.  --http-only runs just that
 A/B, off and on alternately, and prints the ratio of their best times.
@@ -150,22 +151,19 @@ def supervised(
     return elapsed, peak[0]
 
 
-def big_messages(work: Path, n: int, repeat: int, env: dict[str, str] | None = None) -> tuple[float, float]:
+def big_messages(work: Path, n: int) -> tuple[Callable[[], float], Callable[[dict[str, str] | None], float]]:
     """64 KiB messages through the supervisor alone: cat as the E-worker and a C loader
     that only answers EOB with EOP, so neither end limits the rate.
-    Returns (shell pipe seconds, supervisor seconds)."""
+    Returns the shell pipe's run and the supervisor's (given the environment to run it in),
+    each returning its seconds."""
     loader = work / "null_loader"
     subprocess.run(["cc", "-O2", "-o", str(loader), str(W / "null_loader.c")], check=True)
     message = b"x" * 65535 + b"\n"
     (work / "big.bin").write_bytes(message * n)
     (work / "big-eob.bin").write_bytes((message * 16 + b"\x17") * (n // 16))
-
-    def pipe() -> float:
-        t0 = time.perf_counter()
-        subprocess.run(["sh", "-c", f"cat {work / 'big-eob.bin'} | {loader} > /dev/null"], check=True)
-        return time.perf_counter() - t0
-
-    (work / "stages.yaml").write_text(
+    big = work / "big"
+    big.mkdir(exist_ok=True)
+    (big / "stages.yaml").write_text(
         textwrap.dedent(f"""
         buffer_bytes: 64MiB
         stages:
@@ -174,19 +172,24 @@ def big_messages(work: Path, n: int, repeat: int, env: dict[str, str] | None = N
     """)
     )
 
-    def supervised_big() -> float:
-        shutil.rmtree(work / ".etlstage", ignore_errors=True)
+    def pipe() -> float:
+        t0 = time.perf_counter()
+        subprocess.run(["sh", "-c", f"cat {work / 'big-eob.bin'} | {loader} > /dev/null"], check=True)
+        return time.perf_counter() - t0
+
+    def supervised_big(env: dict[str, str] | None) -> float:
+        shutil.rmtree(big / ".etlstage", ignore_errors=True)
         t0 = time.perf_counter()
         subprocess.run(
             [PY, "-m", "etlstage.cli", "run", "stages.yaml", "--once", "--no-progress"],
-            cwd=work,
+            cwd=big,
             check=True,
             capture_output=True,
             env=env,
         )
         return time.perf_counter() - t0
 
-    return min(pipe() for _ in range(repeat)), min(supervised_big() for _ in range(repeat))
+    return pipe, supervised_big
 
 
 def interleaved(runs: dict[str, Callable[[], float | tuple[float, int]]], repeat: int) -> dict[str, tuple[float, int]]:
@@ -236,7 +239,13 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=1_000_000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--skip-rss", action="store_true")
-    ap.add_argument("--compare", metavar="REV", help="also run every supervised row on git revision REV")
+    ap.add_argument(
+        "--compare",
+        metavar="REV",
+        action="append",
+        default=[],
+        help="also run every supervised row on REV (repeatable)",
+    )
     ap.add_argument("--http", action="store_true", help="add the row with etlstage run --http 127.0.0.1:0")
     ap.add_argument("--http-only", action="store_true", help="only batch 1000 with --http off and on, alternately")
     a = ap.parse_args()
@@ -246,8 +255,8 @@ def main() -> None:
         http_ab(work, n, a.repeat)
         shutil.rmtree(work, ignore_errors=True)
         return
-    old_tree, old_env = checkout(a.compare) if a.compare else (None, None)
-    envs: list[tuple[str, dict[str, str] | None]] = [("", None)] + ([(f" [{a.compare}]", old_env)] if a.compare else [])
+    old = [(rev, *checkout(rev)) for rev in a.compare]
+    envs: list[tuple[str, dict[str, str] | None]] = [("", None)] + [(f" [{rev}]", env) for rev, _, env in old]
     rows = []  # (name, messages, seconds, baseline seconds for that many messages)
     # Every row of a group runs once per round, in turn, so a change in the machine's load
     # falls on all of them alike (best of --repeat rounds).
@@ -289,12 +298,17 @@ def main() -> None:
         print(f"{name:<56} {count:>10,} {secs:>8.2f} {count / secs:>12,.0f} {secs / ref:>10.2f}x")
     n_big = max(16, n // 50 // 16 * 16)
     gb = n_big * 65536 / 1e9
+    pipe, supervised_big = big_messages(work, n_big)
+    runs = {"base": pipe}
     for tag, env in envs:
-        big_base, big = big_messages(work, n_big, a.repeat, env=env)
-        print(
-            f"\n64 KiB messages (cat -> C loader that discards), batch 16{tag}: {n_big:,} messages ({gb:.2f} GB): "
-            f"shell pipe {gb / big_base:.2f} GB/s, etlstage {gb / big:.2f} GB/s ({big / big_base:.2f}x the pipe's time)"
-        )
+        runs[f"big{tag}"] = lambda env=env: supervised_big(env)
+    got = interleaved(runs, a.repeat)
+    big_base = got["base"][0]
+    print(f"\n64 KiB messages (cat -> C loader that discards), batch 16: {n_big:,} messages ({gb:.2f} GB):")
+    print(f"  shell pipe {gb / big_base:.2f} GB/s")
+    for tag, _ in envs:
+        big = got[f"big{tag}"][0]
+        print(f"  etlstage{tag} {gb / big:.2f} GB/s ({big / big_base:.2f}x the pipe's time)")
     if not a.skip_rss:
         _, rss_10n = supervised(work, 10 * n, 100, "batch", 1000)
         print(f"\nsupervisor peak RSS: {rss_n / 1e6:.0f} MB at {n:,} messages, {rss_10n / 1e6:.0f} MB at {10 * n:,}")
@@ -304,8 +318,8 @@ def main() -> None:
                 secs, rss = supervised(work, count, size - 1, "batch", 1000, env=env)
                 print(f"  {size:>8,} B x {count:>9,}{tag:<12} {rss / 1e6:>6.0f} MB  ({secs:.1f} s)")
     shutil.rmtree(work, ignore_errors=True)
-    if old_tree is not None:
-        subprocess.run(["git", "worktree", "remove", "--force", str(old_tree)], cwd=HERE.parent, capture_output=True)
+    for _, tree, _ in old:
+        subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=HERE.parent, capture_output=True)
 
 
 if __name__ == "__main__":

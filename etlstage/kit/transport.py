@@ -17,8 +17,10 @@ import logging
 import os
 import shutil
 import signal
+import struct
 import subprocess
 import sys
+import termios
 import time
 from collections.abc import Mapping
 
@@ -26,6 +28,7 @@ import psutil
 
 from etlstage.errors import WorkerError
 from etlstage.kit.stderr import StderrRelay
+from etlstage.kit.stdin_wait import waiting_on_stdin
 from etlstage.logs import worker_record
 from etlstage.redact import redact_argv
 
@@ -208,6 +211,11 @@ class Transport:
         """CPU time (user + system) the worker's live process tree has used, when known."""
         return None
 
+    def waiting_for_input(self) -> bool:
+        """True when the worker is known to wait for input with none of its output unread:
+        it cannot write before it is given some (False when not known)."""
+        return False
+
 
 class _WorkerProtocol(asyncio.SubprocessProtocol):
     """Keeps stdout chunks as the kernel delivered them (no copies), splits stderr into lines."""
@@ -360,6 +368,20 @@ class ProcessTransport(Transport):
         if stdin is not None and not stdin.is_closing():
             with contextlib.suppress(Exception):
                 stdin.close()
+
+    def waiting_for_input(self) -> bool:
+        # Its tree blocked on its stdin first: from then on it writes nothing, so what it
+        # wrote before is in the pipe or in ``chunks`` (the event loop cannot run meanwhile).
+        stdin, stdout = self._transport.get_pipe_transport(0), self._transport.get_pipe_transport(1)
+        if self.pid is None or stdin is None or stdout is None or self._protocol.eof:
+            return False
+        try:
+            if not waiting_on_stdin(self.pid, stdin.get_extra_info("pipe").fileno()):
+                return False
+            unread = fcntl.ioctl(stdout.get_extra_info("pipe").fileno(), termios.FIONREAD, b"\0\0\0\0")
+        except (AttributeError, ValueError, OSError):
+            return False
+        return not self._protocol.chunks and struct.unpack("i", unread)[0] == 0
 
     async def wait(self) -> int:
         return await asyncio.shield(self._protocol.exited)

@@ -36,7 +36,7 @@ from etlstage.protocol.scenario import Scenario
 from etlstage.protocol.vocabulary import Mode
 from etlstage.runtime.confirm import RECHECK, Unconfirmed
 from etlstage.runtime.flow import Inbox, Job, Piece, Window
-from etlstage.runtime.session import STARTUP_QUIET, WorkerSession
+from etlstage.runtime.session import WorkerSession
 from etlstage.runtime.tasks import run_all, run_until
 
 log = logging.getLogger("etlstage.stage")
@@ -670,7 +670,9 @@ class ExtractDriver(_Driver):
     async def _nothing_unasked(self, session: WorkerSession) -> None:
         """Before a request: anything the worker wrote since its last EOP (a stray EOP would
         otherwise answer this request), or since it started, is a violation."""
-        session.quiet_until = max(time.monotonic(), session.started + STARTUP_QUIET if not session.completed else 0)
+        if not session.completed:
+            await session.startup_quiet()  # what it wrote meanwhile waits unread: read below
+        session.quiet_until = time.monotonic()
         stray = await session.read_tokens()
         session.quiet_until = None
         if stray is None:

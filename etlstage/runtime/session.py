@@ -40,6 +40,7 @@ from etlstage.runtime.flow import Job
 # outstanding — a violation — rather than the start of its first answer.  `check-worker`
 # and a run look for the same time.
 STARTUP_QUIET = 0.3
+STARTUP_POLL = 0.003  # meanwhile, how often the worker is looked at: waiting for its first request yet?
 
 
 class WorkerSession:
@@ -161,9 +162,19 @@ class WorkerSession:
 
     async def startup_quiet(self) -> None:
         """Before the first request: wait out :data:`STARTUP_QUIET` from the start (the reader,
-        running meanwhile, finds what the worker writes unasked)."""
-        if self.completed == 0 and not self.inflight:
-            await asyncio.sleep(max(0.0, self.started + STARTUP_QUIET - time.monotonic()))
+        running meanwhile, finds what the worker writes unasked) — or until the worker waits
+        for its first request with nothing written: it cannot write before it is asked."""
+        until = self.started + STARTUP_QUIET
+        while self.completed == 0 and not self.inflight and not self._waiting_unheard():
+            left = until - time.monotonic()
+            if left <= 0:
+                return
+            await asyncio.sleep(min(left, STARTUP_POLL))
+
+    def _waiting_unheard(self) -> bool:
+        """The worker waits for input, and nothing it wrote is unread or unparsed."""
+        reading = self._read is not None and self._read.done()
+        return not reading and not self.parser.pending_bytes and self.transport.waiting_for_input()
 
     def add_job(self, job: Job) -> None:
         """A request was written: its time limit starts to run (now, if it is the head)."""
