@@ -133,6 +133,10 @@ def run(
     """Run the pipeline in PIPELINE_FILE (default: stages.yaml)."""
     setup_logging("etlstage", log_format, level=log_level, syslog_address=syslog_address, facility=syslog_facility)
     config = _engine(load_config(pipeline_file), engine, master)
+    if config.engine.kind == "spark":
+        from etlstage.spark.ownership import choose_lock_base
+
+        choose_lock_base()  # the lock folder of this host's Spark processes, before Spark starts
     if http is not None:
         config = dataclasses.replace(config, http=parse_listen(http, "--http"))
     export = None

@@ -443,7 +443,8 @@ def _state_dir(data: dict[str, Any], name: str, source: str, base_dir: str, prob
     if not root.is_absolute():
         root = Path(base_dir) / root
     state_dir = pipeline_dir(root, name)  # each pipeline's state in a folder of its own
-    for problem in state_dir_problems(root) or (state_dir_problems(state_dir) if root.is_dir() else []):
+    # the folders above state_dir checked once: state_dir itself is made owner-only before use
+    for problem in state_dir_problems(root) or (state_dir_problems(state_dir, above=False) if root.is_dir() else []):
         if "state_dir" in data:
             problems.add(("state_dir",), problem)
         else:

@@ -27,6 +27,7 @@ from collections.abc import Mapping
 import psutil
 
 from etlstage.errors import WorkerError
+from etlstage.kit.exits import EXIT_DRAIN, kill_group, pipe_pending
 from etlstage.kit.stderr import StderrRelay
 from etlstage.kit.stdin_wait import waiting_on_stdin
 from etlstage.logs import worker_record
@@ -277,6 +278,26 @@ class _WorkerProtocol(asyncio.SubprocessProtocol):
             self.exited.set_result(code if code is not None else -1)
         self.can_write.set()  # a writer waiting on a dead worker must wake and fail
         self._wake()
+        if not self.eof:
+            asyncio.get_running_loop().call_later(EXIT_DRAIN, self._drain_over)
+
+    def _drain_over(self) -> None:
+        """The worker exited :data:`EXIT_DRAIN` ago and its stdout is still open: a child of
+        its holds it.  The group goes (kit.exits); once the pipe is empty and not held back
+        by backpressure, the output has ended even if a holder outside the group remains."""
+        if self.eof or self.transport is None:
+            return
+        kill_group(self.transport.get_pid())
+        pipe = self.transport.get_pipe_transport(1)
+        fd = pipe.get_extra_info("pipe").fileno() if pipe is not None else None
+        if pipe is None or (not self._paused and (fd is None or pipe_pending(fd) == 0)):
+            log.debug("%s exited; its stdout was still held open: its process group was killed", self.label)
+            if pipe is not None:
+                pipe.close()  # pipe_connection_lost follows: the end of its output
+            self.eof = True
+            self._wake()
+        else:  # what it wrote before it exited is still being read
+            asyncio.get_running_loop().call_later(EXIT_DRAIN, self._drain_over)
 
     def take(self) -> bytes:
         chunk = self.chunks.popleft()
@@ -398,7 +419,9 @@ class ProcessTransport(Transport):
     async def _stop(self, grace: float, term_grace: float) -> int | None:
         self.close_input()
         try:
-            return await asyncio.wait_for(self.wait(), grace)
+            code = await asyncio.wait_for(self.wait(), grace)
+            kill_group(self.pid)  # what it started goes with it (docs/protocol.md: no orphans)
+            return code
         except TimeoutError:
             pass
         log.warning("%s (pid %s) did not exit %.0fs after stdin closed; sending SIGTERM", self.label, self.pid, grace)
@@ -410,7 +433,9 @@ class ProcessTransport(Transport):
                 "%s (pid %s) ignored SIGTERM for %.0fs; killing its process tree", self.label, self.pid, term_grace
             )
         self.kill()
-        return await self.wait()
+        code = await self.wait()
+        kill_group(self.pid)
+        return code
 
     def _tree(self) -> list[psutil.Process]:
         if self._ps is None:
@@ -430,6 +455,7 @@ class ProcessTransport(Transport):
         for p in tree:
             with contextlib.suppress(psutil.Error):
                 p.kill()
+        kill_group(self.pid)  # and a child whose parent exited already (no longer in the tree)
         if not tree and self._transport.get_returncode() is None:
             with contextlib.suppress(ProcessLookupError):
                 self._transport.kill()

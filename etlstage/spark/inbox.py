@@ -17,7 +17,13 @@ folder: :func:`etlstage.spark.checkpoint.engine_dir`); executors need only reach
 driver's host, as Spark's own RPC already does.  Each run has its own secret token; a
 request without it is refused, and spool reads are confined to the spool's file names.
 
-A frame is a 4-byte header length, a JSON header, an 8-byte payload length, a payload.
+A request is the run's token (:data:`TOKEN_BYTES` bytes), then a frame: a 4-byte header
+length, a JSON header, an 8-byte payload length, a payload; an answer is a frame.  The
+driver reads the token first, within :data:`AUTH_DEADLINE` seconds, and compares it in
+constant time before it reads anything else; the sizes a frame announces are checked
+before it is read (:data:`MAX_HEADER`; a payload at most the largest batch a stage can
+set aside); at most :data:`MAX_CONNECTIONS` requests are served at once (a request
+beyond is answered "busy" unread, and the task tries again).
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ import socket
 import socketserver
 import struct
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,8 +56,22 @@ log = logging.getLogger("etlstage.spark")
 SPOOL_FILE = re.compile(r"^(ahead/)?\d+-\d+\.bin$")
 TIMEOUT = 120.0  # seconds a call may take (a dead letter waits for SQLite's lock)
 PIECE = 8 << 20  # a spooled window is read in pieces of about this size
+TOKEN_BYTES = 32  # secrets.token_hex(16)
+AUTH_DEADLINE = 5.0  # seconds a connection has to send the token
+IDLE = 30.0  # seconds an authenticated request may go silent while it is read
+MAX_HEADER = 1 << 20  # a request's JSON header (a dead letter's error text is cut to fit)
+MAX_CONNECTIONS = 64  # requests served at once; one thread each
+BUSY = "busy"
 
 Handler = Callable[[dict[str, Any], bytes], tuple[dict[str, Any], bytes]]
+
+
+class _Dropped(Exception):
+    """The inbox accepted the connection and closed it without an answer (busy: unread)."""
+
+
+class Refused(Exception):
+    """A request the inbox does not read on: the reason goes back to the caller."""
 
 
 def _send(sock: socket.socket, header: dict[str, Any], payload: bytes = b"") -> None:
@@ -60,9 +81,15 @@ def _send(sock: socket.socket, header: dict[str, Any], payload: bytes = b"") -> 
         sock.sendall(payload)
 
 
-def _exactly(sock: socket.socket, n: int) -> bytes:
+def _exactly(sock: socket.socket, n: int, deadline: float | None = None) -> bytes:
+    """``n`` bytes; by ``deadline`` (monotonic) in all, when given (TimeoutError after)."""
     chunks, got = [], 0
     while got < n:
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("too slow")
+            sock.settimeout(left)
         chunk = sock.recv(min(n - got, 1 << 20))
         if not chunk:
             raise ConnectionError("the other side closed the connection")
@@ -71,10 +98,19 @@ def _exactly(sock: socket.socket, n: int) -> bytes:
     return b"".join(chunks)
 
 
-def _receive(sock: socket.socket) -> tuple[dict[str, Any], bytes]:
+def _receive(
+    sock: socket.socket, max_header: int = 1 << 32, max_payload: int = 1 << 64
+) -> tuple[dict[str, Any], bytes]:
+    """A frame; :class:`Refused` when a size it announces is over its bound (unread)."""
     (n,) = struct.unpack(">I", _exactly(sock, 4))
+    if n > max_header:
+        raise Refused(f"a request header of {n} bytes (at most {max_header})")
     header = json.loads(_exactly(sock, n))
+    if not isinstance(header, dict):
+        raise Refused("a request header that is not a JSON object")
     (size,) = struct.unpack(">Q", _exactly(sock, 8))
+    if size > max_payload:
+        raise Refused(f"a request payload of {size} bytes (at most {max_payload})")
     return header, _exactly(sock, size) if size else b""
 
 
@@ -91,18 +127,48 @@ class InboxAddress:
 
     def call(self, op: str, header: dict[str, Any], payload: bytes = b"") -> tuple[dict[str, Any], bytes]:
         """One request; its answer, or :class:`PipelineError` naming what failed."""
-        try:
-            with socket.create_connection((self.host, self.port), timeout=TIMEOUT) as sock:
-                _send(sock, {**header, "op": op, "token": self.token}, payload)
-                answer, data = _receive(sock)
-        except (OSError, ValueError, struct.error) as exc:
-            raise PipelineError(
-                f"the task cannot reach the driver's inbox at {self.host}:{self.port} ({op}): {exc}; "
-                "executors must reach the driver's host (as for Spark's own driver port)"
-            ) from None
+        give_up, pause = time.monotonic() + TIMEOUT, 0.01
+        while True:
+            try:
+                answer, data = self._once(op, header, payload)
+            except _Dropped as exc:  # accepted, then dropped unanswered: "busy" cut short
+                answer, data = {"error": BUSY, "dropped": str(exc.__cause__)}, b""
+            except (OSError, ValueError, struct.error, Refused) as exc:
+                raise self._unreachable(op, exc) from None
+            if answer.get("error") != BUSY:
+                break
+            if time.monotonic() >= give_up:
+                raise self._unreachable(op, answer.get("dropped") or "its threads stayed busy") from None
+            time.sleep(pause)  # every thread of the inbox was serving: the request was not read
+            pause = min(pause * 2, 1.0)
         if "error" in answer:
             raise PipelineError(str(answer["error"]))
         return answer, data
+
+    def _once(self, op: str, header: dict[str, Any], payload: bytes) -> tuple[dict[str, Any], bytes]:
+        with socket.create_connection((self.host, self.port), timeout=TIMEOUT) as sock:
+            try:
+                sock.sendall(self.token.encode())
+                _send(sock, {**header, "op": op}, payload)
+            except (BrokenPipeError, ConnectionResetError) as exc:
+                try:  # a busy inbox answers unread and closes: its answer may be there all the same
+                    return _receive(sock)
+                except (OSError, ValueError, struct.error):
+                    raise _Dropped() from exc
+            try:
+                return _receive(sock)
+            except (ConnectionResetError, ConnectionAbortedError) as exc:
+                raise _Dropped() from exc
+            except ConnectionError as exc:  # closed before any answer (not a refused connection)
+                if isinstance(exc, ConnectionRefusedError):
+                    raise
+                raise _Dropped() from exc
+
+    def _unreachable(self, op: str, why: object) -> PipelineError:
+        return PipelineError(
+            f"the task cannot reach the driver's inbox at {self.host}:{self.port} ({op}): {why}; "
+            "executors must reach the driver's host (as for Spark's own driver port)"
+        )
 
     def read(self, stage: str, name: str, piece: int = PIECE) -> Iterator[bytes]:
         """A spooled window file of ``stage``, in pieces."""
@@ -117,12 +183,26 @@ class InboxAddress:
 
 
 class Inbox:
-    """The server side, in the driver's process, for the ``with`` block: ``handlers`` by op."""
+    """The server side, in the driver's process, for the ``with`` block: ``handlers`` by op.
 
-    def __init__(self, handlers: dict[str, Handler], bind: str = "127.0.0.1", advertise: str = "127.0.0.1") -> None:
+    ``bind``: the local address to listen on (an address no interface has: every one,
+    with a warning); ``max_payload``: the largest payload a request may carry."""
+
+    def __init__(
+        self,
+        handlers: dict[str, Handler],
+        bind: str = "127.0.0.1",
+        advertise: str = "127.0.0.1",
+        *,
+        max_payload: int = 256 << 20,
+        max_connections: int = MAX_CONNECTIONS,
+    ) -> None:
         self.handlers = handlers
-        self.token = secrets.token_hex(16)
+        self.token = secrets.token_hex(TOKEN_BYTES // 2)
+        self.max_payload = max_payload
+        self.active = 0  # requests being served now
         inbox = self
+        lock = threading.Lock()
 
         class Serve(socketserver.BaseRequestHandler):
             def handle(self) -> None:
@@ -131,19 +211,52 @@ class Inbox:
         class Server(socketserver.ThreadingTCPServer):
             daemon_threads = True
             allow_reuse_address = True
+            request_queue_size = max_connections
 
-        self._server = Server((bind, 0), Serve)
+            def process_request(self, request: Any, client_address: Any) -> None:
+                with lock:
+                    full = inbox.active >= max_connections
+                    if not full:
+                        inbox.active += 1
+                if full:  # answered without a thread and unread; the caller tries again
+                    with contextlib.suppress(OSError):
+                        request.setblocking(False)
+                        _send(request, {"error": BUSY})
+                    self.shutdown_request(request)
+                    return
+                super().process_request(request, client_address)
+
+            def process_request_thread(self, request: Any, client_address: Any) -> None:
+                try:
+                    super().process_request_thread(request, client_address)
+                finally:
+                    with lock:
+                        inbox.active -= 1
+
+        try:
+            self._server = Server((bind, 0), Serve)
+        except OSError as exc:  # the driver's host name names no local interface (a NAT, a service)
+            log.warning("the driver's inbox cannot listen on %s (%s): listening on every interface", bind, exc)
+            self._server = Server(("0.0.0.0", 0), Serve)
         self.address = InboxAddress(advertise, self._server.server_address[1], self.token)
         self._thread = threading.Thread(target=self._server.serve_forever, name="etlstage inbox", daemon=True)
 
     def _serve(self, sock: socket.socket) -> None:
-        sock.settimeout(TIMEOUT)
         with contextlib.suppress(OSError, ValueError, struct.error):
-            header, payload = _receive(sock)
-            if not hmac.compare_digest(str(header.pop("token", "")), self.token):
+            # The token first, in a short time, before any length it could announce is read.
+            token = _exactly(sock, TOKEN_BYTES, time.monotonic() + AUTH_DEADLINE)
+            if not hmac.compare_digest(token, self.token.encode()):
                 log.warning("the driver's inbox refused a request without this run's token")
                 _send(sock, {"error": "refused: not this run's token"})
                 return
+            sock.settimeout(IDLE)
+            try:
+                header, payload = _receive(sock, MAX_HEADER, self.max_payload)
+            except Refused as exc:
+                log.warning("the driver's inbox refused %s", exc)
+                _send(sock, {"error": f"the driver's inbox refused {exc}"})
+                return
+            sock.settimeout(TIMEOUT)
             handler = self.handlers.get(str(header.get("op")))
             if handler is None:
                 _send(sock, {"error": f"the driver's inbox has no operation {header.get('op')!r}"})
@@ -296,7 +409,13 @@ def driver_inbox(plan: Plan, bind: str, advertise: str) -> Inbox:
         "spool": spool,
         "once": once,
     }
-    return Inbox(handlers, bind, advertise)
+    return Inbox(handlers, bind, advertise, max_payload=largest_payload(config.stages))
+
+
+def largest_payload(stages: list[StageConfig]) -> int:
+    """The most a request may carry: a dead letter is a job's messages with their markers,
+    a batch of at most ``batch_bytes`` and one more message (a margin of twice that)."""
+    return max([2 * (s.batch_bytes + s.max_message_bytes) + (1 << 20) for s in stages] or [64 << 20])
 
 
 __all__ = ["Inbox", "InboxAddress", "KeepOnce", "driver_inbox", "keep_once", "native_dir", "read_piece"]

@@ -27,6 +27,7 @@ import errno
 import fcntl
 import hashlib
 import json
+import logging
 import os
 import re
 import socket
@@ -40,7 +41,9 @@ from pathlib import Path
 import psutil
 
 from etlstage.errors import StateError, WorkerError
-from etlstage.state.store import ensure_private_dir
+from etlstage.state.store import ancestors_problem, ensure_private_dir
+
+log = logging.getLogger("etlstage.spark")
 
 
 @dataclass
@@ -97,13 +100,84 @@ def peer_is(sock: socket.socket, pid: int | None) -> bool:
     return peer_uid == os.geteuid() and pid is not None and peer_pid == pid
 
 
+LOCK_BASE_ENV = "ETLSTAGE_LOCK_BASE"  # the folder the CLI chose (choose_lock_base), for Spark's processes
+LOCK_HINT = (
+    "remove it (it holds only the Spark engine's lock files), or point TMPDIR at a folder of yours "
+    "(the lock folder is $TMPDIR/etlstage-<uid>)"
+)
+
+
+def default_lock_base() -> Path:
+    return Path(tempfile.gettempdir()) / f"etlstage-{os.getuid()}"
+
+
+def fallback_lock_base() -> Path:
+    """A private per-user folder, used when another user took :func:`default_lock_base`:
+    ``$XDG_RUNTIME_DIR/etlstage`` when that is yours, else one per host under your home."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR", "")
+    with contextlib.suppress(OSError):
+        if runtime and os.path.isabs(runtime) and os.stat(runtime).st_uid == os.geteuid():
+            return Path(runtime) / "etlstage"
+    return Path.home() / ".cache" / "etlstage" / f"locks-{socket.gethostname()}"
+
+
+def lock_base_problem(base: Path) -> str | None:
+    """Why ``base`` cannot hold the lock folders (another user's, a link, a folder others
+    could swap), or None: missing is fine, it is made owner-only."""
+    me = os.geteuid()
+    for level in (base, base / "owners"):
+        try:
+            st = os.lstat(level)
+        except FileNotFoundError:
+            break
+        except OSError as exc:
+            return f"the Spark engine's lock folder {level}: {exc.strerror}"
+        if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+            return f"the Spark engine's lock folder {level} is not a folder (a link or a file)"
+        if st.st_uid != me:
+            return f"the Spark engine's lock folder {level} belongs to uid {st.st_uid}, not to you (uid {me})"
+    return ancestors_problem(base, "the Spark engine's lock folder", LOCK_HINT)
+
+
+def lock_base() -> Path:
+    """The folder of this host's lock folders: the one the CLI chose, else the default
+    unless another user took it, else :func:`fallback_lock_base` (executors decide alike)."""
+    chosen = os.environ.get(LOCK_BASE_ENV)
+    if chosen:
+        return Path(chosen)
+    base = default_lock_base()
+    return fallback_lock_base() if lock_base_problem(base) else base
+
+
+def choose_lock_base() -> Path:
+    """Before Spark starts (the CLI): the lock folder of this run, checked and made owner-only;
+    :class:`StateError` (exit 2) naming it when neither the default nor the fallback can be used.
+    Spark's processes on this host find the choice in the environment they inherit."""
+    base = default_lock_base()
+    problem = lock_base_problem(base)
+    if problem:
+        fallback = fallback_lock_base()
+        second = lock_base_problem(fallback)
+        if second:
+            raise StateError(f"{problem}; {LOCK_HINT}. The fallback is no better: {second}")
+        log.warning("%s; using %s instead (%s)", problem, fallback, LOCK_HINT)
+        base = fallback
+    try:
+        for level in (base, base / "owners"):
+            ensure_private_dir(level)
+    except StateError as exc:
+        raise StateError(f"the Spark engine's lock folder {base}: {exc}") from None
+    os.environ[LOCK_BASE_ENV] = str(base)
+    return base
+
+
 def lock_root() -> Path:
-    return Path(tempfile.gettempdir()) / f"etlstage-{os.getuid()}" / "owners"
+    return lock_base() / "owners"
 
 
 def run_folder(run_id: str) -> Path:
-    """``lock_root() / run_id``, each level from ``etlstage-<uid>`` down created or checked as
-    the state directory is (ours, 0700, not a link; refused otherwise)."""
+    """``lock_root() / run_id``, each level from ``etlstage-<uid>`` (:func:`lock_base`) down
+    created or checked as the state directory is (ours, 0700, not a link; refused otherwise)."""
     root = lock_root()
     for level in (root.parent, root, root / run_id):
         ensure_private_dir(level)
@@ -287,6 +361,7 @@ __all__ = [
     "Handed",
     "Ownership",
     "Rendezvous",
+    "choose_lock_base",
     "lock_root",
     "open_private",
     "peer_is",

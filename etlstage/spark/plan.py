@@ -162,6 +162,9 @@ class Plan:
         DriverStore(self.inbox).set_aside(stage.name, job.attempts, error, job.block, job.messages, stage.markers.eom)
 
 
+ERROR_CHARS = 64 << 10  # of a dead letter's error: JSON-escaped, well within the inbox's MAX_HEADER
+
+
 @dataclass(frozen=True)
 class DriverStore:
     """The dead-letter part of the pipeline's state, in the driver's ``state_dir``, as a task
@@ -178,6 +181,7 @@ class DriverStore:
     def _put(self, logged: bool, stage: str, attempts: int, error: str, inputs: bytes, messages: int, eom: int) -> int:
         if self.inbox is None:
             raise PipelineError(f"stage {stage!r}: a dead letter, and no driver inbox to send it to (not run_in)")
+        error = error if len(error) <= ERROR_CHARS else error[:ERROR_CHARS] + " …(cut)"  # the inbox's MAX_HEADER
         header = {"stage": stage, "attempts": attempts, "error": error, "messages": messages, "eom": eom}
         answer, _ = self.inbox.call("deadletter", {**header, "log": logged}, inputs)
         return int(answer["id"])

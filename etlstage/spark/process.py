@@ -27,6 +27,7 @@ import time
 import psutil
 
 from etlstage.errors import WorkerGone, WorkerTimeout, describe_status, stdin_broke, went_away
+from etlstage.kit.exits import EXIT_DRAIN, kill_group, pipe_pending
 from etlstage.kit.stderr import StderrRelay
 from etlstage.kit.transport import READ_CHUNK, STDERR_TAIL, grow_pipe, resolve_program, start_error
 from etlstage.redact import redact_argv
@@ -75,6 +76,10 @@ class WorkerProcess:
             grow_pipe(fd)
         self._sel = selectors.DefaultSelector()
         self._sel.register(self._out, selectors.EVENT_READ)
+        self._exit_fd = _pidfd(self.pid)  # readable once the worker exits: the select wakes then
+        if self._exit_fd is not None:
+            self._sel.register(self._exit_fd, selectors.EVENT_READ)
+        self._drain_until: float | None = None  # set when it exited: see kit.exits
         self._writing = False
         self.eof = False
         self.stdin_closed = False
@@ -150,11 +155,19 @@ class WorkerProcess:
             else:
                 self._sel.unregister(self._in)
             self._writing = want_write
-        timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
         # Output seen arriving only if this call waited for it: output already there may
         # have come at any time since the last call (the rules on confirmation: policy.Pace).
         ready = self._sel.select(0)
-        events = ready or self._sel.select(timeout)
+        events = ready
+        while not events:
+            wake = self._exit_check(deadline)
+            if self.eof:
+                return []
+            timeout = None if wake is None else max(0.0, wake - time.monotonic())
+            events = self._sel.select(timeout)
+            if not events and (deadline is None or time.monotonic() < deadline):
+                continue  # only the exit's check was due
+            break
         self.last_arrival = None if ready else time.monotonic()
         if not events:
             if what is not None and deadline is not None and time.monotonic() >= deadline:
@@ -162,13 +175,42 @@ class WorkerProcess:
             return []
         chunks: list[bytes] = []
         for key, mask in events:
-            if key.fd == self._in and mask & selectors.EVENT_WRITE:
+            if key.fd == self._exit_fd:
+                self._exited()
+            elif key.fd == self._in and mask & selectors.EVENT_WRITE:
                 self._write_some(pending)
             elif key.fd == self._out:
                 chunk = self._read_some()
                 if chunk:
                     chunks.append(chunk)
         return chunks
+
+    def _exited(self) -> None:
+        """The worker process ended: its output ends within :data:`EXIT_DRAIN` (kit.exits)."""
+        if self._exit_fd is not None:
+            self._sel.unregister(self._exit_fd)
+            self._close_exit_fd()
+        if self._drain_until is None:
+            self._drain_until = time.monotonic() + EXIT_DRAIN
+
+    def _exit_check(self, deadline: float | None) -> float | None:
+        """When the select must wake next (``deadline``, or earlier for the exit's drain);
+        past the drain, with the pipe empty, the output has ended (``eof``)."""
+        if self._drain_until is None and self._exit_fd is None and self.proc.poll() is not None:
+            self._exited()  # no pidfd here: polled
+        if self._drain_until is None:
+            poll = None if self._exit_fd is not None else time.monotonic() + 0.5
+            return poll if deadline is None else min(deadline, poll or deadline)
+        now = time.monotonic()
+        if now >= self._drain_until and not self.eof:
+            kill_group(self.pid)  # a child holding its stdout; what it started goes with it
+            if pipe_pending(self._out) == 0:
+                log.debug("%s exited; its stdout was still held open: its process group was killed", self.label)
+                self.eof = True
+                self._sel.unregister(self._out)
+                return deadline
+            self._drain_until = now + EXIT_DRAIN  # what it wrote before it exited is read first
+        return self._drain_until if deadline is None else min(deadline, self._drain_until)
 
     def _write_some(self, pending: collections.deque[memoryview]) -> None:
         while pending:
@@ -219,7 +261,9 @@ class WorkerProcess:
                 )
                 self._signal_tree(sig)
             with contextlib.suppress(subprocess.TimeoutExpired):
-                return self.proc.wait(wait)
+                code = self.proc.wait(wait)
+                kill_group(self.pid)  # what it started goes with it (docs/protocol.md: no orphans)
+                return code
         self.kill()
         return self.proc.returncode
 
@@ -259,6 +303,7 @@ class WorkerProcess:
         self._stderr.join(1.0)
         _unwatch(self.pid)
         self._sel.close()
+        self._close_exit_fd()
         for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
             with contextlib.suppress(OSError):
                 f.close()
@@ -268,6 +313,7 @@ class WorkerProcess:
 
     def kill(self) -> None:
         self._signal_tree(signal.SIGKILL)
+        kill_group(self.pid)  # and a child whose parent exited already (no longer in the tree)
         with contextlib.suppress(ProcessLookupError):
             self.proc.kill()
         with contextlib.suppress(subprocess.TimeoutExpired):
@@ -277,6 +323,13 @@ class WorkerProcess:
                 if f is not None:
                     f.close()
         self._sel.close()
+        self._close_exit_fd()
+
+    def _close_exit_fd(self) -> None:
+        if self._exit_fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._exit_fd)
+            self._exit_fd = None
 
 
 class Foreign:
@@ -314,6 +367,14 @@ class Foreign:
     def kill(self) -> None:
         with contextlib.suppress(psutil.Error):
             self._process.kill()
+
+
+def _pidfd(pid: int) -> int | None:
+    """A descriptor that becomes readable when process ``pid`` exits (Linux 5.3+), or None."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
 
 
 _HANDED: list[subprocess.Popen[bytes]] = []  # workers handed over: kept so they are reaped, not waited for

@@ -500,16 +500,28 @@ def _run(spark: SparkSession, plan: Plan, progress: bool, counts: Counts | None)
 
 def _inbox_places(spark: SparkSession) -> tuple[str, str]:
     """(address the driver's inbox listens on, host the tasks reach it at): loopback for a
-    local master; else every interface, and the host Spark's executors reach the driver at
-    (the client's host name through Spark Connect, whose executors reach the client)."""
+    local master; else the address of the host Spark's executors reach the driver at
+    (``spark.driver.bindAddress`` when set, as Spark's own driver port; through Spark
+    Connect the client's host, whose executors reach the client), never every interface."""
     from etlstage.spark.session import is_connect
 
     master = str(spark.conf.get("spark.master", "") or "")
     if master.startswith("local"):
         return "127.0.0.1", "127.0.0.1"
     if is_connect(spark):
-        return "0.0.0.0", socket.getfqdn()
-    return "0.0.0.0", str(spark.conf.get("spark.driver.host", "") or socket.getfqdn())
+        host = socket.getfqdn()
+        return listen_address(host), host
+    host = str(spark.conf.get("spark.driver.host", "") or socket.getfqdn())
+    return str(spark.conf.get("spark.driver.bindAddress", "") or listen_address(host)), host
+
+
+def listen_address(host: str) -> str:
+    """The local address ``host`` names (the inbox listens there only); ``host`` itself
+    when it does not resolve (the inbox then says so and listens on every interface)."""
+    try:
+        return str(socket.getaddrinfo(host, None, socket.AF_INET, socket.SOCK_STREAM)[0][4][0])
+    except (OSError, IndexError):
+        return host
 
 
 def _retire_workers(spark: SparkSession, plan: Plan) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -170,6 +171,14 @@ def start_session(
 
 
 PRIVATE_PREFIXES = ("spark.executorEnv.",)  # values a service exports: credentials among them
+# engine.conf keys that hold a secret (Spark's own spark.redaction.regex, and Azure's
+# account keys): set over the gateway too, never on the JVM's command line
+SECRET_KEY = re.compile(r"(?i)secret|password|token|access[.]key|account[.]key")
+
+
+def is_private(key: str) -> bool:
+    """Whether setting ``key`` must stay off ``spark-submit``'s command line."""
+    return key.startswith(PRIVATE_PREFIXES) or bool(SECRET_KEY.search(key))
 
 
 def _launch_jvm(conf: dict[str, str]) -> None:
@@ -183,7 +192,7 @@ def _launch_jvm(conf: dict[str, str]) -> None:
         return  # started already (a session earlier in this process)
     public = SparkConf(loadDefaults=False)
     for key, value in conf.items():
-        if not key.startswith(PRIVATE_PREFIXES):
+        if not is_private(key):
             public.set(key, value)
     SparkContext._ensure_initialized(conf=public)
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from etlstage.errors import StateError
 from etlstage.state.layout import migrate_flat
 from etlstage.state.runlock import Holder, RunLock
-from etlstage.state.store import StateStore, ensure_private_dir
+from etlstage.state.store import StateStore, ancestors_problem, ensure_private_dir
 
 
 def claim(
@@ -32,6 +32,9 @@ def claim(
     this state) still leads to this state folder — then two files would share one state.
     """
     ensure_private_dir(Path(state_dir).parent)  # state_dir as the file names it: owner-only too
+    swap = ancestors_problem(Path(state_dir).parent)  # again, now that the levels etlstage made exist
+    if swap:
+        raise StateError(swap)
     migrate_flat(state_dir)
     ensure_private_dir(state_dir)
     lock = RunLock(state_dir)

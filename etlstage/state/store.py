@@ -210,11 +210,69 @@ def _entry_problem(path: Path, st: os.stat_result, kind: str) -> str | None:
     return None
 
 
-def state_dir_problems(path: str | Path) -> list[str]:
-    """What would keep :func:`ensure_private_dir` from using ``path``, found without changing anything."""
+def _others_could_swap(child: Path, parent: Path) -> str | None:
+    """Why another user could rename or replace ``child`` (existing or not) in ``parent``, or None."""
+    me = os.geteuid()
+    st = os.stat(parent)
+    if st.st_uid not in (me, 0):
+        return f"{parent} belongs to {_user(st.st_uid)}, who could rename or replace {child} in it"
+    if not st.st_mode & 0o022:
+        return None
+    if not st.st_mode & stat.S_ISVTX:
+        return (
+            f"{parent} is writable by its group or by others (mode {stat.S_IMODE(st.st_mode):o}): any of them "
+            f"could rename or replace {child} in it"
+        )
+    try:  # sticky (like /tmp): only the owner of an entry may rename it
+        owner = os.lstat(child).st_uid
+    except FileNotFoundError:
+        return None  # etlstage creates it, as yours
+    if owner not in (me, 0):
+        return f"{child} belongs to {_user(owner)}, in {parent}, which anyone may write in"
+    return None
+
+
+STATE_HINT = "keep the state in a folder only you (or root) can change, all the way up (e.g. under your home)"
+
+
+def ancestors_problem(path: str | Path, what: str = "state folder", hint: str = STATE_HINT) -> str | None:
+    """Why another user could swap the folder ``path`` (or a folder above it) for one of theirs
+    while a run writes in it, as ssh's StrictModes asks of a key's folders: each folder above
+    it (the path as written and as resolved) must be yours or root's, and writable by no one
+    else, unless it is sticky (like /tmp) and the entry below it is yours or root's."""
+    p = Path(os.path.abspath(path))
+    chains = [p]
+    existing = p
+    while not os.path.lexists(existing) and existing != existing.parent:
+        existing = existing.parent
+    real = Path(os.path.realpath(existing)).joinpath(*p.parts[len(existing.parts) :])
+    if real != p:
+        chains.append(real)
+    me = os.geteuid()
+    try:
+        for chain in chains:
+            for child in [chain, *chain.parents][:-1]:
+                if not os.path.lexists(child.parent):
+                    continue  # made by etlstage, as yours
+                problem = _others_could_swap(child, child.parent)
+                if problem is None and child.is_symlink() and os.lstat(child).st_uid not in (me, 0):
+                    problem = f"{child} is a link of {_user(os.lstat(child).st_uid)}, who could point it elsewhere"
+                if problem:
+                    return f"{what} {p}: {problem}; {hint}"
+    except OSError as exc:
+        return f"{what} {p}: cannot check the folders above it: {exc.strerror}"
+    return None
+
+
+def state_dir_problems(path: str | Path, above: bool = True) -> list[str]:
+    """What would keep :func:`ensure_private_dir` from using ``path``, found without changing
+    anything; with ``above``, the folders above it too (:func:`ancestors_problem`)."""
     p = Path(path)
     if "\x00" in str(p):
         return [f"{str(p)!r} holds a NUL byte; no directory name can"]
+    swap = ancestors_problem(p) if above else None
+    if swap:
+        return [swap]
     try:
         problem = _entry_problem(p, os.lstat(p), "directory")
         if problem is None and _on_pseudo_fs(p):

@@ -17,7 +17,6 @@ import collections
 import difflib
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -32,6 +31,7 @@ import yaml
 from etlstage.config.explain import schema_problems, yaml_problem
 from etlstage.config.loader import _Lines, _where, parse_config
 from etlstage.errors import ConfigError
+from etlstage.kit.exits import kill_everything
 from etlstage.logs import escape_controls
 
 DEFAULT_TIMEOUT = 120.0  # seconds a case's run may take
@@ -236,7 +236,7 @@ def _run(argv: list[str], cwd: Path, env: dict[str, str], timeout: float) -> tup
             out, _ = proc.communicate(timeout=timeout)
             return proc.returncode, out.decode(errors="replace")
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)  # the run and every worker it started
+            kill_everything(proc.pid)  # the run, every worker it started and theirs (own sessions)
             out, _ = proc.communicate()
             return None, out.decode(errors="replace")
 

@@ -333,3 +333,41 @@ def test_a_workers_stdin_and_stdout_pipes_are_grown_to_a_mebibyte(tmp_path: Path
     allowed = os.geteuid() == 0 or int(Path("/proc/sys/fs/pipe-max-size").read_text()) >= mebibyte
     expected = mebibyte if allowed else 64 << 10
     assert report.read_text().split() == [str(expected), str(expected)]
+
+
+def _gone(pid: int) -> bool:
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def test_an_exit_ends_the_output_a_child_holds_open_after_what_was_written_is_read(tmp_path: Path) -> None:
+    """The worker writes 5 MB (more than is read ahead: reading pauses), starts a child on
+    its stdout and exits.  A reader that comes back late still gets every byte, then the
+    end of the output (kit.exits), and the child is gone."""
+    from etlstage.kit.exits import EXIT_DRAIN
+    from tests.support.waiting import wait_for
+
+    pid_file = tmp_path / "child.pid"
+    script = f"head -c 5000000 /dev/zero; sleep 300 & echo $! > {pid_file}; exit 3"
+
+    async def scenario() -> int:
+        t = await ProcessTransport.spawn(["sh", "-c", script], dict(os.environ), str(tmp_path), "w")
+        try:
+            async with asyncio.timeout(20):
+                await t.wait()
+            await asyncio.sleep(2 * EXIT_DRAIN)  # a slow reader: the drain's time passes with bytes unread
+            got = 0
+            async with asyncio.timeout(20):  # the request time limit (600 s) would be the bound without the rule
+                while chunk := await t.read():
+                    got += len(chunk)
+            return got
+        finally:
+            await t.abort()
+
+    assert asyncio.run(scenario()) == 5_000_000
+    child = int(pid_file.read_text())
+    wait_for(lambda: _gone(child), 10, f"the worker's child {child} to be gone")

@@ -45,6 +45,7 @@ def _owner_only(root: Path) -> list[str]:
 @as_root
 def test_exports_reach_the_workers_but_no_command_line_and_the_checkpoint_is_owner_only(tmp_path: Path) -> None:
     secret, name = f"s3cr3t-{uuid.uuid4().hex}", f"sec-{uuid.uuid4().hex[:8]}"
+    key = f"s3key-{uuid.uuid4().hex}"  # a secret in engine.conf: set over the gateway, not on spark-submit's
     seen = tmp_path / "seen.txt"
     (tmp_path / "stages.yaml").write_text(
         f"""
@@ -55,7 +56,8 @@ stages:
   - {{name: ext, type: E, mode: cyclic, poll_interval: 0.2, command: [{PY}, {TW}, count, "100000000", "5"]}}
   - {{name: t, type: T, command: [sh, -c, 'printf %s "$DB_PASSWORD" > seen.txt; exec "$0" "$@"', {PY}, {TW}, pass]}}
   - {{name: load, type: L, command: [{PY}, {TW}, append, out.txt]}}
-engine: {{kind: spark, master: "local[2]", checkpoint: {tmp_path / "elsewhere" / "checkpoint"}}}
+engine: {{kind: spark, master: "local[2]", checkpoint: {tmp_path / "elsewhere" / "checkpoint"},
+          conf: {{spark.hadoop.fs.s3a.secret.key: {key}}}}}
 """
     )
     proc = subprocess.Popen(
@@ -70,6 +72,7 @@ engine: {{kind: spark, master: "local[2]", checkpoint: {tmp_path / "elsewhere" /
         listing = _ps_as_nobody()  # while the JVM, its Python processes and the workers run
         assert f"spark.app.name=etlstage {name}" in listing, listing[-3000:]  # this run's JVM is listed
         assert secret not in listing, [line for line in listing.splitlines() if secret in line]
+        assert key not in listing, [line for line in listing.splitlines() if key in line]
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=120)
     finally:

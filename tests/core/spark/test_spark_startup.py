@@ -137,3 +137,28 @@ def test_a_real_spark_run_logs_every_phase_and_its_summary_counts_start_up(pdir)
     assert 0 < summed <= took
     total = float(re.search(r"the run took ([\d.]+)s in all", r.stderr).group(1))
     assert summed <= total + 0.5 and total <= took
+
+
+def test_settings_that_look_secret_stay_off_the_jvms_command_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What pyspark starts its JVM with becomes ``spark-submit --conf`` arguments (``ps``):
+    a secret-looking key of engine.conf is held back for the gateway (no JVM started here)."""
+    from pyspark import SparkContext
+
+    from etlstage.spark import session
+
+    started: list[dict[str, str]] = []
+    monkeypatch.setattr(SparkContext, "_gateway", None)
+    monkeypatch.setattr(SparkContext, "_ensure_initialized", lambda conf: started.append(dict(conf.getAll())))
+    session._launch_jvm(
+        {
+            "spark.hadoop.fs.s3a.secret.key": "s3cret",
+            "spark.hadoop.fs.s3a.access.key": "AKIA",
+            "spark.hadoop.fs.s3a.session.token": "tok",
+            "spark.hadoop.fs.azure.account.key.acct.dfs.core.windows.net": "azkey",
+            "spark.ssl.keyPassword": "pw",
+            "spark.executorEnv.DB_PASSWORD": "pw2",
+            "spark.hadoop.fs.s3a.endpoint": "http://127.0.0.1:9000",
+            "spark.jars": "/x.jar",
+        }
+    )
+    assert started == [{"spark.hadoop.fs.s3a.endpoint": "http://127.0.0.1:9000", "spark.jars": "/x.jar"}]

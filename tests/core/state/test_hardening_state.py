@@ -338,3 +338,59 @@ def test_closing_the_store_releases_every_descriptor_on_state_db(tmp_path: Path)
     assert len(open_descriptors_of(store.path)) >= 2  # the connection's and the watch
     store.close()
     assert open_descriptors_of(store.path) == [], "state.db still open after close() while the store is referenced"
+
+
+OTHER = 12345  # a uid no one has: "another user"
+
+
+def _shared(pdir, mode: int, owner: int) -> Path:
+    shared = pdir.path / "shared"
+    shared.mkdir()
+    os.chown(shared, owner, -1)
+    shared.chmod(mode)
+    pdir.write(STAGES.replace("stages:", "state_dir: shared/etl\nstages:", 1))
+    return shared
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give the folder to another user")
+@pytest.mark.parametrize(
+    ("mode", "owner", "says"),
+    [
+        (0o777, OTHER, f"shared belongs to uid {OTHER}, who could rename or replace"),
+        (0o755, OTHER, f"shared belongs to uid {OTHER}, who could rename or replace"),
+        (0o770, 0, "shared is writable by its group or by others (mode 770)"),
+        (0o757, 0, "shared is writable by its group or by others (mode 757)"),
+    ],
+)
+def test_a_state_dir_under_a_folder_another_user_could_change_is_refused(pdir, mode, owner, says):
+    shared = _shared(pdir, mode, owner)
+    for r in (pdir.etlstage("validate", "stages.yaml"), pdir.run("--once")):
+        assert r.code == 2, r.stderr
+        assert f"state folder {shared}/etl: {shared.parent}/{says}" in r.stderr, r.stderr
+        assert "Traceback" not in r.stderr
+    assert not (shared / "etl").exists() and not (pdir.path / "out.txt").exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give the folder to another user")
+def test_under_a_sticky_folder_like_tmp_only_a_state_dir_of_ours_is_used(pdir):
+    shared = _shared(pdir, 0o1777, 0)  # root's, sticky, anyone may write: as /tmp
+    r = pdir.run("--once")
+    assert r.code == 0, r.stderr  # etl did not exist: made, ours
+    assert (shared / "etl").stat().st_uid == os.geteuid()
+    os.chown(shared / "etl", OTHER, -1)  # now as if another user had made it first
+    r = pdir.run("--once")
+    assert r.code == 2, r.stderr
+    assert f"{shared}/etl belongs to uid {OTHER}, in {shared}, which anyone may write in" in r.stderr, r.stderr
+
+
+def test_the_folders_above_are_checked_as_written_and_as_resolved(tmp_path: Path) -> None:
+    from etlstage.state.store import ancestors_problem
+
+    open_dir = tmp_path / "open"
+    open_dir.mkdir()
+    open_dir.chmod(0o777)
+    (open_dir / "real").mkdir()
+    (tmp_path / "link").symlink_to(open_dir / "real")
+    problem = ancestors_problem(tmp_path / "link" / "etl")
+    assert problem is not None and f"{open_dir} is writable by its group or by others" in problem, problem
+    assert ancestors_problem(tmp_path / "fine" / "deeper" / "etl") is None  # missing levels: made ours

@@ -6,6 +6,7 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
+import psutil
 import pytest
 
 from etlstage.errors import ConfigError
@@ -13,6 +14,7 @@ from etlstage.testing import load_tests
 from tests.conftest import PY, TW
 from tests.support.paths import FIXTURES
 from tests.support.run_cli import etlstage
+from tests.support.waiting import wait_for
 
 STAGES = f"""
 name: words
@@ -101,6 +103,32 @@ def test_a_case_that_hangs_is_stopped_at_its_timeout(tmp_path):
     result = case.run(tmp_path)
     assert result.exit_status is None
     assert result.problems[0] == "the run did not end within 3s: stopped", result.problems
+
+
+def test_a_case_stopped_at_its_timeout_leaves_no_child_of_its_workers(tmp_path):
+    """The workers run in sessions of their own: stopping the run's process group alone
+    left what they started running."""
+    folder = _folder(tmp_path)
+    pid_file = tmp_path / "child.pid"
+    hang = f'["sh", "-c", "sleep 300 & echo $! > {pid_file}; wait"]'
+    (folder / "stages.yaml").write_text(
+        STAGES.replace(f'["{PY}", "{FIXTURES / "lines.py"}", input.txt, "2"]', hang).replace(
+            "mode: cyclic", "mode: plain"
+        )
+    )
+    (case,) = [c for c in load_tests(folder / "words.test.yaml") if c.name == "in any order"]
+    case.timeout = 3
+    result = case.run(tmp_path)
+    assert result.exit_status is None, result.problems
+    child = int(wait_for(lambda: pid_file.exists() and pid_file.read_text().strip(), 5, "the child's pid"))
+
+    def gone() -> bool:
+        try:
+            return psutil.Process(child).status() == psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return True
+
+    wait_for(gone, 10, f"the worker's child {child} to be gone")
 
 
 @pytest.mark.parametrize(
