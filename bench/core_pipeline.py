@@ -3,13 +3,18 @@
 Measured side by side in one run:
   * baseline: the same three programs chained by a shell pipe, no supervisor;
   * `etlstage run`, batch mode (supervisor-driven, size 1000);
+  * `etlstage run`, worker-driven batches (BNC) of 256 and 1000, beside supervisor-driven
+    ones of the same sizes;
   * `etlstage run`, single-message mode;
   * 64 KiB messages through the pass-through T (batches of 16), against its own shell pipe;
   * `etlstage run`, batch mode with 64 KiB messages, cat -> a C loader (GB/s through the supervisor);
   * the supervisor's peak RSS at N and 10 N messages, and with default settings
     (batch_size 1000) for messages of 100 B, 64 KiB and 1 MiB (1 GiB each for the big ones).
 
-    python bench/core_pipeline.py [--n 1000000] [--repeat 3] [--compare REV] [--http]
+    python bench/core_pipeline.py [--n 1000000] [--repeat 3] [--compare REV] [--http] [--drivers-only]
+
+--drivers-only runs just the batch drivers side by side: supervisor- and worker-driven
+batches of 256 and 1000, and single-message mode, all at N messages (with the baseline).
 
 --compare REV runs every supervised row a second time on the code of git revision REV
 (a temporary worktree, imported through PYTHONPATH), in the same run: before and after.
@@ -91,13 +96,14 @@ def supervised(
     extra: tuple[str, ...] = (),
     cpu: list[float] | None = None,
     per_cycle: int | None = None,
+    driver: str = "supervisor",
 ) -> tuple[float, int]:
     """Seconds, and the supervisor's peak RSS in bytes.  ``cpu`` gets the CPU seconds (user +
     system) of the supervisor and its workers: a figure the machine's other load barely moves.
     Cyclic: ``per_cycle`` messages a window (default n/10)."""
     out = work / f"tally-{mode}.txt"
     shutil.rmtree(work / ".etlstage", ignore_errors=True)
-    size_key = f"batch_size: {batch}, " if mode == "batch" else ""
+    size_key = f"batch_size: {batch}, batch_driver: {driver}, " if mode == "batch" else ""
     (work / "stages.yaml").write_text(
         textwrap.dedent(f"""
         stages:
@@ -227,6 +233,35 @@ def http_ab(work: Path, n: int, repeat: int) -> None:
     )
 
 
+def drivers(work: Path, n: int, repeat: int, envs: list[tuple[str, dict[str, str] | None]]) -> None:
+    """Supervisor- and worker-driven batches of 256 and 1000, and single-message mode, in
+    turn each round (best of ``repeat``), with the shell pipe as the baseline."""
+    runs: dict[str, Callable[[], float | tuple[float, int]]] = {"base": lambda: shell_baseline(work, n, 100, 1000)}
+    for tag, env in envs:
+        for size in (256, 1000):
+            for driver in ("supervisor", "worker"):
+                runs[f"{driver} {size}{tag}"] = lambda env=env, size=size, driver=driver: supervised(
+                    work, n, 100, "batch", size, env=env, driver=driver
+                )
+        runs[f"single{tag}"] = lambda env=env: supervised(work, n, 100, "single", 1, env=env)
+    got = interleaved(runs, repeat)
+    base = got["base"][0]
+    print(f"batch drivers, {n:,} messages of 100 B, best of {repeat}; machine: {os.cpu_count()} cores\n")
+    print(f"{'run':<56} {'seconds':>8} {'msg/s':>12} {'vs baseline':>11} {'vs supervisor-driven':>21}")
+    print(f"{'shell pipe, no supervisor (baseline)':<56} {base:>8.2f} {n / base:>12,.0f} {1:>10.2f}x")
+    for tag, _ in envs:
+        for size in (256, 1000):
+            ref = got[f"supervisor {size}{tag}"][0]
+            for driver in ("supervisor", "worker"):
+                secs = got[f"{driver} {size}{tag}"][0]
+                name = f"etlstage run, batch {size}, {driver}-driven{tag}"
+                print(f"{name:<56} {secs:>8.2f} {n / secs:>12,.0f} {secs / base:>10.2f}x {ref / secs:>20.2f}x")
+        secs = got[f"single{tag}"][0]
+        name = f"etlstage run, single-message{tag}"
+        print(f"{name:<56} {secs:>8.2f} {n / secs:>12,.0f} {secs / base:>10.2f}x {got[f'supervisor 1000{tag}'][0] / secs:>20.2f}x")
+    print("\nvs supervisor-driven: its time over this row's (throughput ratio; single-message: against batch 1000)")
+
+
 def runs_text(runs: list[float]) -> str:
     return " ".join(f"{r:.2f}" for r in runs)
 
@@ -239,6 +274,7 @@ def main() -> None:
     ap.add_argument("--compare", metavar="REV", help="also run every supervised row on git revision REV")
     ap.add_argument("--http", action="store_true", help="add the row with etlstage run --http 127.0.0.1:0")
     ap.add_argument("--http-only", action="store_true", help="only batch 1000 with --http off and on, alternately")
+    ap.add_argument("--drivers-only", action="store_true", help="only supervisor- against worker-driven batches")
     a = ap.parse_args()
     n = a.n
     work = Path(tempfile.mkdtemp(prefix="etlstage-bench-"))
@@ -248,6 +284,12 @@ def main() -> None:
         return
     old_tree, old_env = checkout(a.compare) if a.compare else (None, None)
     envs: list[tuple[str, dict[str, str] | None]] = [("", None)] + ([(f" [{a.compare}]", old_env)] if a.compare else [])
+    if a.drivers_only:
+        drivers(work, n, a.repeat, envs)
+        shutil.rmtree(work, ignore_errors=True)
+        if old_tree is not None:
+            subprocess.run(["git", "worktree", "remove", "--force", str(old_tree)], cwd=HERE.parent, capture_output=True)
+        return
     rows = []  # (name, messages, seconds, baseline seconds for that many messages)
     # Every row of a group runs once per round, in turn, so a change in the machine's load
     # falls on all of them alike (best of --repeat rounds).
@@ -255,6 +297,7 @@ def main() -> None:
     for tag, env in envs:
         runs[f"batch{tag}"] = lambda env=env: supervised(work, n, 100, "batch", 1000, env=env)
         runs[f"cyclic{tag}"] = lambda env=env: supervised(work, n, 100, "batch", 1000, cyclic=True, env=env)
+        runs[f"worker{tag}"] = lambda env=env: supervised(work, n, 100, "batch", 1000, env=env, driver="worker")
     if a.http:
         runs["http"] = lambda: supervised(work, n, 100, "batch", 1000, extra=("--http",))
     got = interleaved(runs, a.repeat)
@@ -265,6 +308,8 @@ def main() -> None:
         rows.append((f"etlstage run, batch 1000{tag}", n, got[f"batch{tag}"][0], base))
     if a.http:
         rows.append(("etlstage run, batch 1000, --http on, scraped", n, got["http"][0], base))
+    for tag, _ in envs:
+        rows.append((f"etlstage run, batch 1000, worker-driven (BNC){tag}", n, got[f"worker{tag}"][0], base))
     for tag, _ in envs:
         rows.append((f"etlstage run, batch 1000, cyclic E (10 windows){tag}", n, got[f"cyclic{tag}"][0], base))
     n_single = max(1, n // 5)

@@ -2,6 +2,7 @@
 
 from etlstage.protocol.framing import (
     BNC,
+    Bncs,
     EOB,
     EOP,
     Checked,
@@ -20,6 +21,7 @@ from etlstage.protocol.scenario import Scenario
 
 __all__ = [
     "BNC",
+    "Bncs",
     "DEFAULT_MARKERS",
     "EOB",
     "EOP",
