@@ -29,7 +29,7 @@ A batch sent again after a failure is written the same way, its messages at once
 >>> full = Exchange(messages=3)
 >>> ahead = WriteAhead(full, batch_size=3, batch_bytes=100, replay_bytes=1000)
 >>> ahead.add(30); full.closed, ahead.room(), ahead.close()  # filled: no EOB
-(True, (0, 70), False)
+(True, (0, 0), False)
 """
 
 from __future__ import annotations
