@@ -258,7 +258,9 @@ def drivers(work: Path, n: int, repeat: int, envs: list[tuple[str, dict[str, str
                 print(f"{name:<56} {secs:>8.2f} {n / secs:>12,.0f} {secs / base:>10.2f}x {ref / secs:>20.2f}x")
         secs = got[f"single{tag}"][0]
         name = f"etlstage run, single-message{tag}"
-        print(f"{name:<56} {secs:>8.2f} {n / secs:>12,.0f} {secs / base:>10.2f}x {got[f'supervisor 1000{tag}'][0] / secs:>20.2f}x")
+        print(
+            f"{name:<56} {secs:>8.2f} {n / secs:>12,.0f} {secs / base:>10.2f}x {got[f'supervisor 1000{tag}'][0] / secs:>20.2f}x"
+        )
     print("\nvs supervisor-driven: its time over this row's (throughput ratio; single-message: against batch 1000)")
 
 
@@ -288,7 +290,9 @@ def main() -> None:
         drivers(work, n, a.repeat, envs)
         shutil.rmtree(work, ignore_errors=True)
         if old_tree is not None:
-            subprocess.run(["git", "worktree", "remove", "--force", str(old_tree)], cwd=HERE.parent, capture_output=True)
+            subprocess.run(
+                ["git", "worktree", "remove", "--force", str(old_tree)], cwd=HERE.parent, capture_output=True
+            )
         return
     rows = []  # (name, messages, seconds, baseline seconds for that many messages)
     # Every row of a group runs once per round, in turn, so a change in the machine's load

@@ -2,9 +2,9 @@
 
 from etlstage.protocol.framing import (
     BNC,
-    Bncs,
     EOB,
     EOP,
+    Bncs,
     Checked,
     ReplyParser,
     RequestParser,
@@ -21,10 +21,10 @@ from etlstage.protocol.scenario import Scenario
 
 __all__ = [
     "BNC",
-    "Bncs",
     "DEFAULT_MARKERS",
     "EOB",
     "EOP",
+    "Bncs",
     "Checked",
     "Markers",
     "ReplyParser",

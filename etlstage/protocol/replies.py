@@ -125,9 +125,7 @@ class ReplyRules(Generic[R]):
                 if tok is EOP:
                     head.eops += 1
                     head.bounds.append(len(head.results))
-                    if self.worker_driven and (
-                        not head.closed or head.bncs < bncs_due(head.messages, self.batch_size)
-                    ):
+                    if self.worker_driven and (not head.closed or head.bncs < bncs_due(head.messages, self.batch_size)):
                         raise ProtocolViolation(
                             f"EOP after {min(head.bncs + 1, head.messages)} message(s) of a batch of "
                             f"{self.batch_size} that the supervisor had not closed (expected BNC)"

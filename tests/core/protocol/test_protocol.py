@@ -8,11 +8,10 @@ import pytest
 
 from etlstage.errors import ConfigError, MarkerError, MarkerInMessage, ProtocolViolation
 from etlstage.protocol import (
-    BNC,
-    Bncs,
     DEFAULT_MARKERS,
     EOB,
     EOP,
+    Bncs,
     Markers,
     ReplyParser,
     RequestParser,
