@@ -233,35 +233,45 @@ def http_ab(work: Path, n: int, repeat: int) -> None:
     )
 
 
+DRIVERS = ("supervisor", "worker")
+
+
 def drivers(work: Path, n: int, repeat: int, envs: list[tuple[str, dict[str, str] | None]]) -> None:
     """Supervisor- and worker-driven batches of 256 and 1000, and single-message mode, in
     turn each round (best of ``repeat``), with the shell pipe as the baseline."""
     runs: dict[str, Callable[[], float | tuple[float, int]]] = {"base": lambda: shell_baseline(work, n, 100, 1000)}
+    cpu: dict[str, list[float]] = {}
     for tag, env in envs:
         for size in (256, 1000):
-            for driver in ("supervisor", "worker"):
-                runs[f"{driver} {size}{tag}"] = lambda env=env, size=size, driver=driver: supervised(
-                    work, n, 100, "batch", size, env=env, driver=driver
+            for driver in DRIVERS:
+                key = f"{driver} {size}{tag}"
+                runs[key] = lambda env=env, size=size, driver=driver, key=key: supervised(
+                    work, n, 100, "batch", size, env=env, driver=driver, cpu=cpu.setdefault(key, [])
                 )
-        runs[f"single{tag}"] = lambda env=env: supervised(work, n, 100, "single", 1, env=env)
+        key = f"single{tag}"
+        runs[key] = lambda env=env, key=key: supervised(work, n, 100, "single", 1, env=env, cpu=cpu.setdefault(key, []))
     got = interleaved(runs, repeat)
     base = got["base"][0]
     print(f"batch drivers, {n:,} messages of 100 B, best of {repeat}; machine: {os.cpu_count()} cores\n")
-    print(f"{'run':<56} {'seconds':>8} {'msg/s':>12} {'vs baseline':>11} {'vs supervisor-driven':>21}")
-    print(f"{'shell pipe, no supervisor (baseline)':<56} {base:>8.2f} {n / base:>12,.0f} {1:>10.2f}x")
+    print(
+        f"{'run':<50} {'seconds':>8} {'msg/s':>10} {'vs baseline':>11} {'vs sup.-driven':>14} {'CPU s':>6} {'CPU vs':>7}"
+    )
+    print(f"{'shell pipe, no supervisor (baseline)':<50} {base:>8.2f} {n / base:>10,.0f} {1:>10.2f}x")
     for tag, _ in envs:
-        for size in (256, 1000):
-            ref = got[f"supervisor {size}{tag}"][0]
-            for driver in ("supervisor", "worker"):
-                secs = got[f"{driver} {size}{tag}"][0]
-                name = f"etlstage run, batch {size}, {driver}-driven{tag}"
-                print(f"{name:<56} {secs:>8.2f} {n / secs:>12,.0f} {secs / base:>10.2f}x {ref / secs:>20.2f}x")
-        secs = got[f"single{tag}"][0]
-        name = f"etlstage run, single-message{tag}"
-        print(
-            f"{name:<56} {secs:>8.2f} {n / secs:>12,.0f} {secs / base:>10.2f}x {got[f'supervisor 1000{tag}'][0] / secs:>20.2f}x"
-        )
-    print("\nvs supervisor-driven: its time over this row's (throughput ratio; single-message: against batch 1000)")
+        rows = [
+            (f"batch {z}, {d}-driven", f"{d} {z}{tag}", f"supervisor {z}{tag}") for z in (256, 1000) for d in DRIVERS
+        ]
+        for what, key, ref in [*rows, ("single-message", f"single{tag}", f"supervisor 1000{tag}")]:
+            secs, ref_secs = got[key][0], got[ref][0]
+            name = f"etlstage run, {what}{tag}"
+            print(
+                f"{name:<50} {secs:>8.2f} {n / secs:>10,.0f} {secs / base:>10.2f}x {ref_secs / secs:>13.2f}x "
+                f"{min(cpu[key]):>6.2f} {min(cpu[ref]) / min(cpu[key]):>6.2f}x"
+            )
+    print(
+        "\nvs sup.-driven: the supervisor-driven row's time over this row's (a throughput ratio; single-message:\n"
+        "against batch 1000); CPU s: the best CPU seconds of the supervisor and its workers, CPU vs: the same ratio"
+    )
 
 
 def runs_text(runs: list[float]) -> str:
