@@ -273,8 +273,6 @@ class TransformDriver(_Driver):
         st = self.stage
         single = st.mode == Mode.SINGLE
         want = st.single_job_size if single else st.batch_size
-        if st.worker_driven:
-            want = 1  # worker-driven: the first message; the rest written ahead as they come
         pieces: list[Piece] = []
         n = size = 0
         deadline: float | None = None
@@ -287,6 +285,8 @@ class TransformDriver(_Driver):
                 size += len(p.block)
             if policy.batch_full(n, size, want=want, max_bytes=st.batch_bytes) or (n and single):
                 break
+            if n and st.worker_driven:
+                break  # written at once; the rest of the batch is written ahead as it comes
             if n and not got and len(inbox):
                 break  # the next message would take the batch over batch_bytes
             if n and not len(inbox) and all(p.window.settled_before(self.level) for p in pieces):

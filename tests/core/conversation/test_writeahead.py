@@ -141,11 +141,10 @@ def test_a_stray_eop_before_the_bncs_of_messages_written_ahead_is_a_violation():
     assert fine.feed([Bncs(2), b"r\n", EOP]).completed == [short]
 
 
-def test_linger_closes_a_batch_written_ahead_with_eob(tmp_path):
-    """The supervisor: three messages come, then nothing for longer than ``linger``: EOB
-    follows them (the greedy loader answers a batch of three), and the rest of the window
-    makes the next batch."""
-    st = stage("L", "greedy", "check", f"load={tmp_path / 'out.jsonl'}", batch_size=8, linger=0.1)
+def trickle(tmp_path: Path, linger: float, then: list[bytes], rest: list[bytes]) -> list[list[str]]:
+    """The supervisor's greedy loader (batch_size 8) given three messages; once they are taken
+    into a batch, ``then``; once a batch is loaded, ``rest``: the batches it loaded."""
+    st = stage("L", "greedy", "check", f"load={tmp_path / 'out.jsonl'}", batch_size=8, linger=linger)
     eom = st.markers.EOM
     out = tmp_path / "out.jsonl"
 
@@ -162,17 +161,21 @@ def test_linger_closes_a_batch_written_ahead_with_eob(tmp_path):
     async def run() -> None:
         window = Window("w", 0, 2)
         inbox = Inbox(eom, 1 << 20)
-        driver = TransformDriver(st, 1, str(tmp_path), spawn, StageStats("s", "L"), [inbox], emit, deadletter)
+        stats = StageStats("s", "L")
+        driver = TransformDriver(st, 1, str(tmp_path), spawn, stats, [inbox], emit, deadletter)
 
         def put(ms: list[bytes]) -> None:
-            block = b"".join(m + eom for m in ms)
-            window.add(1, count_eom(block, eom))
-            inbox.put_nowait(Piece(block, len(ms), window))
+            if ms:
+                block = b"".join(m + eom for m in ms)
+                window.add(1, count_eom(block, eom))
+                inbox.put_nowait(Piece(block, len(ms), window))
 
         async def fill() -> None:
             put(messages(3))
-            await asyncio.to_thread(wait_for, out.exists, 10, "the first batch loaded")
-            put(messages(5)[3:])
+            await asyncio.to_thread(wait_for, lambda: not len(inbox), 10, "the first three taken")
+            put(then)
+            await asyncio.to_thread(wait_for, out.exists, 60, "a batch loaded")
+            put(rest)
             window.close()
             inbox.close()
 
@@ -182,4 +185,20 @@ def test_linger_closes_a_batch_written_ahead_with_eob(tmp_path):
             await driver.abort_all()
 
     asyncio.run(run())
-    assert loaded(out) == [["m000", "m001", "m002"], ["m003", "m004"]]
+    return loaded(out)
+
+
+def test_messages_that_come_while_a_batch_is_open_are_written_ahead_into_it(tmp_path):
+    """The supervisor: three messages start a batch; five more come while it is open and
+    fill it, written ahead of the BNCs (the greedy loader holds all eight before its first
+    BNC, and answers long before ``linger`` could close the batch short)."""
+    batches = trickle(tmp_path, 30, messages(8)[3:], messages(10)[8:])
+    assert batches == [[m.decode() for m in messages(8)], ["m008", "m009"]]
+
+
+def test_linger_closes_a_batch_written_ahead_with_eob(tmp_path):
+    """The supervisor: three messages come, then nothing for longer than ``linger``: EOB
+    follows them (the greedy loader answers a batch of three), and the rest of the window
+    makes the next batch."""
+    batches = trickle(tmp_path, 0.1, [], messages(5)[3:])
+    assert batches == [["m000", "m001", "m002"], ["m003", "m004"]]
