@@ -3,13 +3,18 @@
 Measured side by side in one run:
   * baseline: the same three programs chained by a shell pipe, no supervisor;
   * `etlstage run`, batch mode (supervisor-driven, size 1000);
+  * `etlstage run`, worker-driven batches (BNC) of 256 and 1000, beside supervisor-driven
+    ones of the same sizes;
   * `etlstage run`, single-message mode;
   * 64 KiB messages through the pass-through T (batches of 16), against its own shell pipe;
   * `etlstage run`, batch mode with 64 KiB messages, cat -> a C loader (GB/s through the supervisor);
   * the supervisor's peak RSS at N and 10 N messages, and with default settings
     (batch_size 1000) for messages of 100 B, 64 KiB and 1 MiB (1 GiB each for the big ones).
 
-    python bench/core_pipeline.py [--n 1000000] [--repeat 3] [--compare REV] [--http]
+    python bench/core_pipeline.py [--n 1000000] [--repeat 3] [--compare REV] [--http] [--drivers-only]
+
+--drivers-only runs just the batch drivers side by side: supervisor- and worker-driven
+batches of 256 and 1000, and single-message mode, all at N messages (with the baseline).
 
 --compare REV runs every supervised row a second time on the code of git revision REV
 (a temporary worktree, imported through PYTHONPATH), in the same run: before and after.
@@ -92,13 +97,14 @@ def supervised(
     extra: tuple[str, ...] = (),
     cpu: list[float] | None = None,
     per_cycle: int | None = None,
+    driver: str = "supervisor",
 ) -> tuple[float, int]:
     """Seconds, and the supervisor's peak RSS in bytes.  ``cpu`` gets the CPU seconds (user +
     system) of the supervisor and its workers: a figure the machine's other load barely moves.
     Cyclic: ``per_cycle`` messages a window (default n/10)."""
     out = work / f"tally-{mode}.txt"
     shutil.rmtree(work / ".etlstage", ignore_errors=True)
-    size_key = f"batch_size: {batch}, " if mode == "batch" else ""
+    size_key = f"batch_size: {batch}, batch_driver: {driver}, " if mode == "batch" else ""
     (work / "stages.yaml").write_text(
         textwrap.dedent(f"""
         stages:
@@ -230,6 +236,47 @@ def http_ab(work: Path, n: int, repeat: int) -> None:
     )
 
 
+DRIVERS = ("supervisor", "worker")
+
+
+def drivers(work: Path, n: int, repeat: int, envs: list[tuple[str, dict[str, str] | None]]) -> None:
+    """Supervisor- and worker-driven batches of 256 and 1000, and single-message mode, in
+    turn each round (best of ``repeat``), with the shell pipe as the baseline."""
+    runs: dict[str, Callable[[], float | tuple[float, int]]] = {"base": lambda: shell_baseline(work, n, 100, 1000)}
+    cpu: dict[str, list[float]] = {}
+    for tag, env in envs:
+        for size in (256, 1000):
+            for driver in DRIVERS:
+                key = f"{driver} {size}{tag}"
+                runs[key] = lambda env=env, size=size, driver=driver, key=key: supervised(
+                    work, n, 100, "batch", size, env=env, driver=driver, cpu=cpu.setdefault(key, [])
+                )
+        key = f"single{tag}"
+        runs[key] = lambda env=env, key=key: supervised(work, n, 100, "single", 1, env=env, cpu=cpu.setdefault(key, []))
+    got = interleaved(runs, repeat)
+    base = got["base"][0]
+    print(f"batch drivers, {n:,} messages of 100 B, best of {repeat}; machine: {os.cpu_count()} cores\n")
+    print(
+        f"{'run':<50} {'seconds':>8} {'msg/s':>10} {'vs baseline':>11} {'vs sup.-driven':>14} {'CPU s':>6} {'CPU vs':>7}"
+    )
+    print(f"{'shell pipe, no supervisor (baseline)':<50} {base:>8.2f} {n / base:>10,.0f} {1:>10.2f}x")
+    for tag, _ in envs:
+        rows = [
+            (f"batch {z}, {d}-driven", f"{d} {z}{tag}", f"supervisor {z}{tag}") for z in (256, 1000) for d in DRIVERS
+        ]
+        for what, key, ref in [*rows, ("single-message", f"single{tag}", f"supervisor 1000{tag}")]:
+            secs, ref_secs = got[key][0], got[ref][0]
+            name = f"etlstage run, {what}{tag}"
+            print(
+                f"{name:<50} {secs:>8.2f} {n / secs:>10,.0f} {secs / base:>10.2f}x {ref_secs / secs:>13.2f}x "
+                f"{min(cpu[key]):>6.2f} {min(cpu[ref]) / min(cpu[key]):>6.2f}x"
+            )
+    print(
+        "\nvs sup.-driven: the supervisor-driven row's time over this row's (a throughput ratio; single-message:\n"
+        "against batch 1000); CPU s: the best CPU seconds of the supervisor and its workers, CPU vs: the same ratio"
+    )
+
+
 def runs_text(runs: list[float]) -> str:
     return " ".join(f"{r:.2f}" for r in runs)
 
@@ -248,6 +295,7 @@ def main() -> None:
     )
     ap.add_argument("--http", action="store_true", help="add the row with etlstage run --http 127.0.0.1:0")
     ap.add_argument("--http-only", action="store_true", help="only batch 1000 with --http off and on, alternately")
+    ap.add_argument("--drivers-only", action="store_true", help="only supervisor- against worker-driven batches")
     a = ap.parse_args()
     n = a.n
     work = Path(tempfile.mkdtemp(prefix="etlstage-bench-"))
@@ -257,6 +305,12 @@ def main() -> None:
         return
     old = [(rev, *checkout(rev)) for rev in a.compare]
     envs: list[tuple[str, dict[str, str] | None]] = [("", None)] + [(f" [{rev}]", env) for rev, _, env in old]
+    if a.drivers_only:
+        drivers(work, n, a.repeat, envs)
+        shutil.rmtree(work, ignore_errors=True)
+        for _, tree, _ in old:
+            subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=HERE.parent, capture_output=True)
+        return
     rows = []  # (name, messages, seconds, baseline seconds for that many messages)
     # Every row of a group runs once per round, in turn, so a change in the machine's load
     # falls on all of them alike (best of --repeat rounds).
@@ -264,6 +318,7 @@ def main() -> None:
     for tag, env in envs:
         runs[f"batch{tag}"] = lambda env=env: supervised(work, n, 100, "batch", 1000, env=env)
         runs[f"cyclic{tag}"] = lambda env=env: supervised(work, n, 100, "batch", 1000, cyclic=True, env=env)
+        runs[f"worker{tag}"] = lambda env=env: supervised(work, n, 100, "batch", 1000, env=env, driver="worker")
     if a.http:
         runs["http"] = lambda: supervised(work, n, 100, "batch", 1000, extra=("--http",))
     got = interleaved(runs, a.repeat)
@@ -274,6 +329,8 @@ def main() -> None:
         rows.append((f"etlstage run, batch 1000{tag}", n, got[f"batch{tag}"][0], base))
     if a.http:
         rows.append(("etlstage run, batch 1000, --http on, scraped", n, got["http"][0], base))
+    for tag, _ in envs:
+        rows.append((f"etlstage run, batch 1000, worker-driven (BNC){tag}", n, got[f"worker{tag}"][0], base))
     for tag, _ in envs:
         rows.append((f"etlstage run, batch 1000, cyclic E (10 windows){tag}", n, got[f"cyclic{tag}"][0], base))
     n_single = max(1, n // 5)

@@ -8,8 +8,8 @@ this module, and only this module:
   the run (:class:`Restarts`, :func:`next_delay`);
 - what a job that failed once more does under ``on_failure`` (:func:`after_failure`);
 - by when the worker must answer next, and which limit that is (:func:`answer_deadline`);
-- when a batch is full (:func:`batch_full`, :func:`batch_cut`, :func:`fits`), and when a
-  worker-driven batch's worker asks for more (:func:`bnc_due`);
+- when a batch is full (:func:`batch_full`, :func:`batch_cut`; a
+  worker-driven batch is written ahead of its BNCs by :mod:`etlstage.conversation.writeahead`);
 - whether more input may be written beside what is unanswered (:func:`may_write`);
 - how long a worker with nothing outstanding stays quiet to be in step (:func:`settle_time`),
   and whether its answers give cause to doubt that they line up (:class:`Pace`).
@@ -199,20 +199,6 @@ def batch_full(messages: int, size: int, *, want: int, max_bytes: int) -> bool:
     return messages >= want or size >= max_bytes
 
 
-def fits(size: int, next_size: int, max_bytes: int) -> bool:
-    """A message of ``next_size`` bytes joins an open batch of ``size`` bytes: the batch
-    stays within ``max_bytes`` (``batch_bytes``).  Otherwise the batch closes (worker-driven:
-    the next BNC is answered with EOB) and the message starts the next one."""
-    return size + next_size <= max_bytes
-
-
-def bnc_due(messages: int, batch_size: int) -> bool:
-    """A worker-driven batch's worker asks for more (BNC) after each message until it has
-    ``batch_size``; a batch the supervisor closes sooner (``batch_bytes``, ``linger``, the
-    window's barrier) is closed by answering that BNC with EOB."""
-    return messages < batch_size
-
-
 class Ends(Protocol):
     """End offsets of a block's messages, ascending: a list, or a numpy array (no copy)."""
 
@@ -338,9 +324,7 @@ __all__ = [
     "answer_deadline",
     "batch_cut",
     "batch_full",
-    "bnc_due",
     "doubtful_answer",
-    "fits",
     "may_write",
     "next_delay",
     "settle_time",

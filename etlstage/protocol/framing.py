@@ -19,6 +19,7 @@ foreign marker with ``bytes.count`` too — no per-message and no per-byte Pytho
 from __future__ import annotations
 
 import operator
+import re
 from collections.abc import Sequence
 from itertools import repeat
 
@@ -40,8 +41,33 @@ class Signal:
         return self.name
 
 
+class Bncs(Signal):
+    """BNCs in a row, as one token: a worker-driven batch's messages are written ahead of
+    its BNCs, so the worker's BNCs come in runs, and a reader does one step per run, not
+    one per message.  ``count``: how many; :data:`BNC` is the run of one.
+
+    >>> Bncs(3), Bncs(1) == BNC
+    (BNC×3, True)
+    """
+
+    __slots__ = ("count",)
+
+    def __init__(self, count: int) -> None:
+        super().__init__("BNC")
+        self.count = count
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Bncs) and other.count == self.count
+
+    def __hash__(self) -> int:
+        return hash((Bncs, self.count))
+
+    def __repr__(self) -> str:
+        return "BNC" if self.count == 1 else f"BNC×{self.count}"
+
+
 EOP = Signal("EOP")
-BNC = Signal("BNC")
+BNC = Bncs(1)
 EOB = Signal("EOB")
 
 Token = bytes | Signal
@@ -181,7 +207,7 @@ class ReplyParser:
     """Tokenises a worker's stdout into blocks of complete results and signals.
 
     ``feed(chunk)`` returns a list of tokens: ``bytes`` (one or more complete messages,
-    each ending with EOM), :data:`EOP` and :data:`BNC`.  It raises
+    each ending with EOM), :data:`EOP` and :class:`Bncs` (BNCs in a row, one token).  It raises
     :class:`ProtocolViolation` for bytes no worker may write: EOB, BNC where the scenario
     has none, EOP where the scenario has none (plain E), a result cut short by EOP or BNC
     (no EOM), a message longer than ``max_message_bytes``.  Which signal may come *when*
@@ -190,11 +216,23 @@ class ReplyParser:
     >>> p = ReplyParser(DEFAULT_MARKERS, bnc_allowed=True)
     >>> p.feed(b"\\x11r1\\nr")
     [BNC, b'r1\\n']
-    >>> p.feed(b"2\\n\\x00")
-    [b'r2\\n', EOP]
+    >>> p.feed(b"2\\n\\x00\\x11\\x11\\x11")
+    [b'r2\\n', EOP, BNC×3]
     """
 
-    __slots__ = ("_bnc", "_bnc_ok", "_eob", "_eom", "_eop", "_eop_ok", "_m", "_max", "_tail", "_tail_len")
+    __slots__ = (
+        "_bnc",
+        "_bnc_ok",
+        "_bnc_run",
+        "_eob",
+        "_eom",
+        "_eop",
+        "_eop_ok",
+        "_m",
+        "_max",
+        "_tail",
+        "_tail_len",
+    )
 
     def __init__(
         self,
@@ -207,6 +245,7 @@ class ReplyParser:
         self._m = markers
         self._eom, self._eop, self._bnc, self._eob = markers.EOM, markers.EOP, markers.BNC, markers.EOB
         self._bnc_ok = bnc_allowed
+        self._bnc_run = re.compile(re.escape(self._bnc) + b"+")
         self._eop_ok = eop_allowed
         self._max = max_message_bytes
         self._tail: list[bytes] = []  # bytes of the message being received, not yet ended by EOM
@@ -261,8 +300,14 @@ class ReplyParser:
                     "were not ended by EOM (every result must end with EOM before EOP)",
                     partial[-40:] + chunk[k : k + 1],
                 )
-            out.append(signal)
-            pos = k + 1
+            if signal is EOP:
+                out.append(EOP)
+                pos = k + 1
+                continue
+            run = self._bnc_run.match(chunk, k)
+            assert run is not None  # chunk[k] is BNC
+            pos = run.end()
+            out.append(BNC if pos == k + 1 else Bncs(pos - k))
         return out
 
     def _data(self, chunk: bytes, start: int, stop: int, out: list[Token]) -> None:

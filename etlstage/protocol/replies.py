@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
 from etlstage.errors import ProtocolViolation, UnaskedReply
-from etlstage.protocol.framing import BNC, EOP, Token
+from etlstage.protocol.framing import EOP, Bncs, Token
 
 
 class Outstanding(Protocol):
@@ -39,7 +39,7 @@ class Outstanding(Protocol):
     eops: int
     started: float
     closed: bool
-    awaiting_bnc: bool
+    bncs: int
 
     @property
     def messages(self) -> int: ...
@@ -59,23 +59,34 @@ class Exchange:
     eops: int = 0
     started: float = 0.0  # when it became the oldest outstanding (its time limit runs from here)
     closed: bool = False  # batch: EOB written, or filled (worker-driven)
-    awaiting_bnc: bool = False  # worker-driven: a BNC is due for the last message sent
+    bncs: int = 0  # worker-driven: BNCs read for it so far
 
     def reset(self) -> None:
         """Forget a partial answer: the exchange is about to be written again."""
         self.results.clear()
         self.bounds.clear()
-        self.eops = 0
-        self.closed = self.awaiting_bnc = False
+        self.eops = self.bncs = 0
+        self.closed = False
+
+
+def bncs_due(messages: int, batch_size: int) -> int:
+    """BNCs a worker-driven batch of ``messages`` messages gets in all: one after each
+    message that leaves it short of ``batch_size``, none after the one that fills it.
+    Messages may be written ahead of the BNCs, so the worker's tokens are counted: an
+    answer is due once the batch is closed and every BNC came.
+
+    >>> bncs_due(2, 3), bncs_due(3, 3)
+    (2, 2)
+    """
+    return min(messages, batch_size - 1)
 
 
 @dataclass
 class Reading(Generic[R]):
-    """What one run of tokens meant: requests answered in full, whether a BNC came, and
-    the violation that ended the run (tokens after it were not read)."""
+    """What one run of tokens meant: requests answered in full, and the violation that
+    ended the run (tokens after it were not read)."""
 
     completed: list[R] = field(default_factory=list)
-    bnc: bool = False
     violation: ProtocolViolation | None = None
 
 
@@ -114,10 +125,10 @@ class ReplyRules(Generic[R]):
                 if tok is EOP:
                     head.eops += 1
                     head.bounds.append(len(head.results))
-                    if self.worker_driven and not head.closed:
+                    if self.worker_driven and (not head.closed or head.bncs < bncs_due(head.messages, self.batch_size)):
                         raise ProtocolViolation(
-                            f"EOP after {head.messages} message(s) of a batch of {self.batch_size} "
-                            "that the supervisor had not closed (expected BNC)"
+                            f"EOP after {min(head.bncs + 1, head.messages)} message(s) of a batch of "
+                            f"{self.batch_size} that the supervisor had not closed (expected BNC)"
                         )
                     if head.eops == head.requests:
                         outstanding.popleft()
@@ -125,9 +136,8 @@ class ReplyRules(Generic[R]):
                         head = outstanding[0] if outstanding else None
                         if head is not None:
                             head.started = time.monotonic()
-                elif tok is BNC:
-                    self._bnc(head)
-                    reading.bnc = True
+                elif isinstance(tok, Bncs):
+                    self._bncs(head, tok.count)
                 elif self.results:
                     head.results.append(tok)  # type: ignore[arg-type]
                 else:
@@ -139,18 +149,21 @@ class ReplyRules(Generic[R]):
             reading.violation = exc
         return reading
 
-    def _bnc(self, head: R) -> None:
-        if head.closed or not head.awaiting_bnc:
+    def _bncs(self, head: R, count: int) -> None:
+        """``count`` BNCs in a row: each for the next message written that leaves the batch
+        short; one more than the messages written so far allow is a violation."""
+        due = bncs_due(head.messages, self.batch_size)
+        if head.bncs + count > due:
             filled = head.messages >= self.batch_size
             raise ProtocolViolation(
-                f"BNC after message {head.messages} of a batch of {self.batch_size}"
+                f"BNC after message {due + 1 if filled else head.messages} of a batch of {self.batch_size}"
                 + (
                     " — that message filled the batch, so the worker must process it and write EOP"
                     if filled
                     else " — no BNC was due"
                 )
             )
-        head.awaiting_bnc = False
+        head.bncs += count
 
 
 def unasked_before_request(tokens: Sequence[Token], answered: bool = True) -> UnaskedReply | None:
@@ -170,4 +183,4 @@ def unasked_before_request(tokens: Sequence[Token], answered: bool = True) -> Un
     return UnaskedReply("the worker wrote after its last EOP, before the next request", snippet)
 
 
-__all__ = ["Exchange", "Outstanding", "Reading", "ReplyRules", "unasked_before_request"]
+__all__ = ["Exchange", "Outstanding", "Reading", "ReplyRules", "bncs_due", "unasked_before_request"]

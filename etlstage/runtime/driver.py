@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 
 from etlstage.config.model import StageConfig
 from etlstage.conversation import policy
+from etlstage.conversation.writeahead import WriteAhead
 from etlstage.errors import (
     EXITED_BETWEEN_CYCLES,
     PipelineError,
@@ -272,8 +273,6 @@ class TransformDriver(_Driver):
         st = self.stage
         single = st.mode == Mode.SINGLE
         want = st.single_job_size if single else st.batch_size
-        if st.worker_driven:
-            want = 1  # worker-driven: one message now, more on each BNC
         pieces: list[Piece] = []
         n = size = 0
         deadline: float | None = None
@@ -286,6 +285,8 @@ class TransformDriver(_Driver):
                 size += len(p.block)
             if policy.batch_full(n, size, want=want, max_bytes=st.batch_bytes) or (n and single):
                 break
+            if n and st.worker_driven:
+                break  # written at once; the rest of the batch is written ahead as it comes
             if n and not got and len(inbox):
                 break  # the next message would take the batch over batch_bytes
             if n and not len(inbox) and all(p.window.settled_before(self.level) for p in pieces):
@@ -312,63 +313,58 @@ class TransformDriver(_Driver):
             job.closed = True
             await session.write(self.stage.markers.EOB)
 
-    async def _feed_worker_driven(self, session: WorkerSession, inbox: Inbox, job: Job, bnc: asyncio.Event) -> None:
-        """Write one message, then another on each BNC, or EOB when the batch should close.
+    async def _feed_worker_driven(
+        self, session: WorkerSession, inbox: Inbox, job: Job, grew: Callable[[int], None]
+    ) -> None:
+        """Write the batch's messages as they come, ahead of the worker's BNCs, up to its
+        size (:class:`WriteAhead`); EOB right after the last one when it closes short: the
+        input ran dry for ``linger``, its windows' barrier, ``batch_bytes``.  ``grew``: told
+        the bytes of each message added to the job.
 
-        A job sent again after a failure keeps its messages: they go one per BNC as
-        before, and EOB closes the batch if it is short.
+        A job sent again after a failure keeps its messages: written at once, and EOB
+        if it is short.
         """
         st = self.stage
-        again = job.messages > 1
-        messages = split_block(job.block, st.markers, keep_eom=True) if again else [job.block]
-        size = 0
-        for k, message in enumerate(messages, start=1):
-            if k > 1:
-                await bnc.wait()
-            bnc.clear()
-            size += len(message)
-            job.awaiting_bnc = policy.bnc_due(k, st.batch_size)
-            job.closed = not job.awaiting_bnc
-            await session.write(message)
-            if job.closed:
-                return
-        while not again:  # until the batch is full (closed above) or nothing more comes in time
-            await bnc.wait()
-            bnc.clear()
-            more = await self._one_more(inbox, job, st.batch_bytes - size)
-            if more is None:
-                break
-            job.add(more)
-            size += len(more.block)
-            self.stats.took(session.scenario.instance, 1, len(more.block))
-            job.awaiting_bnc = policy.bnc_due(job.messages, st.batch_size)
-            job.closed = not job.awaiting_bnc
-            await session.write(more.block)
-            if job.closed:
-                return
-        if again:
-            await bnc.wait()
-            bnc.clear()
-        job.closed = True
-        await session.write(st.markers.EOB)
+        ahead = WriteAhead(job, batch_size=st.batch_size, batch_bytes=st.batch_bytes, replay_bytes=st.replay_bytes)
+        size = sum(len(p.block) for p in job.pieces)
+        ahead.add(size)
+        for p in job.pieces:
+            await session.write(p.block)
+        if not job.resent:
+            await self._write_ahead(session, inbox, job, ahead, grew)
+        if ahead.close():
+            await session.write(st.markers.EOB)
 
-    async def _one_more(self, inbox: Inbox, job: Job, room: int) -> Piece | None:
-        """The next message for an open worker-driven batch, or None to close it with EOB
-        (also when the next message would take it over ``room`` more bytes)."""
-        if room <= 0:
-            return None  # the batch holds batch_bytes: closed at once
+    async def _write_ahead(
+        self, session: WorkerSession, inbox: Inbox, job: Job, ahead: WriteAhead, grew: Callable[[int], None]
+    ) -> None:
+        """More of the inbox into the open batch until it is full, or should close."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.stage.linger
         while True:
-            got = inbox.take(1, room, at_least_one=False)
+            want, room = ahead.room()
+            if not want:
+                return  # filled: the worker answers after the last message
+            got = inbox.take(want, room, at_least_one=False) if room else []
             if got:
-                return got[0]
-            if len(inbox):
-                return None
+                n = sum(p.count for p in got)
+                size = sum(len(p.block) for p in got)
+                for p in got:
+                    job.add(p)
+                job.size += size
+                grew(size)
+                ahead.add(size)
+                self.stats.took(session.scenario.instance, n, size)
+                block = got[0].block if len(got) == 1 else b"".join(p.block for p in got)
+                await session.write(block)
+                deadline = loop.time() + self.stage.linger
+                continue
+            if len(inbox) or not room:
+                return  # the next message would take the batch over batch_bytes: it starts the next
             if inbox.closed or all(p.window.settled_before(self.level) for p in job.pieces):
-                return None
+                return  # window barrier: nothing more of these windows can arrive
             if loop.time() >= deadline:
-                return None
+                return
             await inbox.wait_changed(deadline)
 
     # --- completion -----------------------------------------------------------------------
@@ -414,7 +410,6 @@ class _Conversation:
         self.slots = asyncio.Semaphore(self.stage.jobs_in_flight)
         self.drained = asyncio.Event()  # set whenever nothing is in flight
         self.drained.set()
-        self.bnc = asyncio.Event()
         self.answered = asyncio.Event()  # set at each completed job
         self.unanswered_bytes = 0  # input written and not yet answered: at most replay_bytes (or one job)
         self.recycle = False
@@ -498,11 +493,15 @@ class _Conversation:
         job.size = sum(len(p.block) for p in job.pieces)
         self.unanswered_bytes += job.size
         if session.scenario.worker_driven:
-            await self.driver._feed_worker_driven(session, self.inbox, job, self.bnc)
+            await self.driver._feed_worker_driven(session, self.inbox, job, self._grew)
         else:
             await self.driver._write_job(session, job)
         if job.alone:
             await self.drained.wait()
+
+    def _grew(self, size: int) -> None:
+        """A worker-driven batch took ``size`` more bytes of input (its answer counts them off)."""
+        self.unanswered_bytes += size
 
     # --- reading ----------------------------------------------------------------------------------
 
@@ -527,8 +526,6 @@ class _Conversation:
                 self.drained.set()
                 if self.held:
                     session.quiet_until = time.monotonic() + self.held.settle()
-            if reading.bnc:
-                self.bnc.set()
             if reading.violation is not None:
                 raise session.violation(reading.violation)
 

@@ -3,7 +3,7 @@
 The bytes are the project's one protocol implementation: :class:`ReplyParser` tokenises
 the worker's output, :class:`ReplyRules` says which request each token answers.  This
 module adds what a task needs around them: jobs cut from the task's input (single
-requests, batches closed by EOB, worker-driven batches grown on each BNC), a bound on
+requests, batches closed by EOB, worker-driven batches written ahead of their BNCs), a bound on
 what is written ahead, time limits, answers held until the worker is known to be in
 step (it stayed quiet with nothing outstanding, as the supervisor confirms), restarts
 that send again what was not confirmed, and ``on_failure`` (fail, or dead letters in
@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from etlstage.config.model import StageConfig
 from etlstage.conversation import policy
+from etlstage.conversation.writeahead import WriteAhead
 from etlstage.errors import ProtocolViolation, WorkerError
 from etlstage.protocol.framing import ReplyParser
 from etlstage.protocol.replies import Exchange, ReplyRules
@@ -165,8 +166,8 @@ class StageWorker:
             last_output=self.proc.last_output,
         )
 
-    def _step(self, until: float | None = None) -> tuple[list[Job], bool]:
-        """Move bytes once: (jobs answered in full, whether a BNC came).
+    def _step(self, until: float | None = None) -> list[Job]:
+        """Move bytes once: the jobs answered in full.
 
         ``until``: return empty-handed at that time (settling) instead of timing out.
         """
@@ -175,7 +176,6 @@ class StageWorker:
         deadline, what = (until, "") if until is not None else self._deadline()
         chunks = proc.pump(self.pending, deadline, None if until is not None else what)
         done: list[Job] = []
-        bnc = False
         for chunk in chunks:
             try:
                 tokens = self.parser.feed(chunk)
@@ -188,12 +188,11 @@ class StageWorker:
                 self.answered += 1
                 self.tally.stats.answered(now - job.started)
             done.extend(reading.completed)
-            bnc = bnc or reading.bnc
             if reading.violation is not None:
                 raise self._handing_back(done, self._violation(reading.violation))
         if proc.eof:
             raise self._handing_back(done, proc.gone(self._went_early()))
-        return done, bnc
+        return done
 
     def _went_early(self) -> str:
         """What the worker did by ending its output before it was asked to."""
@@ -245,21 +244,13 @@ class StageWorker:
         ``single_job_size``) or ``batch_bytes``; the end of the input is the micro-batch's
         barrier, which closes the last one."""
         st = self.stage
-        if st.worker_driven:
-            for block in blocks:
-                ends = message_ends(block, st.markers.eom)
-                start = 0
-                for end in ends.tolist():
-                    yield Job(messages=1, block=block[start:end], batch=True)
-                    start = end
-            return
         single = st.mode == Mode.SINGLE
         want = st.single_job_size if single else st.batch_size
 
         def job(n: int, block: bytes) -> Job:
             if single:
                 return Job(requests=n, messages=n, block=block)
-            return Job(messages=n, block=block, batch=True, closed=True)
+            return Job(messages=n, block=block, batch=True, closed=not st.worker_driven)
 
         carry: list[bytes] = []  # the messages of a job not yet full, from earlier blocks
         held = held_bytes = 0
@@ -304,7 +295,7 @@ class StageWorker:
                     todo.appendleft(job)
                     break
                 if worker_driven:
-                    self._feed_worker_driven(job, todo, jobs)
+                    self._feed_worker_driven(job)
                 elif job.batch:
                     self._write(job, job.block, self.stage.markers.EOB)
                 else:
@@ -320,50 +311,20 @@ class StageWorker:
                 if exhausted and not todo:
                     return
                 continue
-            done, _ = self._step()
+            done = self._step()
             for job in done:
                 held.append(job)
                 held_bytes += len(job.block)
 
-    def _feed_worker_driven(self, job: Job, todo: collections.deque[Job], jobs: Iterator[Job]) -> None:
-        """Write one message, another on each BNC while input lasts, else EOB. The batch is
-        the only job in flight, and an answer to a batch still open is a protocol violation
-        (``_step`` raises it): its answer is read by the caller's loop, once it is closed."""
-        again = job.messages > 1  # a resend: its messages go one per BNC as before
-        messages = (
-            [job.block[s:e] for s, e in spans(message_ends(job.block, self.stage.markers.eom))]
-            if again
-            else [job.block]
-        )
-        job.messages = 1
-        job.awaiting_bnc = policy.bnc_due(job.messages, self.stage.batch_size)
-        job.closed = not job.awaiting_bnc
-        self._write(job, messages[0])
-        rest = messages[1:]
-        while not job.closed:
-            done, bnc = self._step()
-            assert not done, "an open worker-driven batch was answered without a violation"
-            if not bnc:
-                continue
-            if rest:
-                more: bytes | None = rest.pop(0)
-            elif again:
-                more = None
-            else:
-                nxt = todo.popleft() if todo else next(jobs, None)
-                more = nxt.block if nxt is not None else None
-                if nxt is not None and not policy.fits(len(job.block), len(nxt.block), self.stage.batch_bytes):
-                    todo.appendleft(nxt)  # it would take the batch over batch_bytes: EOB, it starts the next
-                    more = None
-            if more is None:
-                job.closed = True
-                self.pending.append(memoryview(self.stage.markers.EOB))
-                break
-            job.block += more
-            job.messages += 1
-            job.awaiting_bnc = policy.bnc_due(job.messages, self.stage.batch_size)
-            job.closed = not job.awaiting_bnc
-            self.pending.append(memoryview(more))
+    def _feed_worker_driven(self, job: Job) -> None:
+        """The batch's messages at once, ahead of the worker's BNCs (:class:`WriteAhead`;
+        :meth:`_jobs` cut it to ``batch_size`` and ``batch_bytes``), then EOB if it is short.
+        The reply rules count the BNCs; its answer is read by the caller's loop."""
+        st = self.stage
+        job.closed = False  # an isolated message is written as a batch of one
+        ahead = WriteAhead(job, batch_size=st.batch_size, batch_bytes=st.batch_bytes, replay_bytes=st.replay_bytes)
+        ahead.add(len(job.block))
+        self._write(job, job.block, st.markers.EOB if ahead.close() else b"")
 
     def _release(self, held: list[Job]) -> Iterator[bytes]:
         jobs = list(held)

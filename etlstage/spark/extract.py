@@ -110,7 +110,7 @@ class ExtractWorker(StageWorker):
                 self._nothing_unasked()
                 self._write(job, job.block)
                 while True:
-                    done, _ = self._step()
+                    done = self._step()
                     if done:
                         self.restarts.succeeded()
                         return b"".join(job.results)

@@ -88,7 +88,8 @@ def check_supervisor_batches(h: StageHarness, w: Any, o: Options) -> str | None:
 
 def check_worker_batches(h: StageHarness, w: Any, o: Options) -> str | None:
     # BNC after each message short of the batch, never after the filling one; the last
-    # batch is partial and closed by EOB in answer to a BNC.
+    # batch is partial and closed by EOB. A batch's messages are written ahead of their
+    # BNCs, as both engines write them: a worker that takes one read for one message fails.
     r = _run(h, w, o, mode="batch", batch_driver="worker", batch_size=o.batch_size, inputs=SAMPLE, settle=STARTUP_QUIET)
     return _expect_groups(r, _batch_sizes(len(SAMPLE), o.batch_size), "BNC-driven batches")
 

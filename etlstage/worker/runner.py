@@ -237,15 +237,21 @@ def _serve_requests(
                     for message in token:
                         _run_batch(w, [message], out, m.EOP, acks)
             elif sc.worker_driven:
-                for message in token:
-                    batch.append(message)
-                    if len(batch) >= sc.batch_size:
+                # messages may come written ahead of our BNCs: one BNC for each that leaves
+                # the batch short, written together, then the answer once one fills it
+                at = 0
+                while at < len(token):
+                    take = min(len(token) - at, sc.batch_size - len(batch))
+                    batch.extend(token[at : at + take] if take < len(token) else token)
+                    at += take
+                    full = len(batch) >= sc.batch_size
+                    if take - full:
+                        acks.settle(keep=0)  # replies go in request order: earlier EOPs first
+                        out.signal(m.BNC * (take - full))
+                    if full:
                         _run_batch(w, batch, out, m.EOP, acks)
                         out.flush()
                         batch = []
-                    else:
-                        acks.settle(keep=0)  # replies go in request order: earlier EOPs first
-                        out.signal(m.BNC)
             else:
                 batch.extend(token)
         out.flush()

@@ -503,3 +503,30 @@ stages:
     batches = [json.loads(line) for line in lines(sup / "out.jsonl")]
     assert batches[:3] == [["0", "1", "2", "3", "4"], ["5", "6", "7", "8", "9"], ["10", "11", "12", "13"]]
     assert lines(spk / "out.jsonl") == lines(sup / "out.jsonl")
+
+
+def test_worker_driven_batches_are_written_ahead_of_their_bncs_on_both_engines(spark, tmp_path: Path) -> None:
+    """tests/fixtures/ahead.py writes no BNC before its whole batch is in its pipe (it
+    answers only batches written ahead) and fails on a message of its next batch found
+    there before it answered: a T and an L of it load every message once on both engines."""
+    from tests.support.run_cli import etlstage
+
+    ahead = str(FIXTURES / "ahead.py")
+    text = f"""
+stages:
+  - {{name: ext, type: E, command: [{{PY}}, {{TW}}, count, "23"]}}
+  - {{name: t, type: T, mode: batch, batch_size: 4, batch_driver: worker, command: [{{PY}}, {ahead}, greedy, check]}}
+  - {{name: load, type: L, mode: batch, batch_size: 5, batch_driver: worker,
+     command: [{{PY}}, {ahead}, greedy, check, load=out.jsonl]}}
+"""
+    sup, spk = tmp_path / "sup", tmp_path / "spark"
+    sup.mkdir()
+    spk.mkdir()
+    (sup / "stages.yaml").write_text(text.replace("{PY}", PY).replace("{TW}", TW))
+    r = etlstage(sup, "run", "stages.yaml", "--once", "--no-progress")
+    assert r.code == 0, r.stderr
+    assert run(spark, spk, text) == 0
+    for engine in (sup, spk):
+        batches = [json.loads(line) for line in lines(engine / "out.jsonl")]
+        assert all(1 <= len(b) <= 5 for b in batches), batches
+        assert sorted(int(m) for b in batches for m in b) == list(range(23))
