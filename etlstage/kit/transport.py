@@ -32,7 +32,9 @@ log = logging.getLogger("etlstage.worker")
 READ_CHUNK = 1 << 20
 PIPE_SIZE = 1 << 20
 F_SETPIPE_SZ = 1031
-STDERR_TAIL = 20
+# stderr lines kept per worker: enough to hold the cause above a long stack trace (a report shows
+# the last 10 and quotes the telling line, :mod:`etlstage.kit.telling`)
+STDERR_TAIL = 60
 
 
 def grow_pipe(fd: int) -> None:
