@@ -180,13 +180,7 @@ def _claim(config: PipelineConfig, pipeline_file: str, engine: str, what: str = 
     """The pipeline's state, held for this process (:mod:`etlstage.state.claim`)."""
     from etlstage.state.claim import claim
 
-    def shares_state(other: str) -> bool:
-        try:
-            return load_config(other).state_dir == config.state_dir
-        except EtlstageError:
-            return False
-
-    return claim(config.state_dir, engine, pipeline_file, shares_state, what)
+    return claim(config.state_dir, engine, pipeline_file, _shares_state(config), what)
 
 
 def _together(attaching):
@@ -240,6 +234,31 @@ def validate(pipeline_file: str) -> None:
     _check_commands(pipeline_file, config)
     chain = " → ".join(f"{s.name} ({s.type}, {s.mode})" for s in config.stages)
     click.echo(f"{pipeline_file}: valid. {chain}")
+    shared = _shared_state(config, pipeline_file)
+    if shared:
+        click.echo(f"etlstage: warning: {shared}; `etlstage run` refuses to run it so", err=True)
+
+
+def _shared_state(config: PipelineConfig, pipeline_file: str) -> str | None:
+    """What ``run`` would refuse: another pipeline file that ran last with this state."""
+    from etlstage.state.claim import shared_state
+    from etlstage.state.runlock import last_holder
+
+    if not Path(config.state_dir).is_dir():
+        return None
+    return shared_state(
+        last_holder(config.state_dir), os.path.realpath(pipeline_file), config.state_dir, _shares_state(config)
+    )
+
+
+def _shares_state(config: PipelineConfig) -> Callable[[str], bool]:
+    def shares_state(other: str) -> bool:
+        try:
+            return load_config(other).state_dir == config.state_dir
+        except EtlstageError:
+            return False
+
+    return shares_state
 
 
 def _check_commands(pipeline_file: str, config: PipelineConfig) -> None:
