@@ -26,7 +26,7 @@ from etlstage.config.listen import parse_listen
 from etlstage.config.loader import load_config, schema
 from etlstage.config.model import PipelineConfig
 from etlstage.errors import ConfigError, EtlstageError
-from etlstage.kit.hint import command
+from etlstage.hint import command
 from etlstage.logs import FORMATS, escape_controls, log_env, setup_logging
 
 log = logging.getLogger("etlstage")

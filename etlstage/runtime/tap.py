@@ -34,7 +34,7 @@ from typing import BinaryIO
 
 from etlstage.config.model import PipelineConfig, StageConfig
 from etlstage.errors import ConfigError, EtlstageError
-from etlstage.kit.hint import command
+from etlstage.hint import command
 from etlstage.protocol.framing import split_block
 from etlstage.protocol.markers import Markers
 from etlstage.protocol.vocabulary import StageType

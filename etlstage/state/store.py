@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import NamedTuple, ParamSpec, TypeVar
 
 from etlstage.errors import StateError
-from etlstage.kit.hint import command
+from etlstage.hint import command
 from etlstage.protocol.framing import split_block
 from etlstage.state.sqlite import apply_schema, connect, immediate
 

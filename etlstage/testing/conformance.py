@@ -15,7 +15,7 @@ from typing import Any
 
 from etlstage.config.model import PipelineConfig
 from etlstage.errors import ConfigError
-from etlstage.kit.hint import command
+from etlstage.hint import command
 from etlstage.kit.telling import says_missing
 from etlstage.protocol.markers import DEFAULT_MARKERS, Markers
 from etlstage.protocol.vocabulary import Mode, StageType

@@ -23,6 +23,7 @@ from tests.support.paths import ROOT
 LAYERS = {
     "errors": 0,
     "logs": 0,
+    "hint": 0,
     "protocol": 1,
     "state": 2,
     "config": 3,
