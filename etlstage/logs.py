@@ -90,6 +90,7 @@ class _Kind:
     seen: int = 0
     held: int = 0  # not shown since the last shown one
     since: float = 0.0  # when the last one of the kind was shown
+    last: logging.LogRecord | None = None  # the last one held back, formatted only if reported
 
 
 class RepeatedWarnings(logging.Filter):
@@ -123,6 +124,7 @@ class RepeatedWarnings(logging.Filter):
             return True
         kind.held += 1
         if now - kind.since < self.every:
+            kind.last = record
             return False
         record.msg = f"{record.msg} [1 of {kind.held} like this in the last {now - kind.since:.0f}s]"
         kind.held, kind.since = 0, now
@@ -130,8 +132,10 @@ class RepeatedWarnings(logging.Filter):
 
     def pending(self) -> list[str]:
         """One line per kind with warnings held back since the last shown one."""
+        # the last one held back as it would have read: a template's '%s%s' tells nothing
         return [
-            f"{k.held} more warning(s) like {template!r} from {name} not shown"
+            f"{k.held} more warning(s) from {name} not shown, the last: "
+            f"{escape_controls(k.last.getMessage() if k.last else template)!r}"
             for (name, template), k in self.kinds.items()
             if k.held
         ]

@@ -157,20 +157,29 @@ def summary(pipeline: Running) -> str:
         f"extracted {extract:,} messages in {elapsed:,.2f}s ({_rate(extract, elapsed)})"
         + (f"; {dead:,} message(s) in the dead-letter store" if dead else "")
     )
-    resent = resent_line({name: s.resent for name, s in pipeline.stats.items()})
+    resent = resent_line(
+        {name: s.resent for name, s in pipeline.stats.items()}, {name: s.jobs for name, s in pipeline.stats.items()}
+    )
     if resent:
         rows.append(resent)
     rows.extend(output_lines(pipeline))
     return "\n".join(rows)
 
 
-def resent_line(resent: dict[str, int]) -> str:
+def resent_line(resent: dict[str, int], answered: dict[str, int] | None = None) -> str:
     """Messages sent to a stage again after a worker failure, by stage ("" when none).
+
+    ``answered``: requests each stage's workers answered; a stage whose workers never answered
+    one was sent them again before any could have been passed on, so no caveat is due.
 
     >>> resent_line({"t": 12, "sink": 0})
     "sent again after a worker failure: 12 message(s) to stage 't' (a loader not idempotent may have them twice)"
+    >>> resent_line({"t": 12}, {"t": 0})
+    "sent again after a worker failure: 12 message(s) to stage 't'"
     """
     parts = [f"{n:,} message(s) to stage {name!r}" for name, n in resent.items() if n]
     if not parts:
         return ""
-    return f"sent again after a worker failure: {', '.join(parts)} (a loader not idempotent may have them twice)"
+    worked = answered is None or any(answered.get(name, 1) for name, n in resent.items() if n)
+    caveat = " (a loader not idempotent may have them twice)" if worked else ""
+    return f"sent again after a worker failure: {', '.join(parts)}{caveat}"

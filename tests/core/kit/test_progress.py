@@ -107,3 +107,13 @@ def test_progress_lines_without_a_terminal_name_every_figure(caplog):
     assert src.startswith("progress src (E): in 0, out 30, rate "), src
     assert ", in flight 0, restarts 0, rss " in src, src
     assert "progress windows in flight 2, elapsed " in lines[len(run.stats)], lines
+
+
+def test_the_twice_caveat_only_when_the_stages_workers_had_answered_something():
+    run = a_run()
+    run.stats["sink"].resent = 12
+    run.stats["sink"].jobs = 3
+    assert "12 message(s) to stage 'sink' (a loader not idempotent may have them twice)" in summary(run)
+    run.stats["sink"].jobs = 0  # its workers never answered a request: nothing could be loaded twice
+    assert "sent again after a worker failure: 12 message(s) to stage 'sink'" in summary(run)
+    assert "twice" not in summary(run)

@@ -41,7 +41,9 @@ def test_the_first_of_a_kind_are_shown_then_one_per_period_with_the_count():
     ]
     clock.now = 13.0
     assert shown(f, [record("Message %s to the %s queue", 101, "invalid")]) == []
-    assert f.pending() == ["1 more warning(s) like 'Message %s to the %s queue' from etlstage.rdss not shown"]
+    assert f.pending() == [
+        "1 more warning(s) from etlstage.rdss not shown, the last: 'Message 101 to the invalid queue'"
+    ]
 
 
 def test_kinds_are_apart_and_other_levels_untouched():
@@ -81,9 +83,10 @@ def test_a_process_logs_the_first_few_and_at_exit_how_many_were_held_back():
     assert len(lines) == 5 + 1 + 1, "\n".join(lines)
     assert "Message 4 to the invalid queue: GENERR010 [more like this are counted" in lines[4]
     assert "another kind" in lines[5]
-    assert lines[6].endswith("195 more warning(s) like 'Message %s to the invalid queue: %s' from w.rdss not shown"), (
-        lines[6]
-    )
+    assert lines[6].endswith(
+        "195 more warning(s) from w.rdss not shown, the last: 'Message 199 to the invalid queue: GENERR010'"
+    ), lines[6]
+    assert "%s" not in lines[6]  # no template leaks
     assert len(run_logger({"ETLSTAGE_LOG_REPEATS": "0"})) == 201
 
 
