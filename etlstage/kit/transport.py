@@ -25,7 +25,7 @@ from collections.abc import Mapping
 import psutil
 
 from etlstage.errors import WorkerError
-from etlstage.logs import escape_controls, worker_record
+from etlstage.logs import escape_controls, worker_line, worker_record
 
 log = logging.getLogger("etlstage.worker")
 
@@ -253,7 +253,8 @@ class _WorkerProtocol(asyncio.SubprocessProtocol):
     def _line(self, raw: bytes) -> None:
         text = escape_controls(raw.decode("utf-8", "replace").rstrip("\r"))
         self.tail.append(text)
-        log.info("[%s] %s", self.label, text, extra=worker_record(self.label, text))
+        level, said = worker_line(text)  # a line with its own time and level: shown once, at its level
+        log.log(level, "[%s] %s", self.label, said, extra=worker_record(self.label, text))
 
     def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
         if fd == 1:

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import subprocess
 import sys
 import textwrap
+
+import pytest
 
 from etlstage.logs import JsonFormatter, RepeatedWarnings, worker_record
 from tests.support.worker_env import without_supervisor_vars
@@ -128,3 +131,40 @@ def test_a_pipeline_run_with_json_logs_relays_worker_json_as_objects(pdir):
     relayed = [d for d in docs if "worker_log" in d]
     assert relayed and relayed[0]["worker_log"] == {"level": "INFO", "message": "hello"}, r.stderr
     assert relayed[0]["source"].startswith("sink")
+
+
+# a worker logging with a time and level of its own (the project's text format), then the test loader
+STAMPED_THEN_APPENDS = (
+    "import sys, os; "
+    "sys.stderr.write('2026-12-02 01:01:57,592 WARNING etlstage.rdss: row 7 late' + chr(10)); "
+    "sys.stderr.write('2026-12-02T01:01:58.001Z INFO loaded 3 rows' + chr(10)); "
+    "sys.stderr.write('plain words' + chr(10)); "
+    "sys.stderr.flush(); os.execv(sys.argv[1], [sys.argv[1], sys.argv[2], 'append', 'out.txt'])"
+)
+STAMP = re.compile(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d")
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_a_workers_timestamped_line_is_shown_once_at_its_level_with_the_stages_label(pdir, fmt):
+    pdir.write(
+        """\
+        stages:
+          - {name: src, type: E, command: ["{PY}", "{TW}", count, "3"]}
+          - {name: sink, type: L, command: ["{PY}", "-c", "{SCRIPT}", "{PY}", "{TW}"]}
+        """.replace("{SCRIPT}", STAMPED_THEN_APPENDS)
+    )
+    r = pdir.etlstage("run", "stages.yaml", "--once", "--no-progress", "--log-format", fmt, timeout=60)
+    assert r.code == 0, r.stderr
+    lines = r.stderr.splitlines()
+    late = next(line for line in lines if "row 7 late" in line)
+    loaded = next(line for line in lines if "loaded 3 rows" in line)
+    plain = next(line for line in lines if "plain words" in line)
+    if fmt == "text":
+        assert re.fullmatch(r"\S+ \S+ WARNING etlstage\.worker: \[sink\] etlstage\.rdss: row 7 late", late), late
+        assert re.fullmatch(r"\S+ \S+ INFO etlstage\.worker: \[sink\] loaded 3 rows", loaded), loaded
+        assert plain.endswith("INFO etlstage.worker: [sink] plain words"), plain
+        assert all(len(STAMP.findall(line)) == 1 for line in (late, loaded, plain)), (late, loaded)
+    else:
+        doc = json.loads(late)
+        assert (doc["level"], doc["message"]) == ("WARNING", "[sink] etlstage.rdss: row 7 late"), doc
+        assert not STAMP.search(doc["message"]) and json.loads(loaded)["message"] == "[sink] loaded 3 rows"
