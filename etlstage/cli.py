@@ -26,6 +26,7 @@ from etlstage.config.listen import parse_listen
 from etlstage.config.loader import load_config, schema
 from etlstage.config.model import PipelineConfig
 from etlstage.errors import ConfigError, EtlstageError
+from etlstage.hint import command
 from etlstage.logs import FORMATS, escape_controls, log_env, setup_logging
 from etlstage.redact import redact_argv
 
@@ -184,13 +185,7 @@ def _claim(config: PipelineConfig, pipeline_file: str, engine: str, what: str = 
     """The pipeline's state, held for this process (:mod:`etlstage.state.claim`)."""
     from etlstage.state.claim import claim
 
-    def shares_state(other: str) -> bool:
-        try:
-            return load_config(other).state_dir == config.state_dir
-        except EtlstageError:
-            return False
-
-    return claim(config.state_dir, engine, pipeline_file, shares_state, what)
+    return claim(config.state_dir, engine, pipeline_file, _shares_state(config), what)
 
 
 def _together(attaching):
@@ -244,6 +239,31 @@ def validate(pipeline_file: str) -> None:
     _check_commands(pipeline_file, config)
     chain = " → ".join(f"{s.name} ({s.type}, {s.mode})" for s in config.stages)
     click.echo(f"{pipeline_file}: valid. {chain}")
+    shared = _shared_state(config, pipeline_file)
+    if shared:
+        click.echo(f"etlstage: warning: {shared}; `etlstage run` refuses to run it so", err=True)
+
+
+def _shared_state(config: PipelineConfig, pipeline_file: str) -> str | None:
+    """What ``run`` would refuse: another pipeline file that ran last with this state."""
+    from etlstage.state.claim import shared_state
+    from etlstage.state.runlock import last_holder
+
+    if not Path(config.state_dir).is_dir():
+        return None
+    return shared_state(
+        last_holder(config.state_dir), os.path.realpath(pipeline_file), config.state_dir, _shares_state(config)
+    )
+
+
+def _shares_state(config: PipelineConfig) -> Callable[[str], bool]:
+    def shares_state(other: str) -> bool:
+        try:
+            return load_config(other).state_dir == config.state_dir
+        except EtlstageError:
+            return False
+
+    return shares_state
 
 
 def _check_commands(pipeline_file: str, config: PipelineConfig) -> None:
@@ -378,19 +398,37 @@ def deadletter_list(pipeline_file: str, stage: str | None) -> None:
 
 
 @deadletter.command("show")
-@click.argument("ident", type=int)
-@click.argument("pipeline_file", type=click.Path(dir_okay=False), default="stages.yaml")
-def deadletter_show(ident: int, pipeline_file: str) -> None:
-    """Dead letter IDENT in full: its stage, tries, status, error and messages."""
+@click.argument("args", nargs=-1, metavar="[PIPELINE_FILE] IDENT")
+def deadletter_show(args: tuple[str, ...]) -> None:
+    """Dead letter IDENT of PIPELINE_FILE (default: stages.yaml) in full: its stage, tries,
+    status, error and messages."""
+    pipeline_file, ident = _file_and_ident(args)
     _, store = _store(pipeline_file)
     d = store.deadletter(ident)
     if d is None:
-        raise ConfigError([f"no dead letter #{ident} (etlstage deadletter list shows them)"])
+        raise ConfigError([f"no dead letter #{ident} ({command('deadletter', 'list', pipeline_file)} shows them)"])
     click.echo(f"#{d.id} stage {d.stage!r} at {_when(d.created_at)}, {d.attempts} attempts, status {d.status}")
     click.echo("error:\n  " + d.error.replace("\n", "\n  "))
     click.echo(f"messages ({d.messages}):")
     for m in d.split():
         click.echo("  " + repr(m)[2:-1][:2000])
+
+
+def _file_and_ident(args: tuple[str, ...]) -> tuple[str, int]:
+    """``[PIPELINE_FILE] IDENT``, the file first as every subcommand takes it; the older
+    ``IDENT [PIPELINE_FILE]`` still works, with a note."""
+    usage = "expected [PIPELINE_FILE] IDENT, e.g. " + command("deadletter", "show", "stages.yaml", "1")
+    if len(args) == 1 and args[0].isdigit():
+        return "stages.yaml", int(args[0])
+    if len(args) == 2 and args[1].isdigit():
+        return args[0], int(args[1])
+    if len(args) == 2 and args[0].isdigit():
+        click.echo(
+            f"etlstage: note: the pipeline file comes first now: {command('deadletter', 'show', args[1], args[0])}",
+            err=True,
+        )
+        return args[1], int(args[0])
+    raise ConfigError([f"{' '.join(args) or 'nothing'}: {usage}"])
 
 
 @deadletter.command("replay")
@@ -409,7 +447,9 @@ def deadletter_replay(args: tuple[str, ...], everything: bool, pipeline_option: 
     lock = _claim(config, pipeline_file, "deadletter", "mark dead letters for replay")  # not while a run is on
     ids = [d.id for d in store.deadletters(status="new")] if everything else list(idents)
     if not ids:
-        raise ConfigError(["name dead letters to replay (ids from `etlstage deadletter list`) or use --all"])
+        raise ConfigError(
+            [f"name dead letters to replay (ids from `{command('deadletter', 'list', pipeline_file)}`) or use --all"]
+        )
     known = {d.id for d in store.deadletters()}
     missing = [i for i in ids if i not in known]
     if missing:
@@ -451,6 +491,14 @@ def deadletter_replay(args: tuple[str, ...], everything: bool, pipeline_option: 
 @click.option("--batch-size", type=click.IntRange(1), default=None, help="Batch mode: messages a batch (default 3).")
 @click.option("--markers", default=None, help="Markers for the default checks, e.g. eom=0x7c,eop=#,eob=~,bnc=^")
 @click.option("--timeout", type=float, default=20.0, show_default=True, help="Seconds per request.")
+@click.option(
+    "--sample",
+    "sample_file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Messages the worker accepts, one a line (e.g. JSON lines): every check sends these instead of "
+    "its own; a check needing an empty or non-ASCII message runs only if the file has one.",
+)
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def check_worker(
     stage_type: str | None,
@@ -461,15 +509,17 @@ def check_worker(
     batch_size: int | None,
     markers: str | None,
     timeout: float,
+    sample_file: str | None,
     command: tuple[str, ...],
 ) -> None:
     """Run the protocol conformance checks against a worker: etlstage check-worker --type T -- ./my-worker ARGS,
     or the worker of a pipeline's stage: etlstage check-worker --stage NAME [--pipeline stages.yaml]"""
     from etlstage.protocol.markers import Markers
     from etlstage.protocol.vocabulary import MODES as MODES_OK
-    from etlstage.testing.conformance import Options, declared, report, run_checks
+    from etlstage.testing.conformance import Options, declared, read_sample, report, run_checks
 
-    base = Options(batch_size=batch_size or 3, timeout=timeout)
+    sample = read_sample(sample_file) if sample_file is not None else None
+    base = Options(batch_size=batch_size or 3, timeout=timeout, sample=sample)
     if stage is not None:
         if command or stage_type:
             raise ConfigError(["--stage takes the command and type from the pipeline: give no COMMAND or --type"])
@@ -477,6 +527,8 @@ def check_worker(
         command, stage_type, modes = tuple(argv), base.type, modes or declared_modes
     elif not command or not stage_type:
         raise ConfigError(["give --type and the worker's COMMAND after --, or --stage NAME of a pipeline"])
+    if sample is not None and stage_type == "E":
+        raise ConfigError(["--sample: an E-stage worker is sent no messages; give --sample to a T or L worker"])
     for mode in modes:
         if mode not in MODES_OK[stage_type]:
             raise ConfigError(
@@ -496,7 +548,14 @@ def check_worker(
             if len(set(modes)) > 1 and not r.name.startswith(r.mode):
                 r.name = f"{r.mode}: {r.name}"  # a check every mode runs, told apart
             results.append(r)
-    click.echo(report(results, stage_type))
+    told = (
+        ["--stage", stage, "--pipeline", pipeline_file]
+        if stage is not None
+        else ["--type", str(stage_type), "--", *command]
+    )
+    if sample_file is not None:
+        told[:0] = ["--sample", sample_file]
+    click.echo(report(results, stage_type, sampled=sample is not None, worker=told))
     sys.exit(0 if all(r.passed for r in results) else 1)
 
 

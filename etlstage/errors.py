@@ -80,6 +80,7 @@ class WorkerError(EtlstageError):
     def __init__(self, detail: str, context: list[str] | None = None) -> None:
         self.detail = detail
         self.context = list(context or [])
+        self.cause: str | None = None  # the telling line of the worker's stderr, when known
         body = detail if not self.context else detail + "\n" + "\n".join(f"  {c}" for c in self.context)
         super().__init__(body)
 

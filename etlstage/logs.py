@@ -90,6 +90,7 @@ class _Kind:
     seen: int = 0
     held: int = 0  # not shown since the last shown one
     since: float = 0.0  # when the last one of the kind was shown
+    last: logging.LogRecord | None = None  # the last one held back, formatted only if reported
 
 
 class RepeatedWarnings(logging.Filter):
@@ -111,8 +112,8 @@ class RepeatedWarnings(logging.Filter):
         self.kinds: dict[tuple[str, str], _Kind] = {}
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.levelno != logging.WARNING or getattr(record, self.SUMMARY, False):
-            return True
+        if record.levelno != logging.WARNING or getattr(record, self.SUMMARY, False) or hasattr(record, RELAYED):
+            return True  # a worker's relayed line was counted by the worker's own logging, if at all
         kind = self.kinds.setdefault((record.name, str(record.msg)), _Kind())
         now = self.clock()
         kind.seen += 1
@@ -123,6 +124,7 @@ class RepeatedWarnings(logging.Filter):
             return True
         kind.held += 1
         if now - kind.since < self.every:
+            kind.last = record
             return False
         record.msg = f"{record.msg} [1 of {kind.held} like this in the last {now - kind.since:.0f}s]"
         kind.held, kind.since = 0, now
@@ -130,8 +132,10 @@ class RepeatedWarnings(logging.Filter):
 
     def pending(self) -> list[str]:
         """One line per kind with warnings held back since the last shown one."""
+        # the last one held back as it would have read: a template's '%s%s' tells nothing
         return [
-            f"{k.held} more warning(s) like {template!r} from {name} not shown"
+            f"{k.held} more warning(s) from {name} not shown, the last: "
+            f"{escape_controls(k.last.getMessage() if k.last else template)!r}"
             for (name, template), k in self.kinds.items()
             if k.held
         ]
@@ -156,12 +160,44 @@ def repeated_warnings_from_env() -> RepeatedWarnings | None:
 def worker_record(label: str, text: str) -> dict[str, Any]:
     """``extra`` for relaying the stderr line ``text`` of worker ``label``: its JSON object, when the line is one."""
     if not text.startswith("{"):
-        return {}
+        return {RELAYED: label}
     try:
         value = json.loads(text)
     except ValueError:
-        return {}
-    return {"worker_record": value, "worker_label": label} if isinstance(value, dict) else {}
+        return {RELAYED: label}
+    return (
+        {"worker_record": value, "worker_label": label, RELAYED: label} if isinstance(value, dict) else {RELAYED: label}
+    )
+
+
+# A worker's own text log line: its time, its level, the rest ("2026-12-02 01:01:57,592 INFO
+# etlstage.rdss: ..." as this module writes it; ISO times, [LEVEL] and "level=" styles too)
+_STAMPED = re.compile(
+    r"^\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?\s+"
+    r"(?:level=)?\[?(?P<level>TRACE|DEBUG|INFO|NOTICE|WARN|WARNING|ERROR|CRITICAL|FATAL)\]?:?\s+(?P<rest>.*)$",
+    re.IGNORECASE,
+)
+_LEVELS = {"TRACE": logging.DEBUG, "NOTICE": logging.INFO, "WARN": logging.WARNING, "FATAL": logging.CRITICAL}
+
+
+RELAYED = "etlstage_relayed"  # set on the records of a worker's stderr lines (their stage's label)
+
+
+def worker_line(text: str) -> tuple[int, str]:
+    """The level and text a worker's stderr line is relayed with: a line that carries its own
+    time and level is shown once, at its level, without them (the relay's record has its
+    time); any other line as it is, at INFO.
+
+    >>> worker_line("2026-12-02 01:01:57,592 WARNING etlstage.rdss: late")
+    (30, 'etlstage.rdss: late')
+    >>> worker_line("plain words")
+    (20, 'plain words')
+    """
+    m = _STAMPED.match(text)
+    if m is None:
+        return logging.INFO, text
+    name = m["level"].upper()
+    return _LEVELS.get(name) or logging.getLevelName(name), m["rest"]
 
 
 def _iso(created: float) -> str:

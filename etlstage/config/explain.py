@@ -121,6 +121,11 @@ def yaml_problem(exc: yaml.YAMLError) -> str:
             "a ':' YAML did not expect here: a value holding ': ' needs quotes; otherwise this line is "
             "indented deeper than the key above it, or that key lacks its ':'"
         )
+    if re.fullmatch(r"expected ',' or '[\]}]', but got '\{'", problem):
+        # ${VAR} unquoted in [a, ${VAR}]: '$' is read as a value, '{' as a mapping opening after it
+        return (
+            f"{problem}: inside [...] or {{...}} a '{{' opens a mapping — a ${{VAR}} there needs quotes: \"${{VAR}}\""
+        )
     if problem == "could not find expected ':'":
         return f"a key without its ':' (write key: value){since}"
     tab = re.fullmatch(r"found character '(.+)' that cannot start any token", problem)

@@ -205,7 +205,30 @@ def parse_config(
     problems += [(path, f"{show(value)} is not a finite number") for path, value in _non_finite(data, ())]
     if problems:
         raise ConfigError([at(path, msg) for path, msg in sorted(problems, key=lambda p: tuple(map(str, p[0])))])
-    return _resolve(data, at, source, base_dir)
+    return _capped_backoff(_resolve(data, at, source, base_dir), os.environ if environ is None else environ)
+
+
+BACKOFF_MAX_VAR = "ETLSTAGE_RESTART_BACKOFF_MAX"
+
+
+def _capped_backoff(config: PipelineConfig, environ: Mapping[str, str]) -> PipelineConfig:
+    """With ``ETLSTAGE_RESTART_BACKOFF_MAX`` set (``etlstage test`` sets it), no restart waits
+    longer than that: a fixture case meets every restart its stages allow without waiting
+    them out.  Both engines read the restart policy from here."""
+    cap = environ.get(BACKOFF_MAX_VAR)
+    if not cap:
+        return config
+    try:
+        seconds = float(cap)
+        if not math.isfinite(seconds) or seconds < 0:
+            raise ValueError
+    except ValueError:
+        raise ConfigError([f"{BACKOFF_MAX_VAR}={cap!r}: expected seconds, a number ≥ 0"]) from None
+
+    def capped(r: RestartPolicy) -> RestartPolicy:
+        return replace(r, backoff=min(r.backoff, seconds), backoff_max=min(r.backoff_max, seconds))
+
+    return replace(config, stages=[replace(s, restart=capped(s.restart)) for s in config.stages])
 
 
 def _non_finite(value: object, path: Path_) -> Iterator[tuple[Path_, float]]:

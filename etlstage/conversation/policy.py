@@ -141,7 +141,9 @@ def after_failure(stage: StageConfig, attempts: int, messages: int, batch: bool,
     if stage.on_failure == OnFailure.FAIL:
         raise PipelineError(
             f"stage {stage.name!r}: a {'batch' if batch else 'request'} of {messages} message(s) "
-            f"failed {attempts} times; on_failure=fail stops the pipeline (nothing committed past it).\n"
+            f"failed {attempts} times; on_failure=fail stops the pipeline (nothing committed past it)."
+            + (f" Its worker said: {error.cause}" if error.cause else "")
+            + "\n"
             f"Last error: {error}"
         ) from error
     return Verdict.ISOLATE if messages > 1 else Verdict.DEADLETTER

@@ -13,7 +13,7 @@ import time
 from collections.abc import Mapping, Sized
 from typing import Protocol, TextIO
 
-from etlstage.kit.stats import StageStats
+from etlstage.kit.stats import OUTPUT, StageStats
 from etlstage.protocol.vocabulary import StageType
 
 log = logging.getLogger("etlstage.progress")
@@ -72,9 +72,48 @@ def table(pipeline: Running, live: bool = True) -> list[str]:
 def counter_lines(pipeline: Running) -> list[str]:
     lines = []
     for s in pipeline.stats.values():
-        counters = s.reports()
+        counters = {k: v for k, v in s.reports().items() if k != OUTPUT}
         if counters:
             lines.append(f"{s.name}: " + ", ".join(_counter(k, v) for k, v in counters.items()))
+    return lines
+
+
+def output_lines(pipeline: Running) -> list[str]:
+    """Where each L-stage's worker says it wrote (its report's ``output``), for the end of a run."""
+    lines = []
+    for s in pipeline.stats.values():
+        if s.type != StageType.L:
+            continue
+        places = s.reports().get(OUTPUT)
+        if places:
+            lines.append(f"stage {s.name!r} loaded into: {', '.join(places)}")
+        else:
+            lines.append(
+                f"stage {s.name!r} loaded {s.messages_in:,} message(s); its worker does not say where "
+                f'(a report {{"{OUTPUT}": ...}} names it)'
+            )
+    return lines
+
+
+def progress_lines(pipeline: Running, live: bool = True) -> list[str]:
+    """The table as log lines, each figure with its name (no terminal to hold the header);
+    ``live``: with the workers' memory and CPU (the supervisor's, not the Spark engine's)."""
+    elapsed = time.monotonic() - pipeline.started
+    lines = []
+    for s in pipeline.stats.values():
+        n = s.messages_out if s.type == StageType.E else s.messages_in
+        line = (
+            f"progress {s.name} ({s.type}): in {s.messages_in:,}, out {s.messages_out:,}, "
+            f"rate {_rate(n, elapsed)}, in flight {s.in_flight}, restarts {s.restarts}"
+        )
+        if live:
+            rss, cpu = s.resources()
+            line += f", rss {_mb(rss)}, cpu {cpu:.0f}%"
+        lines.append(line)
+    windows = sum(len(src.windows) for src in pipeline.sources.values())
+    lines.append(f"progress windows in flight {windows}, elapsed {elapsed:,.1f}s")
+    if live:
+        lines.extend(f"progress {line}" for line in counter_lines(pipeline))
     return lines
 
 
@@ -85,16 +124,16 @@ async def report(pipeline: Running, stream: TextIO | None = None, interval: floa
     try:
         while True:
             await asyncio.sleep(1.0 if tty else interval)
-            rows = table(pipeline)
             if tty:
+                rows = table(pipeline)
                 if drawn:
                     stream.write(f"\x1b[{drawn}F\x1b[J")
                 stream.write("\n".join(rows) + "\n")
                 stream.flush()
                 drawn = len(rows)
             else:
-                for r in rows[1:]:
-                    log.info("progress %s", " ".join(r.split()))
+                for line in progress_lines(pipeline):
+                    log.info("%s", line)
     finally:
         if drawn:  # the summary replaces the live table
             stream.write(f"\x1b[{drawn}F\x1b[J")
@@ -118,19 +157,29 @@ def summary(pipeline: Running) -> str:
         f"extracted {extract:,} messages in {elapsed:,.2f}s ({_rate(extract, elapsed)})"
         + (f"; {dead:,} message(s) in the dead-letter store" if dead else "")
     )
-    resent = resent_line({name: s.resent for name, s in pipeline.stats.items()})
+    resent = resent_line(
+        {name: s.resent for name, s in pipeline.stats.items()}, {name: s.jobs for name, s in pipeline.stats.items()}
+    )
     if resent:
         rows.append(resent)
+    rows.extend(output_lines(pipeline))
     return "\n".join(rows)
 
 
-def resent_line(resent: dict[str, int]) -> str:
+def resent_line(resent: dict[str, int], answered: dict[str, int] | None = None) -> str:
     """Messages sent to a stage again after a worker failure, by stage ("" when none).
+
+    ``answered``: requests each stage's workers answered; a stage whose workers never answered
+    one was sent them again before any could have been passed on, so no caveat is due.
 
     >>> resent_line({"t": 12, "sink": 0})
     "sent again after a worker failure: 12 message(s) to stage 't' (a loader not idempotent may have them twice)"
+    >>> resent_line({"t": 12}, {"t": 0})
+    "sent again after a worker failure: 12 message(s) to stage 't'"
     """
     parts = [f"{n:,} message(s) to stage {name!r}" for name, n in resent.items() if n]
     if not parts:
         return ""
-    return f"sent again after a worker failure: {', '.join(parts)} (a loader not idempotent may have them twice)"
+    worked = answered is None or any(answered.get(name, 1) for name, n in resent.items() if n)
+    caveat = " (a loader not idempotent may have them twice)" if worked else ""
+    return f"sent again after a worker failure: {', '.join(parts)}{caveat}"

@@ -72,6 +72,11 @@ def _is_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
+# The report key a worker names where it wrote with (a path, a table, a topic; one or a
+# list): the run's summary says where the data went (docs/writing-workers.md).
+OUTPUT = "output"
+
+
 def _add_counters(total: dict[str, Any], counters: object) -> bool:
     """Add a report's numbers (``{"name": 3, "section": {"name": 1}}``) to ``total``; False if
     it held anything else (a list, a string, deeper nesting), which is left out."""
@@ -79,7 +84,14 @@ def _add_counters(total: dict[str, Any], counters: object) -> bool:
         return False
     clean = True
     for key, value in counters.items():
-        if isinstance(value, dict):
+        if key == OUTPUT:  # where the worker wrote: text, not a counter
+            places = [value] if isinstance(value, str) else value if isinstance(value, list) else None
+            if places is None or not all(isinstance(p, str) for p in places):
+                clean = False
+                continue
+            seen = total.setdefault(OUTPUT, [])
+            seen.extend(p for p in places if p not in seen)
+        elif isinstance(value, dict):
             numbers = {k: v for k, v in value.items() if _is_number(v)}
             section = total.get(key, {})
             if len(numbers) < len(value) or not isinstance(section, dict):

@@ -30,7 +30,7 @@ from etlstage.errors import WorkerError
 from etlstage.kit.exits import EXIT_DRAIN, kill_group, pipe_pending
 from etlstage.kit.stderr import StderrRelay
 from etlstage.kit.stdin_wait import waiting_on_stdin
-from etlstage.logs import worker_record
+from etlstage.logs import worker_line, worker_record
 from etlstage.redact import redact_argv
 
 log = logging.getLogger("etlstage.worker")
@@ -38,7 +38,9 @@ log = logging.getLogger("etlstage.worker")
 READ_CHUNK = 1 << 20
 PIPE_SIZE = 1 << 20
 F_SETPIPE_SZ = 1031
-STDERR_TAIL = 20
+# stderr lines kept per worker: enough to hold the cause above a long stack trace (a report shows
+# the last 10 and quotes the telling line, :mod:`etlstage.kit.telling`)
+STDERR_TAIL = 60
 
 
 def grow_pipe(fd: int) -> None:
@@ -257,7 +259,8 @@ class _WorkerProtocol(asyncio.SubprocessProtocol):
             self.stderr.feed(data)
 
     def _show(self, text: str) -> None:
-        log.info("[%s] %s", self.label, text, extra=worker_record(self.label, text))
+        level, said = worker_line(text)  # a line with its own time and level: shown once, at its level
+        log.log(level, "[%s] %s", self.label, said, extra=worker_record(self.label, text))
 
     def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
         if fd == 1:

@@ -23,6 +23,7 @@ from prometheus_client.metrics_core import (
 )
 
 from etlstage import __version__
+from etlstage.kit.stats import OUTPUT
 from etlstage.observe.document import PIPELINE_STATES, CheckpointDoc, LatencyDoc, SourceDoc, StageDoc
 from etlstage.observe.live import Snapshot
 
@@ -184,7 +185,8 @@ def _stage(fams: _Families, pipeline: str, stage: str, st: StageDoc) -> None:
                 ["pipeline", "stage", "instance"],
             ).add_metric(wl, float(cpu_seconds))
     for key, value in st["reports"].items():
-        _reported(fams, labels, key, value)
+        if key != OUTPUT:  # where the worker wrote: text, no figure
+            _reported(fams, labels, key, value)
 
 
 def _reported(fams: _Families, labels: list[str], key: str, value: object) -> None:

@@ -187,7 +187,10 @@ def render(doc: StatusDoc, state_path: str) -> list[str]:
                 f"  {name:<16} {st['in']:>12,} {st['out']:>12,} {st.get('rate', 0):>8,.0f}/s {in_flight} "
                 f"{st.get('restarts', 0):>8} {used:>16}"
             )
-        resent = resent_line({name: st.get("resent", 0) for name, st in stages.items()})
+        resent = resent_line(
+            {name: st.get("resent", 0) for name, st in stages.items()},
+            {name: st["jobs"] for name, st in stages.items() if "jobs" in st},
+        )
         if resent:
             lines.append(f"  {resent}")
     checkpoints = doc["checkpoints"]

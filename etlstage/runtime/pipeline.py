@@ -59,7 +59,7 @@ class Pipeline:
         self.once = once
         self.extra_env = extra_env or {}
         self.state_dir = Path(config.state_dir)
-        self.store = StateStore(self.state_dir)
+        self.store = StateStore(self.state_dir, config.source)
         ext = [s for s in config.stages if s.type == StageType.E]
         trans = [s for s in config.stages if s.type == StageType.T]
         loads = [s for s in config.stages if s.type == StageType.L]

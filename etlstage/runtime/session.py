@@ -27,6 +27,7 @@ from etlstage.errors import (
     stdin_broke,
     went_away,
 )
+from etlstage.kit.telling import telling_line, worker_gone
 from etlstage.kit.transport import Transport
 from etlstage.protocol.framing import ReplyParser, Token
 from etlstage.protocol.replies import ReplyRules
@@ -117,7 +118,8 @@ class WorkerSession:
                 await self.transport.wait()
         except TimeoutError:
             pass
-        return WorkerGone(f"{self.label} {went_away(what, self.transport.returncode(), if_exited)}", self.context())
+        headline = f"{self.label} {went_away(what, self.transport.returncode(), if_exited)}"
+        return worker_gone(headline, self.transport.stderr_tail(), self.context())
 
     def exited_on_its_own(self) -> bool:
         """It ended with an exit status (not killed by a signal: an operator, the OOM killer)."""
@@ -133,8 +135,7 @@ class WorkerSession:
     def never_answered(self, exc: WorkerError) -> PipelineError:
         """The worker went away before answering its first request: a broken command (a
         missing script, a bad option), not a bad message — what it said is the headline."""
-        said = [t.strip() for t in self.transport.stderr_tail() if t.strip()]
-        headline = said[-1] if said else "(it wrote nothing to stderr)"
+        headline = telling_line(self.transport.stderr_tail()) or "(it wrote nothing to stderr)"
         return PipelineError(
             f"{self.label} exited before its first request: {headline}\n"
             f"The stage stops at once (restarting it would fail the same way).\nCause: {exc}"

@@ -34,6 +34,7 @@ from typing import BinaryIO
 
 from etlstage.config.model import PipelineConfig, StageConfig
 from etlstage.errors import ConfigError, EtlstageError
+from etlstage.hint import command
 from etlstage.protocol.framing import split_block
 from etlstage.protocol.markers import Markers
 from etlstage.protocol.vocabulary import StageType
@@ -229,7 +230,8 @@ def connect(config: PipelineConfig, stage: str) -> tuple[BinaryIO, dict[str, obj
     except (FileNotFoundError, ConnectionRefusedError):
         sock.close()
         raise EtlstageError(
-            f"no running pipeline {config.name!r} to tap (nothing listens at {path}): start it with etlstage run"
+            f"no running pipeline {config.name!r} to tap (nothing listens at {path}): start it with "
+            f"{command('run', config.source)}"
         ) from None
     except OSError as exc:
         sock.close()

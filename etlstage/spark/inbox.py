@@ -371,7 +371,7 @@ def driver_inbox(plan: Plan, bind: str, advertise: str) -> Inbox:
     config = plan.config
 
     def deadletter(header: dict[str, Any], payload: bytes) -> tuple[dict[str, Any], bytes]:
-        store = StateStore(config.state_dir)
+        store = StateStore(config.state_dir, config.source)
         try:
             args = (str(header["stage"]), int(header["attempts"]), str(header["error"]), payload)
             put = store.set_aside if header.get("log") else store.add_deadletter

@@ -29,6 +29,7 @@ import psutil
 from etlstage.errors import WorkerGone, WorkerTimeout, describe_status, stdin_broke, went_away
 from etlstage.kit.exits import EXIT_DRAIN, kill_group, pipe_pending
 from etlstage.kit.stderr import StderrRelay
+from etlstage.kit.telling import worker_gone
 from etlstage.kit.transport import READ_CHUNK, STDERR_TAIL, grow_pipe, resolve_program, start_error
 from etlstage.redact import redact_argv
 from etlstage.spark.ownership import Handed, Rendezvous, peer_is
@@ -137,7 +138,8 @@ class WorkerProcess:
             self.proc.wait(2.0)
         if if_exited is not None:  # the supervisor's wording (went_away); Spark's own messages stay as they are
             what = went_away(what, self.proc.returncode, if_exited)
-        return WorkerGone(f"{self.label} {what}", self.context())
+        context = self.context()  # first: it waits for the worker's last words
+        return worker_gone(f"{self.label} {what}", self.tail, context)
 
     # --- moving bytes ------------------------------------------------------------------------
 

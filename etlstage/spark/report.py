@@ -245,7 +245,7 @@ class Counts:
     # --- to the user ---------------------------------------------------------------------------
 
     def reporter(self, enabled: bool, interval: float = 10.0) -> Callable[[], None]:
-        from etlstage.kit.progress import table
+        from etlstage.kit.progress import progress_lines, table
 
         tty = sys.stderr.isatty()
         state = {"next": time.monotonic() + (1.0 if tty else interval), "drawn": 0}
@@ -265,8 +265,8 @@ class Counts:
                 sys.stderr.flush()
                 state["drawn"] = len(rows)
             else:
-                for r in rows[1:]:
-                    log.info("progress %s", " ".join(r.split()))
+                for line in progress_lines(self, live=False) + [f"progress {r}" for r in rows[len(self.stats) + 2 :]]:
+                    log.info("%s", line)
 
         return tick
 

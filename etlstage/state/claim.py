@@ -49,15 +49,27 @@ def claim(
 
 
 def _one_file(previous: Holder | None, file: str, state_dir: str | Path, shares_state: Callable[[str], bool]) -> None:
+    problem = shared_state(previous, file, state_dir, shares_state)
+    if problem:
+        raise StateError(problem)
+
+
+def shared_state(
+    previous: Holder | None, file: str, state_dir: str | Path, shares_state: Callable[[str], bool]
+) -> str | None:
+    """Why pipeline file ``file`` may not run with the state in ``state_dir``: another file
+    that ran with it last still leads there (a copy of the file, say).  ``run`` refuses it,
+    ``validate`` warns of it."""
     other = previous.last_file if previous is not None else ""
     if not other or other == file:
-        return
+        return None
     if os.path.exists(other) and shares_state(other):
-        raise StateError(
+        return (
             f"{file} and {other} both name their pipeline so that it keeps its state in {state_dir}: "
             "two pipeline files would share one state (offsets, dead letters) and each would skip what the "
             "other extracted. Give one of them another `name:` (or another state_dir)"
         )
+    return None
 
 
-__all__ = ["claim"]
+__all__ = ["claim", "shared_state"]

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import NamedTuple, ParamSpec, TypeVar
 
 from etlstage.errors import StateError
+from etlstage.hint import command
 from etlstage.protocol.framing import split_block
 from etlstage.state.sqlite import apply_schema, connect, immediate
 
@@ -342,7 +343,9 @@ def _locked(directory: Path) -> Iterator[None]:
 class StateStore:
     FILE = "state.db"
 
-    def __init__(self, state_dir: str | Path) -> None:
+    def __init__(self, state_dir: str | Path, pipeline_file: str = "stages.yaml") -> None:
+        """``pipeline_file``: the pipeline's file as the user named it, for the commands log lines suggest."""
+        self.pipeline_file = pipeline_file
         self.dir = ensure_private_dir(state_dir)
         self.path = self.dir / self.FILE
         stage_dirs = self._stage_dirs()
@@ -523,13 +526,12 @@ class StateStore:
         """:meth:`add_deadletter`, and the log line that tells the operator where it went."""
         ident = self.add_deadletter(stage, attempts, error, inputs, messages, eom)
         log.error(
-            "stage %r: %d message(s) failed %d times; written to the dead-letter store as #%d "
-            "(etlstage deadletter show %d)",
+            "stage %r: %d message(s) failed %d times; written to the dead-letter store as #%d (%s)",
             stage,
             messages,
             attempts,
             ident,
-            ident,
+            command("deadletter", "show", self.pipeline_file, str(ident)),
         )
         return ident
 

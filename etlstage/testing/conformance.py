@@ -8,12 +8,15 @@ project's own tests, over subprocesses and in-process SDK workers alike.
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from etlstage.config.model import PipelineConfig
 from etlstage.errors import ConfigError
+from etlstage.hint import command
+from etlstage.kit.telling import says_missing
 from etlstage.protocol.markers import DEFAULT_MARKERS, Markers
 from etlstage.protocol.vocabulary import Mode, StageType
 from etlstage.runtime.session import STARTUP_QUIET
@@ -30,6 +33,9 @@ class CheckResult:
     detail: str = ""
     mode: str = ""  # the mode the check ran the worker in
     at_start: bool = False  # failed before the worker answered anything
+    skipped: bool = False  # not run: the user's sample holds no message of the kind (detail: why)
+    cause: str | None = None  # the telling line of the worker's stderr when it failed
+    sends: bool = True  # the check sends the worker messages (a pass shows the mode works)
 
 
 @dataclass
@@ -43,6 +49,31 @@ class Options:
     cycles: int = 3
     env: dict[str, str] = field(default_factory=dict)
     cwd: str | None = None  # where a worker process starts (a pipeline's stage: its folder)
+    sample: list[bytes] | None = None  # the user's own messages (check-worker --sample), instead of SAMPLE
+
+
+class SkipCheck(Exception):
+    """The check cannot run on the user's sample (it holds no message of the kind needed)."""
+
+
+def sample_of(o: Options) -> list[bytes]:
+    return o.sample if o.sample is not None else SAMPLE
+
+
+def read_sample(path: str) -> list[bytes]:
+    """The messages of ``path``, one a line (an empty line: an empty message), UTF-8 or not."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as exc:
+        raise ConfigError([f"--sample {path}: cannot read it: {exc.strerror or exc}"]) from None
+    messages = data.split(b"\n")
+    if messages and messages[-1] == b"":  # the last line's newline ends it, it starts no message
+        messages.pop()
+    messages = [m[:-1] if m.endswith(b"\r") else m for m in messages]
+    if not messages:
+        raise ConfigError([f"--sample {path}: the file is empty; write one message a line"])
+    return messages
 
 
 Check = Callable[[StageHarness, Any, Options], str | None]  # returns a problem, or None when passed
@@ -67,8 +98,8 @@ def _batch_sizes(n: int, size: int) -> list[int]:
 
 
 def check_single(h: StageHarness, w: Any, o: Options) -> str | None:
-    r = _run(h, w, o, mode="single", inputs=SAMPLE, prefetch=1, settle=STARTUP_QUIET)
-    return _expect_groups(r, [1] * len(SAMPLE), "one EOP per request, requests")
+    r = _run(h, w, o, mode="single", inputs=sample_of(o), prefetch=1, settle=STARTUP_QUIET)
+    return _expect_groups(r, [1] * len(sample_of(o)), "one EOP per request, requests")
 
 
 def check_supervisor_batches(h: StageHarness, w: Any, o: Options) -> str | None:
@@ -79,23 +110,28 @@ def check_supervisor_batches(h: StageHarness, w: Any, o: Options) -> str | None:
         mode="batch",
         batch_driver="supervisor",
         batch_size=o.batch_size,
-        inputs=SAMPLE,
+        inputs=sample_of(o),
         prefetch=1,
         settle=STARTUP_QUIET,
     )
-    return _expect_groups(r, _batch_sizes(len(SAMPLE), o.batch_size), "EOB-closed batches")
+    return _expect_groups(r, _batch_sizes(len(sample_of(o)), o.batch_size), "EOB-closed batches")
 
 
 def check_worker_batches(h: StageHarness, w: Any, o: Options) -> str | None:
     # BNC after each message short of the batch, never after the filling one; the last
     # batch is partial and closed by EOB. A batch's messages are written ahead of their
     # BNCs, as both engines write them: a worker that takes one read for one message fails.
-    r = _run(h, w, o, mode="batch", batch_driver="worker", batch_size=o.batch_size, inputs=SAMPLE, settle=STARTUP_QUIET)
-    return _expect_groups(r, _batch_sizes(len(SAMPLE), o.batch_size), "BNC-driven batches")
+    r = _run(
+        h, w, o, mode="batch", batch_driver="worker", batch_size=o.batch_size, inputs=sample_of(o), settle=STARTUP_QUIET
+    )
+    return _expect_groups(r, _batch_sizes(len(sample_of(o)), o.batch_size), "BNC-driven batches")
 
 
 def check_empty_messages(h: StageHarness, w: Any, o: Options) -> str | None:
     mode = o.mode or "single"
+    inputs = [b"", b"", b""] if o.sample is None else [m for m in o.sample if not m]
+    if not inputs:
+        raise SkipCheck("the sample has no empty message (an empty line)")
     r = _run(
         h,
         w,
@@ -103,10 +139,11 @@ def check_empty_messages(h: StageHarness, w: Any, o: Options) -> str | None:
         mode=mode,
         batch_driver=o.batch_driver or "supervisor",
         batch_size=o.batch_size,
-        inputs=[b"", b"", b""],
+        inputs=inputs,
         prefetch=1,
     )
-    return _expect_groups(r, _batch_sizes(3, 1 if mode == Mode.SINGLE else o.batch_size), "empty messages, groups")
+    sizes = _batch_sizes(len(inputs), 1 if mode == Mode.SINGLE else o.batch_size)
+    return _expect_groups(r, sizes, "empty messages, groups")
 
 
 NON_ASCII = ["café crème", "Grüße aus Köln", "日本語のテキスト", "emoji 🙂 ok"]
@@ -133,7 +170,9 @@ def _garbled(answer: bytes) -> str | None:
 def check_non_ascii(h: StageHarness, w: Any, o: Options) -> str | None:
     # UTF-8 in, UTF-8 out: a worker that reads bytes as Latin-1 and writes UTF-8 turns é into Ã©
     mode = o.mode or "single"
-    inputs = [m.encode() for m in NON_ASCII]
+    inputs = [m.encode() for m in NON_ASCII] if o.sample is None else [m for m in o.sample if not m.isascii()]
+    if not inputs:
+        raise SkipCheck("the sample has no message with non-ASCII text")
     r = _run(
         h,
         w,
@@ -168,10 +207,10 @@ def _with_markers(markers: Markers, label: str) -> Check:
             mode=mode,
             batch_driver=o.batch_driver or "supervisor",
             batch_size=o.batch_size,
-            inputs=SAMPLE,
+            inputs=sample_of(o),
             prefetch=1,
         )
-        sizes = _batch_sizes(len(SAMPLE), 1 if mode == Mode.SINGLE else o.batch_size)
+        sizes = _batch_sizes(len(sample_of(o)), 1 if mode == Mode.SINGLE else o.batch_size)
         return _expect_groups(r, sizes, f"groups with markers {label} from ETLSTAGE_*,")
 
     return check
@@ -302,38 +341,80 @@ def run_checks(worker: Any, options: Options, harness: StageHarness | None = Non
     results = []
     for name, check in checks_for(options):
         at_start = False
+        cause = None
         try:
             problem = check(h, worker, options)
+        except SkipCheck as exc:
+            results.append(CheckResult(name, True, str(exc), mode_of(check, options), skipped=True))
+            continue
         except WorkerFailed as exc:
-            problem, at_start = str(exc), exc.answered == 0
-        results.append(CheckResult(name, problem is None, problem or "", mode_of(check, options), at_start))
+            problem, at_start, cause = str(exc), exc.answered == 0, exc.cause
+        sends = check is not check_no_input
+        results.append(
+            CheckResult(
+                name, problem is None, problem or "", mode_of(check, options), at_start, cause=cause, sends=sends
+            )
+        )
     return results
 
 
 def unsupported_modes(results: list[CheckResult]) -> list[str]:
     """Modes in which every check failed before the worker answered: likely modes it refuses."""
-    modes = dict.fromkeys(r.mode for r in results if r.mode)
-    return [m for m in modes if all(not r.passed and r.at_start for r in results if r.mode == m)]
+    modes = dict.fromkeys(r.mode for r in results if r.mode and not r.skipped)
+    return [m for m in modes if all(not r.passed and r.at_start for r in results if r.mode == m and not r.skipped)]
 
 
-def report(results: list[CheckResult], stage_type: str | None = None) -> str:
+def working_modes(results: list[CheckResult]) -> list[str]:
+    """Modes in which the worker answered messages correctly in some check (a check that
+    sends nothing passing shows nothing of the mode)."""
+    return list(dict.fromkeys(r.mode for r in results if r.passed and r.sends and not r.skipped))
+
+
+def report(
+    results: list[CheckResult],
+    stage_type: str | None = None,
+    sampled: bool = False,
+    worker: list[str] | None = None,
+) -> str:
+    """The checks' outcomes and a closing note naming the likeliest cause of the failures:
+    the worker's own words on stderr, a mode it refuses, the checks' messages it cannot parse.
+
+    ``worker``: how check-worker was told the worker (``--stage NAME --pipeline FILE``, or
+    ``--type T -- COMMAND…``), so that a suggested command is the user's own, pasteable."""
     lines = []
     for r in results:
-        lines.append(f"{'PASS' if r.passed else 'FAIL'}  {r.name}")
+        lines.append(f"{'SKIP' if r.skipped else 'PASS' if r.passed else 'FAIL'}  {r.name}")
         if r.detail:
             lines.extend(f"      {d}" for d in r.detail.splitlines())
     failed = sum(not r.passed for r in results)
-    lines.append(f"{len(results) - failed} passed, {failed} failed")
+    skipped = sum(r.skipped for r in results)
+    lines.append(
+        f"{len(results) - failed - skipped} passed, {failed} failed" + (f", {skipped} skipped" if skipped else "")
+    )
+    if not failed:
+        return "\n".join(lines)
+    causes = collections.Counter(r.cause for r in results if not r.passed and r.cause)
+    said = causes.most_common(1)[0][0] if causes else None
+    if said:
+        lines.append(f"note: the worker's stderr says: {said}")
     refused = unsupported_modes(results)
-    if refused and len(refused) < len({r.mode for r in results}):
-        working = [m for m in dict.fromkeys(r.mode for r in results) if m not in refused]
-        flags = " ".join(f"--mode {m}" for m in working)
-        type_flag = f"--type {stage_type} " if stage_type else ""
+    working = [m for m in working_modes(results) if m not in refused]
+    sent_any = any(r.sends and not r.passed for r in results)
+    if refused and working:  # it answers in one mode and fails at once in another
+        flags = [f for m in working for f in ("--mode", m)]
+        told = worker or [*(["--type", stage_type] if stage_type else []), "--", "COMMAND"]
+        cut = told.index("--") if "--" in told else len(told)
         lines.append(
             f"note: every {' and '.join(refused)} check failed before the worker answered its first request: "
             f"the worker may not support {' or '.join(refused)} mode. If it is not meant to, check only the "
-            f"modes it supports: etlstage check-worker {type_flag}{flags} -- COMMAND"
+            f"modes it supports: {command('check-worker', *told[:cut], *flags, *told[cut:])}"
         )
-    elif refused:
+    elif said and not says_missing(said) and not sampled and stage_type in ("T", "L", None) and sent_any:
+        shown = ", ".join(repr(m.decode()) for m in SAMPLE[:3])
+        lines.append(
+            f"note: the checks sent the worker their own messages ({shown}, …). If it expects input of a form "
+            "of its own (JSON, CSV…), give it messages it accepts: --sample FILE (one message a line)"
+        )
+    elif refused and not said:
         lines.append("note: the worker failed before answering its first request in every mode: see its stderr above")
     return "\n".join(lines)

@@ -24,6 +24,7 @@ from typing import Any
 from etlstage.config.model import RestartPolicy, StageConfig, Timeouts
 from etlstage.errors import EtlstageError, PipelineError
 from etlstage.kit.stats import StageStats
+from etlstage.kit.telling import telling_line
 from etlstage.kit.transport import ProcessTransport, Transport
 from etlstage.logs import escape_controls
 from etlstage.protocol.framing import split_block
@@ -46,9 +47,10 @@ class WorkerFailed(AssertionError):
     ``answered``: requests (single), batches or cycles the worker had answered before it failed.
     """
 
-    def __init__(self, message: str, answered: int = 0) -> None:
+    def __init__(self, message: str, answered: int = 0, cause: str | None = None) -> None:
         super().__init__(message)
         self.answered = answered
+        self.cause = cause  # the telling line of the worker's stderr (:mod:`etlstage.kit.telling`)
 
 
 _INTERPRETERS = re.compile(r"^(python[0-9.]*|node|nodejs|deno|bun|perl|ruby|php|bash|sh|zsh|java|Rscript|lua)$")
@@ -167,7 +169,8 @@ class StageHarness:
         except PipelineError as exc:
             # a T/L group is answered once done (it may be empty); an E window once it has output
             answered = len(batches) if stage_type != StageType.E else sum(1 for b in batches if b)
-            raise WorkerFailed(_failure_text(exc), answered) from None
+            said = telling_line([*stderr.getvalue().splitlines(), *(x for t in transports for x in t.stderr_tail())])
+            raise WorkerFailed(_failure_text(exc), answered, said) from None
         except EtlstageError as exc:  # the worker could not even start
             raise WorkerFailed(str(exc)) from None
         tail: list[str] = []

@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -29,14 +29,21 @@ import jsonschema
 import yaml
 
 from etlstage.config.explain import schema_problems, yaml_problem
-from etlstage.config.loader import _Lines, _where, parse_config
+from etlstage.config.loader import BACKOFF_MAX_VAR, _Lines, _where, parse_config
 from etlstage.errors import ConfigError
 from etlstage.kit.exits import kill_everything
 from etlstage.logs import escape_controls
 
 DEFAULT_TIMEOUT = 120.0  # seconds a case's run may take
-# never copied into a case's folder: state of earlier runs, version control, environments
-SKIPPED = (".etlstage", ".git", ".venv", "venv", "__pycache__", "node_modules", ".pytest_cache", ".mypy_cache")
+# A case's folder holds what the pipeline runs with: its files, worker programs and their
+# dependencies.  Never copied: state of earlier runs, version control, caches — nor the files
+# the cases expect (outputs of real runs there would be appended to or passed off as the
+# run's own).  Dependency folders are linked, not copied: big, and npm's links inside
+# node_modules are relative to where it stands.
+SKIPPED = (".etlstage", ".git", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache")
+LINKED = ("node_modules", ".venv", "venv")
+# restarts happen as the stages allow, but a case does not wait out their backoff
+TEST_BACKOFF_MAX = "0.1"
 STDERR_TAIL = 30  # lines of a failed run's log shown
 
 _TEXT = {"type": "string"}
@@ -172,17 +179,18 @@ class PipelineCase:
     exit_status: int = 0
     stderr_contains: list[str] = field(default_factory=list)
     timeout: float = DEFAULT_TIMEOUT
+    outputs: frozenset[str] = frozenset()  # files any case of the test file expects: never copied
 
     def run(self, workdir: str | Path) -> CaseResult:
         """Run the case in a new folder under ``workdir`` (left there for inspection)."""
         folder = Path(tempfile.mkdtemp(prefix="case-", dir=workdir))
         copy = folder / self.pipeline.parent.name
-        shutil.copytree(self.pipeline.parent, copy, symlinks=True, ignore=shutil.ignore_patterns(*SKIPPED))
+        env = {BACKOFF_MAX_VAR: TEST_BACKOFF_MAX, **os.environ, **self.env}
+        copy_folder(self.pipeline.parent, copy, self.outputs | _state_dir(self.pipeline, env))
         for rel, text in self.files.items():
             target = copy / rel
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(text)
-        env = {**os.environ, **self.env}
         problems = _outside_state(copy / self.pipeline.name, env)
         if problems:
             return CaseResult(self.name, 0.0, None, problems, "", folder)
@@ -203,6 +211,35 @@ class PipelineCase:
             problems += expected.problems(rel, written)
         problems += [f"the run's log does not say {s!r}" for s in self.stderr_contains if s not in stderr]
         return CaseResult(self.name, seconds, code, problems, stderr, folder)
+
+
+def copy_folder(source: Path, target: Path, outputs: frozenset[str]) -> None:
+    """``source`` into ``target`` as a case runs in it: without :data:`SKIPPED` and the
+    ``outputs`` (paths relative to ``source``), with :data:`LINKED` folders linked."""
+    root = source.resolve()
+    links: list[Path] = []
+
+    def ignore(where: str, names: list[str]) -> set[str]:
+        rel = Path(where).resolve().relative_to(root)
+        links.extend(rel / n for n in names if n in LINKED and (root / rel / n).is_dir())
+        return {n for n in names if n in SKIPPED or n in LINKED or (rel / n).as_posix() in outputs}
+
+    shutil.copytree(source, target, symlinks=True, ignore=ignore)
+    for rel in links:
+        (target / rel).symlink_to(root / rel, target_is_directory=True)
+
+
+def _state_dir(pipeline_file: Path, env: dict[str, str]) -> frozenset[str]:
+    """The pipeline's state folder, relative to its folder, when it is inside it."""
+    try:
+        config = parse_config(pipeline_file.read_text(), str(pipeline_file), str(pipeline_file.parent), environ=env)
+    except (ConfigError, OSError, UnicodeDecodeError):
+        return frozenset()
+    state = Path(config.state_dir).resolve()
+    root = pipeline_file.parent.resolve()
+    return (
+        frozenset({state.relative_to(root).as_posix()}) if state.is_relative_to(root) and state != root else frozenset()
+    )
 
 
 def _outside_state(pipeline_file: Path, env: dict[str, str]) -> list[str]:
@@ -299,7 +336,8 @@ def load_tests(path: str | Path) -> list[PipelineCase]:
         )
     if problems:
         raise ConfigError(problems)
-    return cases
+    outputs = frozenset(PurePosixPath(rel).as_posix() for c in cases for rel in c.expect_files)
+    return [replace(c, outputs=outputs) for c in cases]
 
 
 def check_cases(test_file: str | Path, case: str | None = None, *, workdir: str | Path) -> list[CaseResult]:

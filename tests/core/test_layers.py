@@ -24,6 +24,7 @@ LAYERS = {
     "errors": 0,
     "logs": 0,
     "redact": 0,
+    "hint": 0,
     "protocol": 1,
     "state": 2,
     "config": 3,

@@ -43,14 +43,14 @@ def test_go_page(tmp_path: Path) -> None:
     if shutil.which("go") is None:
         pytest.skip("go is not installed")
     worker, unit = blocks("go.md", "go")
-    install = next(line for line in blocks("go.md", "sh")[0].splitlines() if line.startswith("go mod edit"))
+    install = [line.split("#")[0].split() for line in blocks("go.md", "sh")[0].splitlines()]  # as written
 
     def go(*args: str) -> None:
         r = subprocess.run(["go", *args], cwd=tmp_path, capture_output=True, text=True, timeout=600)
         assert r.returncode == 0, r.stdout + r.stderr
 
-    go("mod", "init", "shout")
-    go(*install.replace("/path/to/etlstage/sdk/go", str(SDK / "go")).split()[1:])
+    for argv in install:
+        go(*(a.replace("/path/to/etlstage/sdk/go", str(SDK / "go")) for a in argv[1:]))
     (tmp_path / "main.go").write_text(worker)
     imports = 'package main\n\nimport (\n\t"bytes"\n\t"strings"\n\t"testing"\n\n\t"etlstage/worker"\n)\n\n'
     (tmp_path / "main_test.go").write_text(imports + unit)

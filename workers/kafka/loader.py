@@ -96,7 +96,11 @@ class KafkaLoader(Loader):
             self.ledger.close()
 
     def report(self) -> dict[str, object]:
-        report: dict[str, object] = {"written": self.written, "batches": self.batches}
+        report: dict[str, object] = {
+            "output": f"Kafka topic {self.options.topic}",
+            "written": self.written,
+            "batches": self.batches,
+        }
         if self.ledger is not None:
             report["duplicates skipped"] = self.skipped
         return report

@@ -169,6 +169,7 @@ class SparkLoader(Loader):
         """Rows written per table and duplicates skipped by this process, for the run summary."""
         with self._counts_lock:
             return {
+                "output": f"Delta tables under {self.output}",
                 "messages": self._report["messages"],
                 "rows": dict(self._report["rows"]),
                 "duplicates skipped": self._report["duplicates skipped"],

@@ -87,7 +87,10 @@ function chart(history) {
 function reports(rep) {
   const items = [];
   for (const [k, v] of Object.entries(rep || {})) {
-    if (v !== null && typeof v === "object") {
+    if (Array.isArray(v)) {
+      // "output": where the workers wrote (paths, tables, topics)
+      items.push(el("li", {}, el("span", { class: "k" }, `${k}: `), v.join(", ")));
+    } else if (v !== null && typeof v === "object") {
       const inner = Object.entries(v)
         .sort(([a], [b]) => (a < b ? -1 : 1))
         .map(([kk, vv]) => `${kk} ${num(vv)}`)

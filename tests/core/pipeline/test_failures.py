@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shlex
 import signal
 import subprocess
 import time
@@ -394,9 +395,20 @@ def test_an_extractor_whose_replacement_dies_at_start_after_it_worked_is_restart
 
 def test_deadletter_commands_take_the_pipeline_file_as_their_argument(pdir):
     pdir.write(three_stages('["{PY}", "{TW}", poison, "13"]', "on_failure: deadletter,"), name="other.yaml")
-    assert pdir.etlstage("run", "other.yaml", "--once", "--no-progress").code == 0
+    ran = pdir.etlstage("run", "other.yaml", "--once", "--no-progress")
+    assert ran.code == 0, ran.stderr
+    # the log's hint, pasted as printed from where the run was started, works
+    hint = re.search(r"\((etlstage deadletter show [^)]*)\)", ran.stderr)
+    assert hint and hint[1] == "etlstage deadletter show other.yaml 1", ran.stderr
+    pasted = pdir.etlstage(*shlex.split(hint[1])[1:])
+    assert pasted.code == 0 and "  13" in pasted.stdout, pasted.stderr
     assert "stage 't' 1 message(s)" in pdir.etlstage("deadletter", "list", "other.yaml").stdout
-    assert "  13" in pdir.etlstage("deadletter", "show", "1", "other.yaml").stdout
+    # the file first, as every subcommand takes it; the older order still works, with a note
+    assert "  13" in pdir.etlstage("deadletter", "show", "other.yaml", "1").stdout
+    old = pdir.etlstage("deadletter", "show", "1", "other.yaml")
+    assert "  13" in old.stdout and "etlstage deadletter show other.yaml 1" in old.stderr, old.stderr
+    nothing = pdir.etlstage("deadletter", "show", "other.yaml", "9")
+    assert nothing.code == 2 and "(etlstage deadletter list other.yaml shows them)" in nothing.stderr
     r = pdir.etlstage("deadletter", "replay", "other.yaml", "1")
     assert r.code == 0 and "1 dead letter(s) will be sent again" in r.stdout, r.stderr
     missing = pdir.etlstage("deadletter", "replay", "other.yaml", "7")

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import subprocess
 import sys
 import textwrap
+
+import pytest
 
 from etlstage.logs import JsonFormatter, RepeatedWarnings, worker_record
 from tests.support.worker_env import without_supervisor_vars
@@ -41,7 +44,9 @@ def test_the_first_of_a_kind_are_shown_then_one_per_period_with_the_count():
     ]
     clock.now = 13.0
     assert shown(f, [record("Message %s to the %s queue", 101, "invalid")]) == []
-    assert f.pending() == ["1 more warning(s) like 'Message %s to the %s queue' from etlstage.rdss not shown"]
+    assert f.pending() == [
+        "1 more warning(s) from etlstage.rdss not shown, the last: 'Message 101 to the invalid queue'"
+    ]
 
 
 def test_kinds_are_apart_and_other_levels_untouched():
@@ -81,9 +86,10 @@ def test_a_process_logs_the_first_few_and_at_exit_how_many_were_held_back():
     assert len(lines) == 5 + 1 + 1, "\n".join(lines)
     assert "Message 4 to the invalid queue: GENERR010 [more like this are counted" in lines[4]
     assert "another kind" in lines[5]
-    assert lines[6].endswith("195 more warning(s) like 'Message %s to the invalid queue: %s' from w.rdss not shown"), (
-        lines[6]
-    )
+    assert lines[6].endswith(
+        "195 more warning(s) from w.rdss not shown, the last: 'Message 199 to the invalid queue: GENERR010'"
+    ), lines[6]
+    assert "%s" not in lines[6]  # no template leaks
     assert len(run_logger({"ETLSTAGE_LOG_REPEATS": "0"})) == 201
 
 
@@ -125,3 +131,40 @@ def test_a_pipeline_run_with_json_logs_relays_worker_json_as_objects(pdir):
     relayed = [d for d in docs if "worker_log" in d]
     assert relayed and relayed[0]["worker_log"] == {"level": "INFO", "message": "hello"}, r.stderr
     assert relayed[0]["source"].startswith("sink")
+
+
+# a worker logging with a time and level of its own (the project's text format), then the test loader
+STAMPED_THEN_APPENDS = (
+    "import sys, os; "
+    "sys.stderr.write('2026-12-02 01:01:57,592 WARNING etlstage.rdss: row 7 late' + chr(10)); "
+    "sys.stderr.write('2026-12-02T01:01:58.001Z INFO loaded 3 rows' + chr(10)); "
+    "sys.stderr.write('plain words' + chr(10)); "
+    "sys.stderr.flush(); os.execv(sys.argv[1], [sys.argv[1], sys.argv[2], 'append', 'out.txt'])"
+)
+STAMP = re.compile(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d")
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_a_workers_timestamped_line_is_shown_once_at_its_level_with_the_stages_label(pdir, fmt):
+    pdir.write(
+        """\
+        stages:
+          - {name: src, type: E, command: ["{PY}", "{TW}", count, "3"]}
+          - {name: sink, type: L, command: ["{PY}", "-c", "{SCRIPT}", "{PY}", "{TW}"]}
+        """.replace("{SCRIPT}", STAMPED_THEN_APPENDS)
+    )
+    r = pdir.etlstage("run", "stages.yaml", "--once", "--no-progress", "--log-format", fmt, timeout=60)
+    assert r.code == 0, r.stderr
+    lines = r.stderr.splitlines()
+    late = next(line for line in lines if "row 7 late" in line)
+    loaded = next(line for line in lines if "loaded 3 rows" in line)
+    plain = next(line for line in lines if "plain words" in line)
+    if fmt == "text":
+        assert re.fullmatch(r"\S+ \S+ WARNING etlstage\.worker: \[sink\] etlstage\.rdss: row 7 late", late), late
+        assert re.fullmatch(r"\S+ \S+ INFO etlstage\.worker: \[sink\] loaded 3 rows", loaded), loaded
+        assert plain.endswith("INFO etlstage.worker: [sink] plain words"), plain
+        assert all(len(STAMP.findall(line)) == 1 for line in (late, loaded, plain)), (late, loaded)
+    else:
+        doc = json.loads(late)
+        assert (doc["level"], doc["message"]) == ("WARNING", "[sink] etlstage.rdss: row 7 late"), doc
+        assert not STAMP.search(doc["message"]) and json.loads(loaded)["message"] == "[sink] loaded 3 rows"

@@ -83,7 +83,7 @@ def test_what_a_failing_worker_said_is_shown_at_log_level_warning(pdir, tmp_path
     r = pdir.run("--once", "--log-level", "WARNING", timeout=60)
     assert r.code == 0, r.stderr
     assert flag.exists()
-    assert "t failed (t exited with requests unanswered)" in r.stderr, r.stderr
+    assert "t failed (t exited with requests unanswered: enrich: lookup table corrupt at row 7)" in r.stderr, r.stderr
     assert "| enrich: lookup table corrupt at row 7" in r.stderr, r.stderr
     assert sorted(int(x) for x in set(pdir.lines("out.txt"))) == list(range(10))
 

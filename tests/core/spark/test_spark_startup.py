@@ -84,6 +84,11 @@ def test_the_progress_line_names_the_phase_under_way(pdir, caplog):
     counts.reporter(True, interval=0.0)()  # not a terminal: progress lines in the log
     lines = [r.getMessage() for r in caplog.records]
     assert any(re.fullmatch(r"progress start-up: first micro-batch [\d.]+s…", line) for line in lines), lines
+    # every figure named, as the supervisor's lines (no rss or cpu: the workers run on executors)
+    assert any(
+        re.fullmatch(r"progress \S+ \([ETL]\): in \d+, out \d+, rate \S+, in flight \d+, restarts \d+", x)
+        for x in lines
+    )
 
 
 def test_restarts_per_instance_under_spark_come_from_the_tallies_and_messages_stay_absent(pdir):

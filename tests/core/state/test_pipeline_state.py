@@ -86,6 +86,11 @@ def test_two_files_naming_one_pipeline_are_refused_naming_both(pdir):
     pdir.write(COUNTING.format(name="orders", out="a.txt"), "a.yaml")
     pdir.write(COUNTING.format(name="orders", out="b.txt"), "b.yaml")
     assert pdir.etlstage("run", "a.yaml", "--once", "--no-progress").code == 0
+    # validate says what run will refuse
+    v = pdir.etlstage("validate", "b.yaml")
+    assert v.code == 0 and "b.yaml: valid." in v.stdout, v.stdout + v.stderr
+    assert "warning:" in v.stderr and str(pdir.path / "a.yaml") in v.stderr and "run` refuses" in v.stderr, v.stderr
+    assert "warning" not in pdir.etlstage("validate", "a.yaml").stderr  # the file that ran is fine
     r = pdir.etlstage("run", "b.yaml", "--once", "--no-progress")
     assert r.code == 2, r.stderr
     assert str(pdir.path / "a.yaml") in r.stderr and str(pdir.path / "b.yaml") in r.stderr, r.stderr

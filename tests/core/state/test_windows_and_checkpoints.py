@@ -102,7 +102,7 @@ def test_a_message_set_aside_is_stored_under_the_number_the_log_line_gives(tmp_p
             ident = store.set_aside("t", 3, "bang", b"c\n", 1, 10)
         assert ident == 2
         assert [r.getMessage() for r in caplog.records] == [
-            "stage 't': 1 message(s) failed 3 times; written to the dead-letter store as #2 (etlstage deadletter show 2)"
+            "stage 't': 1 message(s) failed 3 times; written to the dead-letter store as #2 (etlstage deadletter show stages.yaml 2)"
         ]
         (letter,) = [d for d in store.deadletters() if d.id == ident]
         assert (letter.stage, letter.attempts, letter.error, letter.inputs) == ("t", 3, "bang", b"c\n")

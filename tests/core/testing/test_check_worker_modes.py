@@ -27,7 +27,7 @@ def test_a_worker_refusing_a_mode_gets_a_note_naming_the_mode_and_the_flag():
     assert (
         "note: every batch check failed before the worker answered its first request: the worker may not "
         "support batch mode. If it is not meant to, check only the modes it supports: "
-        "etlstage check-worker --type T --mode single -- COMMAND"
+        f"etlstage check-worker --type T --mode single -- {' '.join(SINGLE_ONLY)}"  # pasteable as printed
     ) in r.stdout
 
 
@@ -41,7 +41,7 @@ def test_the_modes_given_are_the_modes_checked():
     assert r.code == 1
     # a check every mode runs is told apart by its mode
     assert "PASS  single: empty messages" in r.stdout and "FAIL  batch: empty messages" in r.stdout
-    assert "may not support batch mode" in r.stdout and "--mode single -- COMMAND" in r.stdout
+    assert "may not support batch mode" in r.stdout and f"--mode single -- {' '.join(SINGLE_ONLY)}" in r.stdout
 
 
 def test_a_crash_in_every_mode_is_not_blamed_on_the_modes():

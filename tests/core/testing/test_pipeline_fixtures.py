@@ -186,3 +186,45 @@ def test_an_unexpected_exit_status_fails_the_case(tmp_path):
     case.exit_status = 1
     result = case.run(tmp_path)
     assert result.problems == ["the run ended with exit status 0, expected 1"], result.report()
+
+
+def test_a_cases_folder_holds_the_dependencies_but_not_outputs_or_state(tmp_path):
+    folder = _folder(tmp_path)
+    # a real run's output, its state, and a Node worker's installed dependency (npm links a
+    # local package with a relative link)
+    (folder / "words.txt").write_text("STALE\n" * 1000)
+    (folder / ".etlstage").mkdir()
+    (folder / ".etlstage" / "state.db").write_text("old")
+    (tmp_path / "sdk").mkdir()
+    (tmp_path / "sdk" / "index.js").write_text("module.exports = 1;\n")
+    (folder / "node_modules").mkdir()
+    (folder / "node_modules" / "dep").symlink_to(Path("..") / ".." / "sdk")
+    (case,) = [c for c in load_tests(folder / "words.test.yaml") if c.name == "upper-cases every word"]
+    result = case.run(tmp_path)
+    assert result.passed, result.report()  # the stale words.txt was not copied and appended to
+    copy = result.folder / "pipe"
+    assert (copy / "node_modules" / "dep" / "index.js").read_text() == "module.exports = 1;\n"
+    assert not (copy / ".etlstage" / "state.db").exists()
+
+
+FAILING = """
+name: failing
+stages:
+  - {name: src, type: E, mode: cyclic, command: ["{PY}", "{LINES}", input.txt, "2"]}
+  - {name: up, type: T, restart: {max_restarts: 5, backoff: 4}, command: ["{PY}", "-c", "import sys; sys.stdin.read(1); sys.exit(3)"]}
+  - {name: sink, type: L, command: ["{PY}", "{TW}", append, words.txt]}
+"""
+
+
+def test_a_case_expecting_a_failure_does_not_wait_out_the_restart_backoff(tmp_path):
+    folder = _folder(tmp_path)
+    (folder / "stages.yaml").write_text(
+        FAILING.replace("{PY}", PY).replace("{LINES}", str(FIXTURES / "lines.py")).replace("{TW}", str(TW))
+    )
+    (case,) = [c for c in load_tests(folder / "words.test.yaml") if c.name == "in any order"]
+    case.exit_status = 1
+    case.expect_files = {}
+    result = case.run(tmp_path)
+    assert result.passed, result.report()
+    assert "(try 6 of 6)" in result.stderr, result.stderr  # every restart the stage allows was made
+    assert result.seconds < 20  # its five restarts would wait 4+8+16+30+30 s
