@@ -41,6 +41,18 @@ class SparkStartError(EtlstageError):
 
 def check_java() -> str:
     """The java executable Spark will use, after running it once."""
+    java = find_java()
+    try:
+        done = subprocess.run([java, "-version"], capture_output=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise SparkStartError(f"cannot run {java} -version ({exc}): fix the Java installation") from None
+    if done.returncode != 0:
+        raise SparkStartError(f"{java} -version failed: {done.stderr.decode(errors='replace').strip()[:300]}")
+    return f"{java} ({java_version(done.stderr.decode(errors='replace'))})"
+
+
+def find_java() -> str:
+    """The java executable Spark will use (JAVA_HOME's, else PATH's), without running it."""
     home = os.environ.get("JAVA_HOME")
     if home:
         java = os.path.join(home, "bin", "java")
@@ -57,13 +69,7 @@ def check_java() -> str:
                 "install a JRE (e.g. `apt-get install openjdk-17-jre-headless`) or set JAVA_HOME"
             )
         java = found
-    try:
-        done = subprocess.run([java, "-version"], capture_output=True, timeout=60, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise SparkStartError(f"cannot run {java} -version ({exc}): fix the Java installation") from None
-    if done.returncode != 0:
-        raise SparkStartError(f"{java} -version failed: {done.stderr.decode(errors='replace').strip()[:300]}")
-    return f"{java} ({java_version(done.stderr.decode(errors='replace'))})"
+    return java
 
 
 def java_version(said: str) -> str:
