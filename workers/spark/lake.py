@@ -84,10 +84,11 @@ def session_conf(config: LoaderConfig) -> dict[str, str]:
     """Spark settings the loader's tables need at session start: the jars (fetched once into
     the cache, :mod:`etlstage.spark.jars`), Delta's SQL extension and catalog, and with
     ``--dynamodb-log-table`` Delta's DynamoDB log store."""
-    from etlstage.spark.jars import JarFetchError, fetch_named
+    from etlstage.spark.jars import PACKAGES, JarFetchError, fetch_named, given_by
     from etlstage.spark.session import SparkStartError
 
-    sets = package_sets(config)
+    # a set the user's --conf spark.jars / spark.jars.packages brings is theirs: not fetched
+    sets = [name for name in package_sets(config) if not given_by(config.conf, PACKAGES[name]())]
     try:
         jars = [str(jar) for name in sets for jar in fetch_named(name)]
     except JarFetchError as exc:

@@ -11,7 +11,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import stat
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -112,3 +114,38 @@ def test_lazy_session_raises_its_start_error_to_each_caller() -> None:
 def test_a_given_session_is_used_as_it_is() -> None:
     lazy = LazySession(lambda: pytest.fail("not started: one was given"), given="theirs")  # type: ignore[arg-type]
     assert lazy.begun and lazy.get() == "theirs"
+
+
+def loader_alone(tmp: Path, *options: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """``etlstage-spark-load --format delta`` as a stage's worker, its stdin closed at once (no batch)."""
+    scenario = {"ETLSTAGE_TYPE": "L", "ETLSTAGE_MODE": "batch", "ETLSTAGE_BATCH_SIZE": "100"}
+    argv = [PY, "-m", "etlstage_workers.spark", "--format", "delta", "--output", "out"]
+    return subprocess.run(
+        [*argv, "--columns", "id:long=/id", "--key", "/id", *options],
+        cwd=tmp,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **scenario, **env},
+    )
+
+
+def test_jars_out_of_reach_stop_the_loader_in_seconds_and_spark_jars_packages_goes_around(tmp_path: Path) -> None:
+    with socket.socket() as closed:  # bound, never listening: refused
+        closed.bind(("127.0.0.1", 0))
+        nowhere = {
+            "ETLSTAGE_MAVEN_REPOSITORY": f"http://127.0.0.1:{closed.getsockname()[1]}/maven2",
+            "ETLSTAGE_JAR_CACHE": str(tmp_path / "empty-cache"),
+            "HOME": str(tmp_path),  # no Maven settings or local repository of the user's
+        }
+        began = time.monotonic()
+        refused = loader_alone(tmp_path, **nowhere)
+        took = time.monotonic() - began
+        assert refused.returncode == 2, refused.stderr[-2000:]
+        assert "the jars of --format delta" in refused.stderr and "cannot reach the Maven repository" in refused.stderr
+        assert "spark.jars.packages" in refused.stderr and "Traceback" not in refused.stderr
+        assert took < 30, took  # the process's start and a refused connection, not Maven's time-outs
+        theirs = loader_alone(tmp_path, "--conf", "spark.jars.packages=io.delta:delta-spark_4.2_2.13:4.4.0", **nowhere)
+        assert theirs.returncode == 0, theirs.stderr[-2000:]
+        assert "jars: fetching" not in theirs.stderr
