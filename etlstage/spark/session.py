@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from etlstage.errors import EtlstageError
-from etlstage.spark import cds
+from etlstage.spark import cds, jvm_log
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -187,11 +187,21 @@ def _launch_jvm(conf: dict[str, str]) -> None:
 
     if SparkContext._gateway is not None:
         return  # started already (a session earlier in this process)
+    from pyspark.java_gateway import launch_gateway
+
     public = SparkConf(loadDefaults=False)
     for key, value in conf.items():
         if not key.startswith(PRIVATE_PREFIXES):
             public.set(key, value)
-    SparkContext._ensure_initialized(conf=public)
+    # The JVM's stderr goes through this process's log (jvm_log: its start-up noise at
+    # DEBUG); the pipe is read from before the JVM starts, so it never fills and blocks it.
+    read_end, write_end = os.pipe()
+    jvm_log.relay(os.fdopen(read_end, "rb"))
+    try:
+        gateway = launch_gateway(public, popen_kwargs={"stderr": write_end})
+    finally:
+        os.close(write_end)
+    SparkContext._ensure_initialized(gateway=gateway, conf=public)
 
 
 def _start_connect(master: str, app_name: str, conf: dict[str, str]) -> SparkSession:

@@ -75,6 +75,8 @@ def test_the_first_batch_starts_spark_and_is_loaded(tmp_path: Path) -> None:
     assert calls.exists() and "-version" in calls.read_text()
     for phase in ("starting Spark (master local[1]) for the first batch", "Spark's JVM is running", "session ready"):
         assert phase in run.stderr, run.stderr[-3000:]
+    for noise in ("Using incubator modules", "native-hadoop", "default log4j profile", "SPARK_LOCAL_IP"):
+        assert noise not in run.stderr, f"{noise!r} at the default level"
     import pyarrow.dataset as ds
 
     assert sorted(ds.dataset(tmp_path / "out", format="parquet").to_table()["id"].to_pylist()) == [0, 1, 2]
