@@ -1,7 +1,7 @@
 """A `--once` run with nothing new to load: the stock demo's second run, for this checkout
 and other code, side by side.
 
-    python bench/nothing_to_do.py --rounds 3 --arm "before=/path/to/old-checkout"
+    python bench/nothing_to_do.py --rounds 3 --arm "before=/path/to/old-checkout" [--startup 900]
 
 Per arm, a fresh folder with the repository's stages.yaml gets one run that loads the
 demo's 5,000 messages (not timed), then ``--rounds`` timed runs of
@@ -10,8 +10,8 @@ timed run also says whether the Spark loader started Spark (its ``starting Spark
 ``Spark: using`` lines at INFO).
 
 An arm is a PYTHONPATH put in front of this checkout's installed packages (see
-bench/demo_time.py); a checkout without the ``etlstage_workers`` folder gets one
-linked to its ``workers``.
+bench/demo_time.py); another checkout without the ``etlstage_workers`` folder gets one
+linked to its ``workers`` (this checkout's are the installed ones).
 """
 
 from __future__ import annotations
@@ -44,15 +44,19 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--arm", action="append", default=[], help="NAME=CHECKOUT")
+    ap.add_argument("--startup", type=int, default=0, help="the loader's start-up timeout (default the demo's)")
     a = ap.parse_args()
     arms = {"this checkout": str(ROOT), **dict(x.split("=", 1) for x in a.arm)}
     folders = {}
     for name, path in arms.items():
         workers = Path(path) / "etlstage_workers"
-        if not workers.exists() and (Path(path) / "workers").is_dir():
+        if Path(path).resolve() != ROOT and not workers.exists() and (Path(path) / "workers").is_dir():
             workers.symlink_to(Path(path) / "workers")
         work = Path(tempfile.mkdtemp(prefix="etlstage-nothing-bench-"))
-        shutil.copy(ROOT / "stages.yaml", work / "stages.yaml")
+        text = (ROOT / "stages.yaml").read_text()
+        if a.startup:  # a loaded machine: the loader's first batch (its JVM) may need longer
+            text = text.replace("{startup: 180,", f"{{startup: {a.startup},")
+        (work / "stages.yaml").write_text(text)
         seconds, _ = run(work, path)
         print(f"{name}: first run (loads the demo) {seconds:.1f} s", flush=True)
         folders[name] = work
