@@ -165,11 +165,6 @@ class SparkLoader(Loader):
         return self._session.get()
 
     @property
-    def spark_started(self) -> bool:
-        """Whether a Spark session was begun (given, or started for a batch)."""
-        return self._session.begun
-
-    @property
     def parallelism(self) -> int:
         """Spark's cores: the files a batch's input is staged into (asks the session once)."""
         if self._parallelism is None:
