@@ -7,6 +7,9 @@ and S3 (moto's server on loopback), in one run.
     python bench/lake.py --ab spark.databricks.delta.merge.materializeSource=auto [--rounds 10]
                                         # the loader's MERGE with its settings and with one
                                         # changed, and plain Parquet, batch after batch in turn
+    python bench/lake.py --floor [--rounds 10] [--sizes 5000,50000]
+                                        # the loader's batch (three RDSS tables) against a
+                                        # bare PySpark insert-only MERGE of the same rows
     python bench/lake.py --tables [--rounds 10] [--cold 3]
                                         # an RDSS batch (valid, invalid and error rows) merged
                                         # into its three tables at once (the loader) against
@@ -215,6 +218,78 @@ def tables(rounds: int, cold: int, n: int, master: str) -> None:
               + (f"; first batch in a new JVM: median {statistics.median(cs):.2f} s ({len(cs)} JVMs)" if cs else ""))  # fmt: skip
 
 
+def bare_merge(spark: Any, config: LoaderConfig, root: str, prepared: Any) -> int:
+    """The floor: what a PySpark user writes without etlstage — each table's Arrow rows
+    (the same as the loader's) through createDataFrame, then ``MERGE INTO … WHEN NOT
+    MATCHED THEN INSERT *``, one table after the other; the first batch creates the tables
+    the way the loader does (a MERGE needs a table)."""
+    inserted = 0
+    for route, rows in lake.batch_tables(prepared, list(range(len(prepared.keys)))).items():
+        path = lake.table_path(root, route)
+        df = spark.createDataFrame(rows)
+        if not os.path.exists(os.path.join(path, "_delta_log")):
+            df.write.format("delta").save(path)
+            inserted += rows.num_rows
+            continue
+        df.createOrReplaceTempView("bare_batch")
+        done = spark.sql(
+            f"MERGE INTO delta.`{path}` AS t USING bare_batch AS s ON t._key = s._key WHEN NOT MATCHED THEN INSERT *"
+        ).collect()
+        inserted += int(done[0]["num_inserted_rows"])
+    return inserted
+
+
+def loader_in_task(spark: Any, config: LoaderConfig, root: str, prepared: Any) -> int:
+    """The loader with its source as it was: createDataFrame, the rows inside the task."""
+    before = lake.reads_local_files
+    lake.reads_local_files = lambda _spark: False  # type: ignore[assignment]
+    try:
+        return at_once(spark, config, root, prepared)
+    finally:
+        lake.reads_local_files = before  # type: ignore[assignment]
+
+
+FLOOR_ARMS = {"loader": at_once, "loader, rows in the task": loader_in_task, "bare MERGE (floor)": bare_merge}
+
+
+def last_job(spark: Any) -> int:
+    return max(spark.sparkContext.statusTracker().getJobIdsForGroup(None) or [-1])
+
+
+def floor(rounds: int, sizes: list[int], master: str) -> None:
+    """``--floor``: the loader's batch (three RDSS tables) against a bare PySpark insert-only
+    MERGE of the same rows into tables of its own, warm, batch after batch in turn (the
+    order turned each round), with the Spark jobs each ran; per batch size."""
+    spark = session(master, {})
+    config = LoaderConfig(output="unused", format="delta", rdss=True).check()
+    try:
+        for n in sizes:
+            prepared = mixed_batch(n, config)
+            roots = {arm: tempfile.mkdtemp(prefix="bench-lake-floor-") for arm in FLOOR_ARMS}
+            warm: dict[str, list[float]] = {arm: [] for arm in FLOOR_ARMS}
+            jobs: dict[str, list[int]] = {arm: [] for arm in FLOOR_ARMS}
+            for r in range(rounds + 2):
+                for arm, write in FLOOR_ARMS.items() if r % 2 else reversed(FLOOR_ARMS.items()):
+                    batch = fresh(prepared, n * 1000 + r)
+                    first = last_job(spark)
+                    t0 = time.perf_counter()
+                    inserted = write(spark, config, roots[arm], batch)
+                    if r >= 2:  # rounds 0 and 1 create the tables and warm up
+                        warm[arm].append(time.perf_counter() - t0)
+                        jobs[arm].append(last_job(spark) - first)
+                    assert inserted == len(set(batch.keys)), (arm, inserted)
+            for root in roots.values():
+                shutil.rmtree(root, ignore_errors=True)
+            bare = statistics.median(warm["bare MERGE (floor)"])
+            print(f"{n} messages per batch, three tables, {master}, {rounds} batches each:")
+            for arm, ts in warm.items():
+                print(f"  {arm:26} median {statistics.median(ts):.2f} s (min {min(ts):.2f}), "
+                      f"{statistics.median(jobs[arm]):.0f} Spark jobs, {statistics.median(ts) / bare:.2f}x the floor",
+                      flush=True)  # fmt: skip
+    finally:
+        spark.stop()
+
+
 def stock(fmt: str) -> float:
     """Seconds of one whole ``etlstage run --once`` of the stock pipeline loading ``fmt``."""
     from pathlib import Path
@@ -240,7 +315,12 @@ def main() -> None:
     ap.add_argument("--tables", action="store_true", help="the tables of a batch merged at once against in turn")
     ap.add_argument("--cold", type=int, default=3, help="--tables: first batches in new JVMs, per arm")
     ap.add_argument("--tables-cold", metavar="ARM", help=argparse.SUPPRESS)
+    ap.add_argument("--floor", action="store_true", help="the loader's batch against a bare PySpark MERGE")
+    ap.add_argument("--sizes", default="5000,50000", help="--floor: messages per batch, comma-separated")
     a = ap.parse_args()
+    if a.floor:
+        floor(a.rounds, [int(n) for n in a.sizes.split(",")], a.master)
+        return
     if a.tables_cold:
         tables_cold(a.tables_cold, a.small, a.master)
         return

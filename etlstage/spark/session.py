@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from etlstage.errors import EtlstageError
-from etlstage.spark import cds
+from etlstage.spark import cds, jvm_log
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -42,6 +42,18 @@ class SparkStartError(EtlstageError):
 
 def check_java() -> str:
     """The java executable Spark will use, after running it once."""
+    java = find_java()
+    try:
+        done = subprocess.run([java, "-version"], capture_output=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise SparkStartError(f"cannot run {java} -version ({exc}): fix the Java installation") from None
+    if done.returncode != 0:
+        raise SparkStartError(f"{java} -version failed: {done.stderr.decode(errors='replace').strip()[:300]}")
+    return f"{java} ({java_version(done.stderr.decode(errors='replace'))})"
+
+
+def find_java() -> str:
+    """The java executable Spark will use (JAVA_HOME's, else PATH's), without running it."""
     home = os.environ.get("JAVA_HOME")
     if home:
         java = os.path.join(home, "bin", "java")
@@ -58,13 +70,7 @@ def check_java() -> str:
                 "install a JRE (e.g. `apt-get install openjdk-17-jre-headless`) or set JAVA_HOME"
             )
         java = found
-    try:
-        done = subprocess.run([java, "-version"], capture_output=True, timeout=60, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise SparkStartError(f"cannot run {java} -version ({exc}): fix the Java installation") from None
-    if done.returncode != 0:
-        raise SparkStartError(f"{java} -version failed: {done.stderr.decode(errors='replace').strip()[:300]}")
-    return f"{java} ({java_version(done.stderr.decode(errors='replace'))})"
+    return java
 
 
 def java_version(said: str) -> str:
@@ -190,11 +196,21 @@ def _launch_jvm(conf: dict[str, str]) -> None:
 
     if SparkContext._gateway is not None:
         return  # started already (a session earlier in this process)
+    from pyspark.java_gateway import launch_gateway
+
     public = SparkConf(loadDefaults=False)
     for key, value in conf.items():
         if not is_private(key):
             public.set(key, value)
-    SparkContext._ensure_initialized(conf=public)
+    # The JVM's stderr goes through this process's log (jvm_log: its start-up noise at
+    # DEBUG); the pipe is read from before the JVM starts, so it never fills and blocks it.
+    read_end, write_end = os.pipe()
+    jvm_log.relay(os.fdopen(read_end, "rb"))
+    try:
+        gateway = launch_gateway(public, popen_kwargs={"stderr": write_end})
+    finally:
+        os.close(write_end)
+    SparkContext._ensure_initialized(gateway=gateway, conf=public)
 
 
 def _start_connect(master: str, app_name: str, conf: dict[str, str]) -> SparkSession:

@@ -23,7 +23,10 @@ resent batch a no-op (see docs/workers/spark.md, "Delta tables").
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -84,10 +87,11 @@ def session_conf(config: LoaderConfig) -> dict[str, str]:
     """Spark settings the loader's tables need at session start: the jars (fetched once into
     the cache, :mod:`etlstage.spark.jars`), Delta's SQL extension and catalog, and with
     ``--dynamodb-log-table`` Delta's DynamoDB log store."""
-    from etlstage.spark.jars import JarFetchError, fetch_named
+    from etlstage.spark.jars import PACKAGES, JarFetchError, fetch_named, given_by
     from etlstage.spark.session import SparkStartError
 
-    sets = package_sets(config)
+    # a set the user's --conf spark.jars / spark.jars.packages brings is theirs: not fetched
+    sets = [name for name in package_sets(config) if not given_by(config.conf, PACKAGES[name]())]
     try:
         jars = [str(jar) for name in sets for jar in fetch_named(name)]
     except JarFetchError as exc:
@@ -137,14 +141,19 @@ def commit_batch(
     tables = batch_tables(prepared, positions)
     # Spark Connect has no newSession(): there the tables are merged one after the other
     at_once = len(tables) > 1 and not is_connect(spark)
+    staging = tempfile.TemporaryDirectory(prefix="etlstage-merge-") if reads_local_files(spark) else None
+    folder = staging.name if staging is not None else None
 
     def one(route: str | None, rows: pa.Table) -> int:
         session = spark.newSession() if at_once else spark
-        df = shape(session.createDataFrame(rows), config, prepared.parsed, keep=(KEY,), routed=False)
+        df = shape(source(session, rows, folder, route), config, prepared.parsed, keep=(KEY,), routed=False)
         return merge(session, df, rows.num_rows, table_path(output, route), config.partition_by, txn)
 
     # leaving the block waits for every MERGE, so none is still running when a failure is raised
-    with ThreadPoolExecutor(max_workers=len(tables) if at_once else 1, thread_name_prefix="delta-merge") as pool:
+    with (
+        staging or contextlib.nullcontext(),
+        ThreadPoolExecutor(max_workers=len(tables) if at_once else 1, thread_name_prefix="delta-merge") as pool,
+    ):
         futures = {route: pool.submit(one, route, rows) for route, rows in tables.items()}
     counts = {"total": 0}
     for route, future in futures.items():
@@ -154,6 +163,29 @@ def commit_batch(
             counts[route] = inserted
     lap("merge")
     return counts
+
+
+def reads_local_files(spark: SparkSession) -> bool:
+    """Spark's tasks run in this machine's JVM (a ``local`` master): they read its files."""
+    return not is_connect(spark) and str(spark.sparkContext.master).startswith("local")
+
+
+def source(spark: SparkSession, rows: pa.Table, staging: str | None, route: str | None) -> DataFrame:
+    """The batch's rows of one table as a DataFrame.  With ``staging`` (a folder Spark's
+    tasks read: :func:`reads_local_files`), through a Parquet file there: Spark's
+    ``createDataFrame`` makes a partition of the Arrow data itself, so the task that reads
+    it carries the rows (Spark's "task of very large size" warning at 1 MB: a 5,000-message
+    batch made one of 3–6 MB, serialized into the MERGE's first job); a task that reads a
+    file carries its name.  Without (a cluster's executors, Spark Connect): createDataFrame."""
+    if staging is None:
+        return spark.createDataFrame(rows)
+    import pyarrow.parquet as pq
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    path = os.path.join(staging, f"{route or 'rows'}.parquet")
+    pq.write_table(rows, path, compression="none")  # read once, at once: not worth compressing
+    # given the schema, Spark reads no footer to infer it (a Spark job per table without)
+    return spark.read.schema(from_arrow_schema(rows.schema)).parquet(path)
 
 
 def merge(

@@ -43,11 +43,11 @@ from etlstage_workers.spark import publish as pub
 from etlstage_workers.spark.config import LoaderConfig
 from etlstage_workers.spark.extract import Prepared, prepare
 from etlstage_workers.spark.keystore import CLAIMED, COMMITTED, STAGED, KeyStore
-from etlstage_workers.spark.session import start_session
+from etlstage_workers.spark.session import LazySession, start_session
 from etlstage_workers.spark.staged import stage_input, write_staged
 
 from etlstage.errors import ConfigError, EtlstageError
-from etlstage.spark.session import default_parallelism
+from etlstage.spark.session import check_master_reachable, default_parallelism, find_java
 from etlstage.worker import Loader
 
 if TYPE_CHECKING:
@@ -69,14 +69,15 @@ class SparkLoader(Loader):
         self._report: dict[str, Any] = {"rows": {}, "duplicates skipped": 0, "messages": 0}
         self.config = config
         self.output = config.output if lake.is_uri(config.output) else os.path.abspath(config.output)
-        self.spark = spark
         self._own_spark = spark is None
+        self._session = LazySession(self._start_spark, given=spark)
+        self._conf: dict[str, str] = {}
         self._claimer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="key-claim")
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="spark-write")
         self._failed_write: BaseException | None = None
         self._counts_lock = threading.Lock()  # the writer thread adds rows, the SDK reads the report
         self.store: KeyStore | None = None
-        self.parallelism = 2
+        self._parallelism: int | None = None
 
     # --- life cycle ------------------------------------------------------------------
 
@@ -91,28 +92,51 @@ class SparkLoader(Loader):
             os.makedirs(self.output, exist_ok=True)
         if not self.config.is_table:
             self.store = KeyStore(self.key_index_path())
-        app = f"{self.config.app_name}[{sc.stage}/{sc.instance}]"
-        if self.spark is None:
-            self.spark = start_session(
-                self.config.master,
-                app,
-                merge_conf(lake.session_conf(self.config), self.config.conf),
-                connect_timeout=self.config.connect_timeout,
-                log_level=self.config.spark_log_level,
-                plain_files=not self.config.is_table,
-            )
-        self.parallelism = default_parallelism(self.spark)
-        if self.store is None:
-            log.info("loading into %s (delta, merged by key) with master %s", self.output, self.config.master)
-            return
-        self.recover()
-        log.info(
-            "loading into %s (%s) with master %s; key index %s",
-            self.output,
-            self.config.format,
+        if self._own_spark:
+            self._conf = self._session_conf()
+        if self.store is not None:
+            self.recover()
+        where = f"{self.config.format}, merged by key" if self.store is None else self.config.format
+        index = "" if self.store is None else f"; key index {self.store.path}"
+        log.info("loading into %s (%s) with master %s%s", self.output, where, self.config.master, index)
+        if self._own_spark:
+            log.info("start-up: Spark starts with the first batch (a run with nothing to load starts no JVM)")
+
+    def _session_conf(self) -> dict[str, str]:
+        """The session's settings, its jars fetched now (once, into the cache), and the checks
+        that need no JVM: a missing jar, Java or master stops the stage at start, not at its
+        first batch."""
+        began = time.perf_counter()
+        conf = merge_conf(lake.session_conf(self.config), self.config.conf)
+        jars = [j for j in conf.get("spark.jars", "").split(",") if j]
+        if jars:
+            sets = ", ".join(lake.package_sets(self.config)) or "--conf"
+            log.info("start-up: %d jars (%s) ready in %.1fs", len(jars), sets, time.perf_counter() - began)
+        check_master_reachable(self.config.master, self.config.connect_timeout)
+        if not self.config.master.startswith("sc://"):
+            find_java()
+        return conf
+
+    def _start_spark(self) -> SparkSession:
+        """The session (:class:`LazySession` calls this once, on a thread of its own)."""
+        sc = self.scenario
+        began = time.perf_counter()
+        log.info("start-up: starting Spark (master %s) for the first batch", self.config.master)
+
+        def jvm_up() -> None:
+            log.info("start-up: Spark's JVM is running (%.1fs)", time.perf_counter() - began)
+
+        spark = start_session(
             self.config.master,
-            self.store.path,
+            f"{self.config.app_name}[{sc.stage}/{sc.instance}]",
+            self._conf,
+            connect_timeout=self.config.connect_timeout,
+            log_level=self.config.spark_log_level,
+            plain_files=not self.config.is_table,
+            on_jvm=jvm_up,
         )
+        log.info("start-up: Spark session ready in %.1fs", time.perf_counter() - began)
+        return spark
 
     def teardown(self) -> None:
         # Normally every batch is acknowledged by now; after a failure, queued ones are
@@ -125,8 +149,9 @@ class SparkLoader(Loader):
                     self._drop_unstaged(batch)
             log.info("stats for %s: %s", self.output, self.store.stats())
             self.store.close()
-        if self.spark is not None and self._own_spark:
-            self.spark.stop()
+        spark = self._session.started() if self._own_spark else None  # one never begun stays so
+        if spark is not None:
+            spark.stop()
 
     def key_index_path(self) -> str:
         state_dir = self.config.state_dir or self.scenario.state_dir or os.path.join(self.output, "_etlstage_state")
@@ -136,9 +161,15 @@ class SparkLoader(Loader):
 
     @property
     def session(self) -> SparkSession:
-        """The Spark session, started by :meth:`setup` (or given)."""
-        assert self.spark is not None, "setup() starts the session"
-        return self.spark
+        """The Spark session (given, or started now if no batch started it yet: waits for it)."""
+        return self._session.get()
+
+    @property
+    def parallelism(self) -> int:
+        """Spark's cores: the files a batch's input is staged into (asks the session once)."""
+        if self._parallelism is None:
+            self._parallelism = default_parallelism(self.session)
+        return self._parallelism
 
     @property
     def batch_prefix(self) -> str:
@@ -185,6 +216,7 @@ class SparkLoader(Loader):
         """
         with self._counts_lock:
             self._report["messages"] += len(messages)
+        self._session.begin()  # the first batch starts Spark, while it is parsed here
         clock = _Clock()
         prepared = prepare(messages, self.config)
         clock.lap("parse")

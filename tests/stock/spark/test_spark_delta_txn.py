@@ -71,3 +71,45 @@ def test_each_table_of_a_batch_merged_at_once_carries_the_pair(tmp_path: Path) -
     got = run_lake_script(ROUTED, out, master="local[2]")
     assert all(c == {"total": 3, "valid": 1, "invalid": 1, "error": 1} for c in got["first"].values()), got
     assert all(c["total"] == 0 for c in got["again"].values()), got["again"]
+
+
+BIG_ROWS = """
+import logging, os, tempfile
+tempfile.tempdir = sys.argv[1] + "-tmp"
+os.makedirs(tempfile.tempdir)
+spark.sparkContext.setLogLevel("WARN")
+said = []
+
+class Keep(logging.Handler):
+    def emit(self, record):
+        said.append(record.getMessage())
+
+logging.getLogger("etlstage.spark.jvm").addHandler(Keep(logging.WARNING))
+
+def batch(first):  # ~6 MB of rows: 3,000 messages of ~2 KB, valid and invalid
+    messages = [rdss(i, "GENERR001" if i % 5 == 0 else None, {"text": "x" * 2000, "n": i})
+                for i in range(first, first + 3000)]
+    return prepare(messages, config), list(range(3000))
+
+counts = [lake.commit_batch(spark, config, out, *batch(f))["total"] for f in (0, 10000, 10000)]
+ours = [s for s in said if "very large size" in s]
+lake.reads_local_files = lambda _spark: False  # the rows through createDataFrame, as before
+before = lake.commit_batch(spark, config, out, *batch(20000))["total"]
+import time
+deadline = time.monotonic() + 30  # the relay thread logs the JVM's lines as they come
+while len([s for s in said if "very large size" in s]) == len(ours) and time.monotonic() < deadline:
+    time.sleep(0.05)
+print(json.dumps({"counts": counts, "ours": ours, "before": before,
+                  "large before": [s for s in said if "very large size" in s][len(ours):],
+                  "left": os.listdir(tempfile.tempdir)}))
+"""
+
+
+def test_a_batchs_rows_reach_the_merge_in_a_file_not_inside_a_task(tmp_path: Path) -> None:
+    """A local master reads the batch from a Parquet file: no task carries the rows (Spark
+    warned of a task of 3-6 MB per batch when createDataFrame put them in one)."""
+    said = run_lake_script(BIG_ROWS, tmp_path / "rdss")
+    assert said["counts"] == [3000, 3000, 0] and said["before"] == 3000, said
+    assert said["ours"] == [], said["ours"]
+    assert said["large before"], "createDataFrame's task was expected to be large (the check could not fail)"
+    assert said["left"] == []  # each batch's file is removed once it is merged

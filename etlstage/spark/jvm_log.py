@@ -1,0 +1,78 @@
+"""The driver JVM's stderr, relayed into this process's log at a level per line.
+
+Spark's JVM writes its log4j lines (``26/12/02 04:47:47 WARN Utils: …``) and the JVM's own
+notes (``WARNING: Using incubator modules: …``) straight to stderr.  Started with its
+stderr on a pipe (:func:`relay`), each line goes to the ``etlstage.spark.jvm`` logger
+instead: at its own level, except what every start on every machine says and nobody can
+act on (:data:`NOISE`), which goes at DEBUG — out of the terminal at the default level, in
+the log with ``--log-level DEBUG``.  Other lines (an exception's, under the log line that
+reports it) go at the level of the log line before them, WARNING before any.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from typing import IO
+
+log = logging.getLogger("etlstage.spark.jvm")
+
+# Said at every start (or by the defaults we keep), on any machine: nothing to act on.
+NOISE = (
+    "Using incubator modules",  # the JVM: Spark adds jdk.incubator.vector
+    "resolves to a loopback address",  # Utils: a host whose name is 127.0.x.x (containers, VMs)
+    "Set SPARK_LOCAL_IP if you need to bind to another address",
+    "Unable to load native-hadoop library",  # NativeCodeLoader: the Java code is used, as it should
+    "Using Spark's default log4j profile",
+    'Setting default log level to "WARN"',
+    "To adjust logging level use sc.setLogLevel",
+    "Picked up JAVA_TOOL_OPTIONS",
+    "Picked up _JAVA_OPTIONS",
+)
+_LOG4J = re.compile(r"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d (?P<level>TRACE|DEBUG|INFO|WARN|ERROR|FATAL) (?P<text>.*)$")
+_LEVELS = {
+    "TRACE": logging.DEBUG,
+    "DEBUG": logging.DEBUG,
+    "INFO": logging.INFO,
+    "WARN": logging.WARNING,
+    "ERROR": logging.ERROR,
+    "FATAL": logging.CRITICAL,
+}
+
+
+class _Lines:
+    """Levels line by line: a log4j line sets it, a line that is not one (its exception's) keeps it."""
+
+    def __init__(self) -> None:
+        self.level = logging.WARNING
+
+    def level_of(self, line: str) -> tuple[int, str]:
+        found = _LOG4J.match(line)
+        if found:
+            text = found["text"]
+            self.level = logging.DEBUG if any(n in text for n in NOISE) else _LEVELS[found["level"]]
+            return self.level, text
+        if any(n in line for n in NOISE):
+            return logging.DEBUG, line
+        return self.level, line  # an exception's lines, the JVM's own word (WARNING before any log line)
+
+
+def relay(stream: IO[bytes], name: str = "spark-jvm-stderr") -> threading.Thread:
+    """Log each line of ``stream`` (the JVM's stderr) until it ends, on a daemon thread."""
+
+    def pump() -> None:
+        lines = _Lines()
+        with stream:
+            for raw in iter(stream.readline, b""):
+                line = raw.decode("utf-8", "replace").rstrip("\r\n")
+                if line.strip():
+                    level, text = lines.level_of(line)
+                    log.log(level, "%s", text)
+
+    thread = threading.Thread(target=pump, name=name, daemon=True)
+    thread.start()
+    return thread
+
+
+__all__ = ["NOISE", "relay"]
