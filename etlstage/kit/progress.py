@@ -121,6 +121,10 @@ def summary(pipeline: Running) -> str:
     resent = resent_line({name: s.resent for name, s in pipeline.stats.items()})
     if resent:
         rows.append(resent)
+    withheld = {name: s.withheld for name, s in pipeline.stats.items() if s.withheld}
+    if withheld:
+        parts = ", ".join(f"{n:,} result(s) of stage {name!r}" for name, n in withheld.items())
+        rows.append(f"not handed on again (the same results went on before the failure): {parts}")
     return "\n".join(rows)
 
 

@@ -251,14 +251,11 @@ class Pipeline:
                     )
                 else:
                     emit = self.emitter(level, s) if s.type == StageType.T else _no_emit
-                    out.append(
-                        (
-                            level,
-                            TransformDriver(
-                                s, level, sdir, self.spawn, stats, self.inputs[s.name], emit, self.deadletter
-                            ),
-                        )
+                    driver = TransformDriver(
+                        s, level, sdir, self.spawn, stats, self.inputs[s.name], emit, self.deadletter
                     )
+                    driver.pipeline_name = self.config.name or ""
+                    out.append((level, driver))
         return out
 
     async def run(self) -> None:
