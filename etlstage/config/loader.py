@@ -23,7 +23,6 @@ from typing import Any
 import jsonschema
 import yaml
 
-from etlstage.conversation import batchid
 from etlstage.config.explain import schema_problems, show, yaml_problem
 from etlstage.config.interpolate import load_yaml
 from etlstage.config.listen import parse_listen
@@ -38,6 +37,7 @@ from etlstage.config.model import (
     split_command,
 )
 from etlstage.config.yamlshape import MAX_BYTES, check_yaml_shape, too_long
+from etlstage.conversation import batchid
 from etlstage.errors import ConfigError, EtlstageError
 from etlstage.logs import escape_controls
 from etlstage.protocol.markers import MARKER_NAMES, Markers
@@ -379,7 +379,7 @@ def _stage(
     except (TypeError, ValueError) as exc:
         problems.add(path, str(exc))
         return None
-    clash = batchid.markers_clash((getattr(stage_markers, n) for n in MARKER_NAMES)) if stage.batch_id else []
+    clash = batchid.markers_clash(getattr(stage_markers, n) for n in MARKER_NAMES) if stage.batch_id else []
     if clash:
         problems.add(
             (*path, "batch_id"),

@@ -35,8 +35,8 @@ from etlstage.protocol.framing import EOP, count_eom, split_block
 from etlstage.protocol.replies import unasked_before_request
 from etlstage.protocol.scenario import Scenario
 from etlstage.protocol.vocabulary import Mode
-from etlstage.runtime.confirm import RECHECK, Unconfirmed
 from etlstage.runtime import places
+from etlstage.runtime.confirm import RECHECK, Unconfirmed
 from etlstage.runtime.flow import Inbox, Job, Piece, Window
 from etlstage.runtime.places import Places
 from etlstage.runtime.session import STARTUP_QUIET, WorkerSession
@@ -258,7 +258,8 @@ class TransformDriver(_Driver):
                 for m in split_block(p.block, self.stage.markers, keep_eom=True)
             ]
             if head.places is not None:  # each keeps its own place: its id differs from the batch's
-                for job, place in zip(singles, places.singles(head.places, [p.count for p in head.pieces]), strict=True):
+                own = places.singles(head.places, [p.count for p in head.pieces])
+                for job, place in zip(singles, own, strict=True):
                     job.places = [place]
             return singles + jobs[1:]
         self.deadletter(self.stage, head, str(exc))
