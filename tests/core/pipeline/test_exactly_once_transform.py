@@ -10,9 +10,9 @@ import pytest
 
 from tests.support.engines import ENGINES, Engine
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]  # ~10 s each on a loaded machine
 
-N, CYCLE, POISON = 2000, 500, "1313"
+N, CYCLE, POISON = 600, 150, "313"
 
 
 @pytest.fixture(params=ENGINES)
@@ -26,7 +26,7 @@ def pipeline(on_failure: str, t_command: str = f'["{{PY}}", "{{TW}}", poison, "{
     return f"""
 stages:
   - {{name: src, type: E, mode: cyclic, command: ["{{PY}}", "{{TW}}", count, "{N}", "{CYCLE}"]}}
-  - {{name: t, type: T, mode: batch, batch_size: 100, on_failure: {on_failure}, {extra}
+  - {{name: t, type: T, mode: batch, batch_size: 10, on_failure: {on_failure}, {extra}
      restart: {{max_restarts: 2, backoff: 0.05}}, command: {t_command}}}
   - {{name: sink, type: L, mode: batch, batch_size: 100, command: ["{{PY}}", "{{TW}}", append, out.txt]}}
 """
