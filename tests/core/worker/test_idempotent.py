@@ -56,3 +56,25 @@ def test_a_batch_without_an_id_is_refused_naming_the_stage_key(tmp_path: Path, i
     assert str(err.value) == NO_ID and "batch_id: true" in NO_ID
     with pytest.raises(ValueError):
         SQLiteSink(tmp_path / "db").commit(ident, [b"1"], lambda db, ms: None)
+
+
+def test_the_harness_gives_a_loader_batch_ids_the_same_for_the_same_batches(tmp_path: Path) -> None:
+    from etlstage.testing.harness import StageHarness
+    from etlstage.worker import Loader
+
+    class Files(Loader):
+        def setup(self) -> None:
+            self.sink = FileSink(tmp_path / "out")
+
+        def load(self, messages: list[bytes]) -> None:
+            self.sink.commit(self.batch_id, messages)
+
+    h = StageHarness(str(tmp_path))
+    kw = {"type": "L", "mode": "batch", "batch_size": 2, "batch_id": True}
+    first = h.run(Files(), inputs=[b"a", b"b", b"c"], **kw)
+    assert first.inputs == [[b"a", b"b"], [b"c"]] and len(set(first.ids)) == 2  # the header is not a message
+    again = h.run(Files(), inputs=[b"a", b"b", b"c"], **kw)  # sent again: the same ids, nothing loaded twice
+    assert again.ids == first.ids
+    other = h.run(Files(), inputs=[b"a", b"x", b"c"], **kw)
+    assert other.ids[0] != first.ids[0] and other.ids[1] == first.ids[1]
+    assert sorted(FileSink(tmp_path / "out").lines()) == [b"a", b"a", b"b", b"c", b"x"]
