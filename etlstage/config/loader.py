@@ -370,6 +370,7 @@ def _stage(
             restart=replace(RestartPolicy(), **{k: r[k] for k in ("max_restarts", "backoff", "backoff_max") if k in r}),
             on_failure=OnFailure(raw.get("on_failure", StageConfig.on_failure)),
             deterministic=raw.get("deterministic", StageConfig.deterministic),
+            rerun=raw.get("rerun", StageConfig.rerun),
             batch_id=raw.get("batch_id", StageConfig.batch_id),
             max_message_bytes=size_fields.get("max_message_bytes") or StageConfig.max_message_bytes,
             prefetch=raw.get("prefetch", StageConfig.prefetch),
@@ -424,6 +425,8 @@ def _check_stage_keys(raw: dict[str, Any], typ: str, path: Path_, problems: _Pro
         problems.add((*path, "native"), "only E- and L-stages have native Spark implementations")
     if raw.get("batch_id"):
         _check_batch_id(raw, typ, path, problems)
+    if "rerun" in raw and (typ != StageType.E or (raw.get("mode") or default_mode(typ)) != Mode.PLAIN):
+        problems.add((*path, "rerun"), "only a plain E-stage is extracted whole again when run again")
     if raw.get("protocol", "marker") == "kcl-multilang" and typ == StageType.E:
         problems.add((*path, "protocol"), "kcl-multilang is for T- and L-stages")
 

@@ -77,6 +77,7 @@ class StageConfig:
     restart: RestartPolicy = field(default_factory=RestartPolicy)
     on_failure: OnFailure = OnFailure.FAIL
     batch_id: bool = False  # L, supervisor-driven batches: each batch opens with its id
+    rerun: str = "warn"  # plain E: a run after a completed one warns, or is refused ("refuse")
     deterministic: bool = True  # T: a re-answer equal to what its job handed on is not handed on again
     max_message_bytes: int = MAX_MESSAGE_BYTES
     prefetch: int = 0  # requests written ahead; 0: the mode's default (see jobs_in_flight)
