@@ -73,11 +73,6 @@ def check_for_spark(config: PipelineConfig) -> None:
                 f"stage {s.name!r}: rerun: {s.rerun}: the Spark engine does not check a plain extractor's "
                 "earlier runs yet; remove the key to run this file there (or run it with --engine supervisor)"
             )
-        if s.batch_id:
-            problems.append(
-                f"stage {s.name!r}: batch_id: the Spark engine does not give loaders batch ids yet; "
-                "remove the key to run this file there (or run it with --engine supervisor)"
-            )
     problems.extend(shipping_problems(config.engine.ship))
     if problems:
         raise ConfigError(problems, config.source)

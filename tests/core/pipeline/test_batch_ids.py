@@ -10,6 +10,7 @@ from collections import Counter
 import pytest
 
 from etlstage.conversation.batchid import batch_id
+from tests.support.engines import ENGINES, Engine
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -41,6 +42,28 @@ def test_a_batch_committed_by_a_loader_that_died_before_acknowledging_is_not_loa
     assert len(skipped) == 1, log  # the batch sent again came with its id, and was skipped
     assert [(i, d) for i, _, d, what in log if what == "loaded"].count(skipped[0]) == 1, log
     assert len({i for i, *_ in log}) == 8  # 40 messages, batches of 5: eight ids
+
+
+@pytest.fixture(params=ENGINES)
+def engine(request: pytest.FixtureRequest, tmp_path) -> Engine:
+    return Engine(request.param, request, tmp_path)
+
+
+@pytest.mark.timeout(300)
+def test_on_either_engine_a_batch_sent_again_after_its_commit_keeps_its_id(engine: Engine) -> None:
+    """The same loader crash on both engines: the batch goes to the restarted loader with
+    the id it had, and is skipped; every row is loaded once."""
+    from etlstage.worker.idempotent import FileSink
+
+    (engine.tmp / "in.txt").write_text("".join(f"r{i}\n" for i in range(40)))
+    code, log = engine.run(ledger_stages("command: [cat, in.txt]", crash_flag="crashed"))
+    assert code == 0, log[-3000:]
+    assert (engine.tmp / "crashed").exists()
+    got = Counter(m.decode() for m in FileSink(engine.tmp / "out").lines())
+    assert sorted(got) == sorted(f"r{i}" for i in range(40)) and set(got.values()) == {1}, got
+    lines = [line.split() for line in (engine.tmp / "out" / "ids.log").read_text().splitlines()]
+    skipped = [(i, d) for i, _, d, what in lines if what == "skipped"]
+    assert len(skipped) == 1 and [(i, d) for i, _, d, w in lines if w == "loaded"].count(skipped[0]) == 1, lines
 
 
 def _committed(pdir) -> list[bytes]:
