@@ -249,6 +249,10 @@ public final class Serve {
         open = 0;
         if (loader != null && sc.batchId() && !sc.workerDriven()) {
             String id = FileSink.batchIdOf(messages.get(0));
+            if (messages.size() == 1) { // an empty batch: its header alone, acknowledged without a load
+                out.signal(m.eop());
+                return;
+            }
             try {
                 loader.loadBatch(id, messages.subList(1, messages.size()));
             } catch (WorkerException | IOException | RuntimeException e) {
