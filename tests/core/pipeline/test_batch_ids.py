@@ -152,3 +152,35 @@ def test_the_id_covers_the_content_and_the_place() -> None:
         batch_id("q", "sink", 0, [("src", 3, 10)], b"m1\nm2\n"),
     ):
         assert other != base
+
+
+def test_the_example_idempotent_loader_loads_each_batch_once_across_a_rerun_of_the_same_window(pdir):
+    """workers/examples/batches.py: a window extracted again after the supervisor died
+    (here: its checkpoint not recorded, so the next run extracts it again with the same
+    number) re-forms the same batches, and the loader skips every one of them."""
+    import sqlite3
+
+    from tests.support.paths import ROOT
+
+    pdir.write(f"""
+        stages:
+          - {{name: src, type: E, mode: cyclic, command: ["{{PY}}", "{{TW}}", count, "20", "10"]}}
+          - {{name: sink, type: L, mode: batch, batch_size: 4, batch_id: true,
+              command: ["{{PY}}", "{ROOT / "workers" / "examples" / "batches.py"}", out]}}
+    """)
+    assert pdir.run("--once").code == 0
+    files = sorted(p.name for p in (pdir.path / "out").iterdir())
+    # forget the last window's commit, as if the supervisor had died before recording it
+    db = sqlite3.connect(next((pdir.path / ".etlstage").rglob("state.db")))
+    db.execute("UPDATE checkpoints SET window_seq = 1, messages = 10")
+    db.commit()
+    db.close()
+    for offset in (pdir.path / ".etlstage").rglob("offset-0"):  # the extractor's own offset: back to 10
+        offset.write_text("10")
+    r = pdir.run("--once")
+    assert r.code == 0, r.stderr
+    assert "extracted 10 messages" in r.stderr, r.stderr  # the window went through the loader again
+    assert sorted(p.name for p in (pdir.path / "out").iterdir()) == files  # no new file: every batch skipped
+    from etlstage.worker.idempotent import FileSink
+
+    assert sorted(int(m) for m in FileSink(pdir.path / "out").lines()) == list(range(20))
