@@ -37,9 +37,9 @@ from etlstage.config.model import (
     split_command,
 )
 from etlstage.config.yamlshape import MAX_BYTES, check_yaml_shape, too_long
-from etlstage.conversation import batchid
 from etlstage.errors import ConfigError, EtlstageError
 from etlstage.logs import escape_controls
+from etlstage.protocol import batchheader
 from etlstage.protocol.markers import MARKER_NAMES, Markers
 from etlstage.protocol.scenario import Scenario
 from etlstage.protocol.vocabulary import MODES, BatchDriver, Mode, Offsets, OnFailure, StageType, default_mode
@@ -380,12 +380,12 @@ def _stage(
     except (TypeError, ValueError) as exc:
         problems.add(path, str(exc))
         return None
-    clash = batchid.markers_clash(getattr(stage_markers, n) for n in MARKER_NAMES) if stage.batch_id else []
+    clash = batchheader.markers_clash(getattr(stage_markers, n) for n in MARKER_NAMES) if stage.batch_id else []
     if clash:
         problems.add(
             (*path, "batch_id"),
             "a batch id header is text of "
-            + repr(bytes(sorted(batchid.ALPHABET)).decode())
+            + repr(bytes(sorted(batchheader.ALPHABET)).decode())
             + f"; this stage's markers {', '.join(f'0x{m:02x}' for m in clash)} are among them: choose others",
         )
     scenario = Scenario(type=typ, mode=mode if mode in MODES[typ] else MODES[typ][0], markers=stage_markers, stage=name)

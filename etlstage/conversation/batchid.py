@@ -12,7 +12,7 @@ runs — has another, because its content digest differs; the same content at an
 place has another, because its place differs.
 
 The id reaches the worker, when its stage asks for it (``batch_id: true``), as one
-header message first in each batch: ``HEADER`` followed by the id's 32 hex digits.
+header message first in each batch (:mod:`etlstage.protocol.batchheader`).
 
 Pure: no I/O, no clocks.
 
@@ -21,17 +21,12 @@ Pure: no I/O, no clocks.
 (32, True)
 >>> a == batch_id("orders", "sink", 0, [("src", 4, 2)], b"m1\\nm2\\n")  # same content, elsewhere
 False
->>> header(a, b"\\n") == HEADER + a.encode() + b"\\n", parse_header(HEADER + a.encode()) == a
-(True, True)
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
-
-HEADER = b"etlstage-batch-id "  # the header message: this, then the id
-ALPHABET = frozenset(HEADER + b"0123456789abcdef")  # a stage's markers may be none of these
 
 Place = tuple[str, int, int]  # (window source, window number, messages of it taken before)
 
@@ -49,22 +44,4 @@ def batch_id(pipeline: str, stage: str, instance: int, places: Iterable[Place], 
     return h.hexdigest()[:32]
 
 
-def header(ident: str, eom: bytes) -> bytes:
-    """The header message that opens a batch on the wire."""
-    return HEADER + ident.encode() + eom
-
-
-def parse_header(message: bytes) -> str:
-    """The id in a batch's first message; ValueError naming it when it is not a header."""
-    ident = message[len(HEADER) :]
-    if not message.startswith(HEADER) or len(ident) != 32 or not set(ident) <= set(b"0123456789abcdef"):
-        raise ValueError(f"expected a batch id header ({HEADER.decode()}<32 hex digits>) first, got {message[:60]!r}")
-    return ident.decode()
-
-
-def markers_clash(markers: Iterable[int]) -> list[int]:
-    """The stage's markers that a header could contain (a stage asking for ids may use none)."""
-    return [m for m in markers if m in ALPHABET]
-
-
-__all__ = ["ALPHABET", "HEADER", "Place", "batch_id", "header", "markers_clash", "parse_header"]
+__all__ = ["Place", "batch_id"]

@@ -31,6 +31,7 @@ from etlstage.errors import (
 )
 from etlstage.kit.stats import StageStats
 from etlstage.kit.transport import Transport
+from etlstage.protocol import batchheader
 from etlstage.protocol.framing import EOP, count_eom, split_block
 from etlstage.protocol.replies import unasked_before_request
 from etlstage.protocol.scenario import Scenario
@@ -326,7 +327,7 @@ class TransformDriver(_Driver):
                 job.ident = batchid.batch_id(
                     self.pipeline_name, self.stage.name, session.scenario.instance, job.places, *blocks
                 )
-            await session.write(batchid.header(job.ident, self.eom))
+            await session.write(batchheader.header(job.ident, self.eom))
         for p in job.pieces:
             await session.write(p.block)
         if job.batch:

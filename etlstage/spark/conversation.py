@@ -24,8 +24,9 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from etlstage.config.model import StageConfig
-from etlstage.conversation import batchid, policy
+from etlstage.conversation import policy
 from etlstage.errors import ProtocolViolation, WorkerError
+from etlstage.protocol import batchheader
 from etlstage.protocol.framing import ReplyParser
 from etlstage.protocol.replies import Exchange, ReplyRules
 from etlstage.protocol.scenario import Scenario
@@ -319,7 +320,7 @@ class StageWorker:
                 if worker_driven:
                     self._feed_worker_driven(job, todo, jobs)
                 elif job.ident is not None:
-                    self._write(job, batchid.header(job.ident, self.eom), job.block, self.stage.markers.EOB)
+                    self._write(job, batchheader.header(job.ident, self.eom), job.block, self.stage.markers.EOB)
                 elif job.batch:
                     self._write(job, job.block, self.stage.markers.EOB)
                 else:

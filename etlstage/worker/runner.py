@@ -20,8 +20,8 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from typing import Any, BinaryIO
 
-from etlstage.conversation.batchid import parse_header
 from etlstage.errors import ProtocolViolation
+from etlstage.protocol.batchheader import parse_header
 from etlstage.protocol.framing import EOB, Checked, RequestParser, check_messages
 from etlstage.protocol.scenario import Scenario
 from etlstage.protocol.vocabulary import Mode, StageType
