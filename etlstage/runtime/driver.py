@@ -406,15 +406,18 @@ class TransformDriver(_Driver):
             block = b"".join(job.results) if len(job.results) > 1 else job.results[0]
             job.results.clear()  # handed on; a job held for confirmation keeps its input only
             n = count_eom(block, self.eom)
-            if job.handed is None:
+            if not self.stage.deterministic:
+                pass  # every answer goes on: nothing to remember
+            elif job.handed is None:
                 job.handed = Handed()
-            elif not job.handed.hand_on(block, deterministic=self.stage.deterministic):
+            elif not job.handed.hand_on(block, deterministic=True):
                 self.stats.withheld += n  # a re-answer equal to what went on before
                 block = b""
-            elif self.stage.deterministic:
+            else:
                 log.warning(handed.MISMATCH, self.stage.name, n)
             if block:
-                job.handed.handing(block)
+                if job.handed is not None:
+                    job.handed.handing(block)
                 self.stats.produced(instance, n, len(block))
                 await self.emit(Piece(block, n, job.oldest_window()))
         # Held until the worker is known to be in step, an L-worker's EOP as a T's answer: a
