@@ -39,7 +39,8 @@ from etlstage.config.model import (
 from etlstage.config.yamlshape import MAX_BYTES, check_yaml_shape, too_long
 from etlstage.errors import ConfigError, EtlstageError
 from etlstage.logs import escape_controls
-from etlstage.protocol.markers import Markers
+from etlstage.protocol import batchheader
+from etlstage.protocol.markers import MARKER_NAMES, Markers
 from etlstage.protocol.scenario import Scenario
 from etlstage.protocol.vocabulary import MODES, BatchDriver, Mode, Offsets, OnFailure, StageType, default_mode
 from etlstage.redact import redact_text
@@ -395,6 +396,9 @@ def _stage(
             timeouts=replace(Timeouts(), **{k: t[k] for k in ("startup", "request", "idle") if k in t}),
             restart=replace(RestartPolicy(), **{k: r[k] for k in ("max_restarts", "backoff", "backoff_max") if k in r}),
             on_failure=OnFailure(raw.get("on_failure", StageConfig.on_failure)),
+            deterministic=raw.get("deterministic", StageConfig.deterministic),
+            rerun=raw.get("rerun", StageConfig.rerun),
+            batch_id=raw.get("batch_id", StageConfig.batch_id),
             max_message_bytes=size_fields.get("max_message_bytes") or StageConfig.max_message_bytes,
             prefetch=raw.get("prefetch", StageConfig.prefetch),
             stop_timeout=float(raw.get("stop_timeout", StageConfig.stop_timeout)),
@@ -403,6 +407,14 @@ def _stage(
     except (TypeError, ValueError) as exc:
         problems.add(path, str(exc))
         return None
+    clash = batchheader.markers_clash(getattr(stage_markers, n) for n in MARKER_NAMES) if stage.batch_id else []
+    if clash:
+        problems.add(
+            (*path, "batch_id"),
+            "a batch id header is text of "
+            + repr(bytes(sorted(batchheader.ALPHABET)).decode())
+            + f"; this stage's markers {', '.join(f'0x{m:02x}' for m in clash)} are among them: choose others",
+        )
     scenario = Scenario(type=typ, mode=mode if mode in MODES[typ] else MODES[typ][0], markers=stage_markers, stage=name)
     problems.guard((*path, "command"), scenario.expand, command)
     return stage
@@ -438,8 +450,24 @@ def _check_stage_keys(raw: dict[str, Any], typ: str, path: Path_, problems: _Pro
         problems.add((*path, "partition_by"), "an E-stage has no input to partition")
     if isinstance(raw.get("native"), str) and typ == StageType.T:
         problems.add((*path, "native"), "only E- and L-stages have native Spark implementations")
+    if raw.get("batch_id"):
+        _check_batch_id(raw, typ, path, problems)
+    if "rerun" in raw and (typ != StageType.E or (raw.get("mode") or default_mode(typ)) != Mode.PLAIN):
+        problems.add((*path, "rerun"), "only a plain E-stage is extracted whole again when run again")
     if raw.get("protocol", "marker") == "kcl-multilang" and typ == StageType.E:
         problems.add((*path, "protocol"), "kcl-multilang is for T- and L-stages")
+
+
+def _check_batch_id(raw: dict[str, Any], typ: str, path: Path_, problems: _Problems) -> None:
+    """``batch_id: true``: an L-stage whose batches the supervisor closes (the id is written
+    before the batch, so its messages must be known), with markers no header can contain."""
+    mode, driver = raw.get("mode") or default_mode(typ), raw.get("batch_driver", StageConfig.batch_driver)
+    if typ != StageType.L or mode != Mode.BATCH or driver != BatchDriver.SUPERVISOR:
+        problems.add(
+            (*path, "batch_id"),
+            f"batch ids are for L-stages in batch mode with batch_driver: supervisor "
+            f"(this is a {typ}-stage, mode {mode}, batch_driver {driver})",
+        )
 
 
 def _stage_command(raw: dict[str, Any], path: Path_, problems: _Problems) -> list[str]:

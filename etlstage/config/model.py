@@ -76,6 +76,9 @@ class StageConfig:
     timeouts: Timeouts = field(default_factory=Timeouts)
     restart: RestartPolicy = field(default_factory=RestartPolicy)
     on_failure: OnFailure = OnFailure.FAIL
+    batch_id: bool = False  # L, supervisor-driven batches: each batch opens with its id
+    rerun: str = "warn"  # plain E: a run after a completed one warns, or is refused ("refuse")
+    deterministic: bool = True  # T: a re-answer equal to what its job handed on is not handed on again
     max_message_bytes: int = MAX_MESSAGE_BYTES
     prefetch: int = 0  # requests written ahead; 0: the mode's default (see jobs_in_flight)
     stop_timeout: float = 10.0
@@ -93,6 +96,7 @@ class StageConfig:
             instance=instance,
             instances=self.instances,
             state_dir=state_dir,
+            batch_id=self.batch_id,
         )
 
     @property

@@ -162,6 +162,10 @@ def summary(pipeline: Running) -> str:
     )
     if resent:
         rows.append(resent)
+    withheld = {name: s.withheld for name, s in pipeline.stats.items() if s.withheld}
+    if withheld:
+        parts = ", ".join(f"{n:,} result(s) of stage {name!r}" for name, n in withheld.items())
+        rows.append(f"not handed on again (the same results went on before the failure): {parts}")
     rows.extend(output_lines(pipeline))
     return "\n".join(rows)
 

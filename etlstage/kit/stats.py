@@ -139,6 +139,7 @@ class StageStats:
     restarts: int = 0
     deadletters: int = 0
     resent: int = 0  # messages written to a worker again after a failure (at-least-once)
+    withheld: int = 0  # results of those re-answers not handed on again: the same had gone on before
     started: float = field(default_factory=time.monotonic)
     workers: dict[int, Any] = field(default_factory=dict)  # instance -> Transport
     pids: list[int] = field(default_factory=list)  # every worker process of this run

@@ -41,6 +41,7 @@ class Scenario:
     instance: int = 0
     instances: int = 1
     state_dir: str = ""
+    batch_id: bool = False  # L batch mode: each batch opens with its id (docs/protocol.md: batch ids)
 
     def __post_init__(self) -> None:
         problems = []
@@ -87,6 +88,8 @@ class Scenario:
             ETLSTAGE_INSTANCES=str(self.instances),
             ETLSTAGE_STATE_DIR=self.state_dir,
         )
+        if self.batch_id:  # only when asked for: a worker that never heard of ids sees nothing new
+            env["ETLSTAGE_BATCH_ID"] = "1"
         return env
 
     def placeholders(self) -> dict[str, str]:
@@ -133,5 +136,6 @@ class Scenario:
             instance=instance,
             instances=instances,
             state_dir=get("STATE_DIR", ""),
+            batch_id=get("BATCH_ID", "0") == "1",
         )
         return replace(scenario, **overrides) if overrides else scenario  # type: ignore[arg-type]

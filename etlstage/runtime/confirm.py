@@ -7,7 +7,8 @@ So a T- or L-stage holds each answered job (its input, and a hold on its windows
 commit) until the worker is known to be in step: it went quiet with nothing outstanding
 for a settle time (twice the slowest recent answer), or it closed its stdout cleanly.
 If anything goes wrong before that, the held jobs are sent again with the unanswered
-ones: at-least-once, never a lost answer.
+ones: never a lost answer (and a T-stage's re-answer that repeats what its job handed on
+is not handed on again: :mod:`etlstage.conversation.handed`).
 
 Quiet is not proof: a worker that wrote a stray EOP and then answers late (after the
 settle time) passes one quiet check, and the shift shows only later. So quiet counts

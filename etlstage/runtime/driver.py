@@ -17,7 +17,8 @@ import time
 from collections.abc import Awaitable, Callable
 
 from etlstage.config.model import StageConfig
-from etlstage.conversation import policy
+from etlstage.conversation import batchid, handed, policy
+from etlstage.conversation.handed import Handed
 from etlstage.conversation.writeahead import WriteAhead
 from etlstage.errors import (
     EXITED_BETWEEN_CYCLES,
@@ -31,12 +32,15 @@ from etlstage.errors import (
 )
 from etlstage.kit.stats import StageStats
 from etlstage.kit.transport import Transport
+from etlstage.protocol import batchheader
 from etlstage.protocol.framing import EOP, count_eom, split_block
 from etlstage.protocol.replies import unasked_before_request
 from etlstage.protocol.scenario import Scenario
 from etlstage.protocol.vocabulary import Mode
+from etlstage.runtime import places
 from etlstage.runtime.confirm import RECHECK, Unconfirmed
 from etlstage.runtime.flow import Inbox, Job, Piece, Window
+from etlstage.runtime.places import Places
 from etlstage.runtime.session import WorkerSession
 from etlstage.runtime.tasks import run_all, run_until
 
@@ -146,6 +150,8 @@ class TransformDriver(_Driver):
         self.deadletter = deadletter
         self.eom = stage.markers.EOM
         self.on_job_done: Callable[[Job], None] | None = None  # the harness listens here
+        self.pipeline_name = ""  # part of each batch id (set by the pipeline)
+        self.places = [Places() for _ in range(stage.instances)] if stage.batch_id else []
 
     async def run(self) -> None:
         await run_all(*(self._instance(i) for i in range(self.stage.instances)))
@@ -204,6 +210,8 @@ class TransformDriver(_Driver):
                     resend[0].after_confirmation = True  # blame stays exact: the rest is in step first
                 for job in again + resend:
                     job.resent = True
+                    if job.handed is not None:
+                        job.handed.sent_again()
                     self.stats.resent += sum(p.count for p in job.pieces)
                 retry[:0] = again + resend
                 self.stats.failed(exc, i)
@@ -251,6 +259,10 @@ class TransformDriver(_Driver):
                 for p in head.pieces
                 for m in split_block(p.block, self.stage.markers, keep_eom=True)
             ]
+            if head.places is not None:  # each keeps its own place: its id differs from the batch's
+                own = places.singles(head.places, [p.count for p in head.pieces])
+                for job, place in zip(singles, own, strict=True):
+                    job.places = [place]
             return singles + jobs[1:]
         self.deadletter(self.stage, head, str(exc))
         self.stats.deadletters += head.messages
@@ -302,11 +314,21 @@ class TransformDriver(_Driver):
             await inbox.wait_changed(deadline)
         batch = st.mode == Mode.BATCH
         job = Job(pieces=pieces, requests=1 if batch else n, batch=batch)
+        if self.places:
+            job.places = self.places[instance].take(pieces)
         self.stats.took(instance, n, sum(len(p.block) for p in pieces))
         return job
 
     async def _write_job(self, session: WorkerSession, job: Job) -> None:
-        """The job's messages, and EOB after a batch (two writes: no copy of the block)."""
+        """The job's messages, and EOB after a batch (two writes: no copy of the block);
+        first its id, when the stage asks for one (the same id each time it is sent)."""
+        if job.places is not None:
+            if job.ident is None:
+                blocks = (p.block for p in job.pieces)
+                job.ident = batchid.batch_id(
+                    self.pipeline_name, self.stage.name, session.scenario.instance, job.places, *blocks
+                )
+            await session.write(batchheader.header(job.ident, self.eom))
         for p in job.pieces:
             await session.write(p.block)
         if job.batch:
@@ -380,8 +402,20 @@ class TransformDriver(_Driver):
             block = b"".join(job.results) if len(job.results) > 1 else job.results[0]
             job.results.clear()  # handed on; a job held for confirmation keeps its input only
             n = count_eom(block, self.eom)
-            self.stats.produced(instance, n, len(block))
-            await self.emit(Piece(block, n, job.oldest_window()))
+            if not self.stage.deterministic:
+                pass  # every answer goes on: nothing to remember
+            elif job.handed is None:
+                job.handed = Handed()
+            elif not job.handed.hand_on(block, deterministic=True):
+                self.stats.withheld += n  # a re-answer equal to what went on before
+                block = b""
+            else:
+                log.warning(handed.MISMATCH, self.stage.name, n)
+            if block:
+                if job.handed is not None:
+                    job.handed.handing(block)
+                self.stats.produced(instance, n, len(block))
+                await self.emit(Piece(block, n, job.oldest_window()))
         # Held until the worker is known to be in step, an L-worker's EOP as a T's answer: a
         # stray EOP may have acknowledged a batch the worker then dies on (docs/protocol.md).
         held.add(job, now - job.started, arrived, now)

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from etlstage.conversation.handed import Handed
 from etlstage.protocol.replies import Exchange
 
 
@@ -229,6 +230,9 @@ class Job(Exchange):
     size: int = 0  # bytes of input when written (worker-driven batches grow as they go)
     resent: bool = False  # sent again after a failure (its answer does not prove the worker healthy)
     after_confirmation: bool = False  # sent again after a failure: only once what went before is in step
+    handed: Handed | None = None  # the results it handed on (a T-job sent again hands on only new ones)
+    places: list[tuple[str, int, int]] | None = None  # L with batch ids: where its pieces sit in their windows
+    ident: str | None = None  # L with batch ids: its id, kept when it is sent again
 
     def __post_init__(self) -> None:
         self.messages = sum(p.count for p in self.pieces)

@@ -30,6 +30,7 @@ from etlstage.protocol.offsets import make_policy
 from etlstage.protocol.partition import parse_pointer, partition_key, partition_of
 from etlstage.protocol.scenario import Scenario
 from etlstage.protocol.vocabulary import Mode, Offsets, StageType
+from etlstage.runtime import reruns
 from etlstage.runtime.driver import STOP, EmitFn, ExtractDriver, TransformDriver
 from etlstage.runtime.flow import Inbox, Job, Piece, Window
 from etlstage.runtime.tap import Taps
@@ -251,14 +252,11 @@ class Pipeline:
                     )
                 else:
                     emit = self.emitter(level, s) if s.type == StageType.T else _no_emit
-                    out.append(
-                        (
-                            level,
-                            TransformDriver(
-                                s, level, sdir, self.spawn, stats, self.inputs[s.name], emit, self.deadletter
-                            ),
-                        )
+                    driver = TransformDriver(
+                        s, level, sdir, self.spawn, stats, self.inputs[s.name], emit, self.deadletter
                     )
+                    driver.pipeline_name = self.config.name or ""
+                    out.append((level, driver))
         return out
 
     async def run(self) -> None:
@@ -274,6 +272,7 @@ class Pipeline:
             await services.stop()
 
     async def _run(self) -> None:
+        reruns.check(self.config.stages, self.store.checkpoints())
         stale = self.store.forget_open_windows()
         if stale:
             log.info("%d window(s) left open by an earlier run will be extracted again", stale)

@@ -68,6 +68,11 @@ def check_for_spark(config: PipelineConfig) -> None:
         for key in REFUSED_KEYS:
             if getattr(s, key) is not None:
                 problems.append(f"stage {s.name!r}: {key}: {REFUSED_KEYS[key]}")
+        if s.rerun != "warn":
+            problems.append(
+                f"stage {s.name!r}: rerun: {s.rerun}: the Spark engine does not check a plain extractor's "
+                "earlier runs yet; remove the key to run this file there (or run it with --engine supervisor)"
+            )
     problems.extend(shipping_problems(config.engine.ship))
     if problems:
         raise ConfigError(problems, config.source)

@@ -27,10 +27,12 @@ from etlstage.config.model import StageConfig
 from etlstage.conversation import policy
 from etlstage.conversation.writeahead import WriteAhead
 from etlstage.errors import ProtocolViolation, WorkerError
+from etlstage.protocol import batchheader
 from etlstage.protocol.framing import ReplyParser
 from etlstage.protocol.replies import Exchange, ReplyRules
 from etlstage.protocol.scenario import Scenario
 from etlstage.protocol.vocabulary import Mode
+from etlstage.spark.batchids import TaskIds, task_source
 from etlstage.spark.blocks import message_ends, spans
 from etlstage.spark.ownership import Ownership
 from etlstage.spark.process import WorkerProcess
@@ -47,6 +49,8 @@ class Job(Exchange):
     batch: bool = False
     attempts: int = 0
     alone: bool = False  # isolating a failed batch: written with nothing else in flight
+    offset: int = 0  # batch ids: the task's messages before this batch
+    ident: str | None = None  # batch ids (an L-stage with batch_id): sent first, kept when sent again
 
 
 DeadLetterFn = Callable[[StageConfig, Job, str], None]
@@ -74,6 +78,8 @@ class StageWorker:
         self.deadletter: DeadLetterFn | None = None
         self.pace = policy.Pace()  # the worker's answers: their times, and any cause for doubt
         self._held: list[Job] = []
+        self.pipeline = ""  # part of each batch id (set by the plan)
+        self._ids: TaskIds | None = None  # an L-stage with batch_id: the current task's
         self.ownership: Ownership | None = None  # this host's right to run (stage, partition)
         self.in_use = threading.Lock()  # held by the task using this worker
 
@@ -229,6 +235,8 @@ class StageWorker:
 
         L-stages yield nothing: their EOPs are the acknowledgement.
         """
+        if self.stage.batch_id:
+            self._ids = TaskIds(self.pipeline, self.stage.name, self.scenario.instance, task_source())
         jobs = self._jobs(iter(blocks))
         todo: collections.deque[Job] = collections.deque()
         while True:
@@ -247,10 +255,16 @@ class StageWorker:
         single = st.mode == Mode.SINGLE
         want = st.single_job_size if single else st.batch_size
 
+        ids = self._ids
+
         def job(n: int, block: bytes) -> Job:
             if single:
                 return Job(requests=n, messages=n, block=block)
-            return Job(messages=n, block=block, batch=True, closed=not st.worker_driven)
+            made = Job(messages=n, block=block, batch=True, closed=not st.worker_driven)
+            if ids is not None:
+                made.offset = ids.take(n)
+                made.ident = ids.ident(made.offset, block)
+            return made
 
         carry: list[bytes] = []  # the messages of a job not yet full, from earlier blocks
         held = held_bytes = 0
@@ -296,6 +310,8 @@ class StageWorker:
                     break
                 if worker_driven:
                     self._feed_worker_driven(job)
+                elif job.ident is not None:
+                    self._write(job, batchheader.header(job.ident, self.eom), job.block, self.stage.markers.EOB)
                 elif job.batch:
                     self._write(job, job.block, self.stage.markers.EOB)
                 else:
@@ -370,6 +386,10 @@ class StageWorker:
                 )
                 for s, e in spans(message_ends(head.block, st.markers.eom))
             ]
+            if head.ident is not None and self._ids is not None:  # each its own place and content
+                for k, single in enumerate(singles):
+                    single.offset = head.offset + k
+                    single.ident = self._ids.ident(single.offset, single.block)
             return [*again[:at], *singles, *again[at + 1 :]]
         if self.deadletter is not None:
             self.deadletter(st, head, str(exc))

@@ -117,6 +117,7 @@ class Plan:
         w.argv, w.cwd = localize(w.argv, cwd, self.config.base_dir, self.shipped)
         w.ownership = ownership
         w.deadletter = self.deadletter
+        w.pipeline = self.config.name or ""
         # one tally per (stage, partition) in this process, kept when the worker moves away and back:
         # its file holds everything this process did for the partition in the run
         w.tally = _TALLIES.setdefault(key, Tally(stage.name, partition))

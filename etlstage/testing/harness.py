@@ -78,6 +78,7 @@ class HarnessResult:
     inputs: list[list[bytes]]  # what was sent, grouped the same way
     stderr: list[str] = field(default_factory=list)
     exit_status: int | None = None
+    ids: list[str] = field(default_factory=list)  # batch_id=True: each batch's id, as sent
 
     @property
     def outputs(self) -> list[bytes]:
@@ -111,6 +112,7 @@ class StageHarness:
         settle: float = 0.0,
         name: str | None = None,
         cwd: str | None = None,
+        batch_id: bool = False,
     ) -> HarnessResult:
         """Drive ``worker`` (argv list, or a Python SDK worker/function run in-process).
 
@@ -121,6 +123,8 @@ class StageHarness:
         the first request, so bytes a worker writes unasked are caught.  ``name``: what
         reports call the worker (default: its script or program, see :func:`worker_name`);
         ``cwd``: the folder a worker process starts in (default: this process's).
+        ``batch_id``: an L-stage in batch mode gets each batch's id first (docs/protocol.md:
+        batch ids); the result's ``ids`` lists them. The same inputs give the same ids.
         """
         m = markers if isinstance(markers, Markers) else Markers.from_mapping(markers or {}, DEFAULT_MARKERS)
         stage_type = word_of(StageType, type, "type")
@@ -144,6 +148,7 @@ class StageHarness:
             on_failure=OnFailure.FAIL,
             prefetch=prefetch,
             stop_timeout=timeout,
+            batch_id=batch_id,
         )
         sdir = state_dir or os.path.join(self.tmp_dir, "state")
         os.makedirs(sdir, exist_ok=True)
@@ -164,8 +169,9 @@ class StageHarness:
 
         run = _extract if stage_type == StageType.E else _transform
         batches: list[list[bytes]] = []  # filled as answers come: a failure says how many there were
+        ids: list[str] = []
         try:
-            sent = asyncio.run(run(stage, sdir, spawn, list(inputs), cycles, requests, settle, batches))
+            sent = asyncio.run(run(stage, sdir, spawn, list(inputs), cycles, requests, settle, batches, ids))
         except PipelineError as exc:
             # a T/L group is answered once done (it may be empty); an E window once it has output
             answered = len(batches) if stage_type != StageType.E else sum(1 for b in batches if b)
@@ -179,7 +185,7 @@ class StageHarness:
             tail.extend(t.stderr_tail())
             status = t.returncode()
         lines = stderr.getvalue().splitlines() + tail
-        return HarnessResult(batches, sent, lines, status)
+        return HarnessResult(batches, sent, lines, status, ids)
 
 
 def _failure_text(exc: PipelineError) -> str:
@@ -195,6 +201,7 @@ async def _transform(
     requests: Any,
     settle: float,
     batches: list[list[bytes]],
+    ids: list[str],
 ) -> list[list[bytes]]:
     eom = stage.markers.EOM
     window = Window("harness", 0, 3)
@@ -214,6 +221,8 @@ async def _transform(
     def on_job_done(job: Job) -> None:
         messages = split_block(job.block, eom)
         results = split_block(b"".join(job.results), eom)
+        if job.ident is not None:
+            ids.append(job.ident)
         if job.batch:
             batches.append(results)
             sent.append(messages)
@@ -244,6 +253,7 @@ async def _extract(
     requests: Any,
     settle: float,
     batches: list[list[bytes]],
+    ids: list[str],
 ) -> list[list[bytes]]:
     import json
 

@@ -96,6 +96,10 @@ class Loader(Worker):
     #: Batches that may still be finishing in the background (their futures not done)
     #: when ``load`` is called for the next one; the SDK waits for the oldest beyond that.
     max_pending = 1
+    #: The id of the batch ``load`` is given (stage key ``batch_id: true``; None otherwise):
+    #: the same whenever the same messages are sent again, never the same for others.
+    #: A loader that commits it with the data can skip a batch it has (etlstage.worker.idempotent).
+    batch_id: str | None = None
 
     def load(self, messages: list[bytes]) -> Future[Any] | None:
         """Load a batch durably.

@@ -21,6 +21,7 @@ from concurrent.futures import Future
 from typing import Any, BinaryIO
 
 from etlstage.errors import ProtocolViolation
+from etlstage.protocol.batchheader import parse_header
 from etlstage.protocol.framing import EOB, Checked, RequestParser, check_messages
 from etlstage.protocol.scenario import Scenario
 from etlstage.protocol.vocabulary import Mode, StageType
@@ -214,6 +215,8 @@ def _serve_requests(
             if token is EOB:
                 if sc.type == StageType.E or not sc.is_batch:
                     raise ProtocolViolation(f"EOB received by a {sc.type}-worker in {sc.mode} mode")
+                if sc.batch_id and isinstance(w, Loader):
+                    w.batch_id, batch = _batch_id(batch), batch[1:]
                 _run_batch(w, batch, out, m.EOP, acks)
                 out.flush()  # acknowledge now, not after the next batch (which may take long)
                 batch = []
@@ -255,6 +258,14 @@ def _serve_requests(
             else:
                 batch.extend(token)
         out.flush()
+
+
+def _batch_id(batch: list[bytes]) -> str:
+    """The id in a batch's header message (ETLSTAGE_BATCH_ID=1: the first of each batch)."""
+    try:
+        return parse_header(batch[0] if batch else b"")
+    except ValueError as exc:
+        raise ProtocolViolation(f"ETLSTAGE_BATCH_ID=1: {exc}") from None
 
 
 def _run_batch(w: Worker, batch: list[bytes], out: _Output, eop: bytes, acks: PendingAcks) -> None:

@@ -26,6 +26,7 @@ type Scenario struct {
 	Instance    int
 	Instances   int
 	StateDir    string // a private, persistent directory for the stage ("" when none)
+	BatchID     bool   // L batches open with their id (ETLSTAGE_BATCH_ID=1; docs/protocol.md: batch ids)
 }
 
 // IsBatch: a batch per request.
@@ -121,6 +122,7 @@ func ScenarioFromEnv(getenv func(string) string) (Scenario, error) {
 		Instance:    integer("INSTANCE", "0"),
 		Instances:   integer("INSTANCES", "1"),
 		StateDir:    get("STATE_DIR", ""),
+		BatchID:     get("BATCH_ID", "0") == "1",
 	}
 	if ms, ok := modes[typ]; ok {
 		s.Mode = word("MODE", dfltMode, ms...)

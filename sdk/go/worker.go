@@ -39,6 +39,14 @@ type Loader interface {
 	Load(messages [][]byte) error
 }
 
+// IDLoader is a Loader that is given each batch's id (a stage with batch_id: true): the
+// same whenever the same messages are sent again, never the same for other messages.
+// Committing the id with the data (FileSink) makes loading idempotent. When a worker has
+// both, LoadBatch is used; an AsyncLoader is not given ids.
+type IDLoader interface {
+	LoadBatch(batchID string, messages [][]byte) error
+}
+
 // AsyncLoader is a Loader that finishes batches in the background: LoadAsync starts
 // loading one and returns a channel that delivers nil (or is closed) once the batch is
 // durable, or delivers the error that stops the worker (exit 1) with that batch
@@ -170,6 +178,7 @@ func Serve(w any, in io.Reader, out io.Writer, getenv func(string) string) (err 
 		}
 	case "L":
 		s.l, _ = w.(Loader)
+		s.il, _ = w.(IDLoader)
 		if s.al, _ = w.(AsyncLoader); s.al != nil {
 			s.maxPending = 1
 			if pl, ok := w.(PendingLimit); ok {
@@ -177,7 +186,7 @@ func Serve(w any, in io.Reader, out io.Writer, getenv func(string) string) (err 
 			}
 		}
 	}
-	if s.e == nil && s.t == nil && s.l == nil && s.al == nil {
+	if s.e == nil && s.t == nil && s.l == nil && s.il == nil && s.al == nil {
 		return fmt.Errorf("a %s-stage needs a worker implementing %s, got %T", sc.Type,
 			map[string]string{"E": "Extractor", "T": "Transformer", "L": "Loader or AsyncLoader"}[sc.Type], w)
 	}
@@ -223,6 +232,7 @@ type server struct {
 	// t's Process
 	process func([][]byte) ([][]byte, error)
 	l       Loader
+	il      IDLoader
 	al      AsyncLoader
 	// Batches an AsyncLoader is finishing, oldest first; at most maxPending of them when
 	// it is called for the next one.
@@ -522,6 +532,13 @@ func (s *server) message(msg []byte) error {
 // runBatch: results (T) or a durable load (L), then the report, then EOP. An empty batch
 // is answered with EOP alone.
 func (s *server) runBatch(batch [][]byte) error {
+	id := ""
+	if s.sc.BatchID && s.sc.Type == "L" && s.mode == modeSupervisorDriven {
+		var err error
+		if id, batch, err = takeBatchID(batch); err != nil {
+			return err
+		}
+	}
 	if len(batch) > 0 && s.al != nil {
 		return s.loadAsync(batch)
 	}
@@ -540,6 +557,10 @@ func (s *server) runBatch(batch [][]byte) error {
 				if err := s.write(r); err != nil {
 					return err
 				}
+			}
+		} else if s.il != nil {
+			if err := s.il.LoadBatch(id, batch); err != nil {
+				return err
 			}
 		} else if err := s.l.Load(batch); err != nil {
 			return err

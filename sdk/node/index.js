@@ -11,6 +11,7 @@
 const { serve, main, exitStatus, Request, runExtractor, runTransformer, runLoader } = require('./lib/serve');
 const { scenarioFromEnv, EtlstageError, ConfigError, ProtocolViolation } = require('./lib/scenario');
 const { RequestParser, EOB } = require('./lib/framing');
+const { FileSink } = require('./lib/idempotent');
 
 module.exports = {
   serve,
@@ -26,4 +27,5 @@ module.exports = {
   ProtocolViolation,
   RequestParser,
   EOB,
+  FileSink,
 };

@@ -457,7 +457,26 @@ LOADER = [
     ),
 ]
 
+ID_A, ID_B = b"0123456789abcdef0123456789abcdef", b"fedcba9876543210fedcba9876543210"
+LOADER.append(
+    Case(
+        "l-batch-id",
+        "ETLSTAGE_BATCH_ID=1: each batch opens with a header holding its id, which the SDK strips and gives the loader; "
+        "a batch of its header alone is acknowledged without a load",
+        {**env("L", "batch", 3), "ETLSTAGE_BATCH_ID": "1"},
+        "collect",
+        [b"etlstage-batch-id " + ID_A + b"\na\nb\n\x17etlstage-batch-id ", ID_B + b"\n\x17"],
+    )
+)
+
 ERRORS = [
+    Case(
+        "x-batch-id-missing",
+        "ETLSTAGE_BATCH_ID=1 and a batch without its header: protocol violation, exit 3",
+        {**env("L", "batch", 3), "ETLSTAGE_BATCH_ID": "1"},
+        "collect",
+        [b"a\nb\n\x17"],
+    ),
     Case(
         "x-eob-in-single-mode",
         "EOB to a single-mode T-worker: protocol violation, exit 3",

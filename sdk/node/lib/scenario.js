@@ -81,6 +81,7 @@ function readEnv(env) {
     instance: int('INSTANCE', '0'),
     instances: int('INSTANCES', '1'),
     stateDir: get('STATE_DIR', ''),
+    batchId: get('BATCH_ID', '0') === '1', // L batches open with their id (docs/protocol.md: batch ids)
     get isBatch() {
       return mode === 'batch';
     },

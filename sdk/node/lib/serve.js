@@ -67,6 +67,21 @@ function writeReport(worker, sc) {
   fs.renameSync(file + '.tmp', file);
 }
 
+const HEADER = Buffer.from('etlstage-batch-id ');
+
+/** A batch's messages after its header, with the header's id as `batchId` (load's second argument). */
+function withBatchId(batch) {
+  const head = batch[0];
+  const id = head ? head.subarray(HEADER.length).toString('latin1') : '';
+  if (!head || !head.subarray(0, HEADER.length).equals(HEADER) || !/^[0-9a-f]{32}$/.test(id)) {
+    const shown = head ? JSON.stringify(head.subarray(0, 60).toString('latin1')) : 'an empty batch';
+    throw new ProtocolViolation(`ETLSTAGE_BATCH_ID=1: expected a batch id header (etlstage-batch-id <32 hex digits>) first, got ${shown}`);
+  }
+  const messages = batch.slice(1);
+  messages.batchId = id;
+  return messages;
+}
+
 /** Writes to a Writable (or anything with write(buf)), waiting when it asks to. */
 function writer(output) {
   return async (buf) => {
@@ -188,7 +203,7 @@ async function serve(worker, options = {}) {
     };
     const loadInBackground = (batch) => {
       if (pending.length > maxPending) return settle(maxPending).then(() => loadInBackground(batch));
-      const r = handle(batch);
+      const r = handle(batch, batch.batchId);
       if (!isThenable(r)) return pending.length ? settle(0).then(finish) : finish();
       const entry = { done: false, error: null };
       entry.promise = Promise.resolve(r).then(
@@ -208,7 +223,7 @@ async function serve(worker, options = {}) {
       if (pending.length && (!batch.length || !maxPending)) return settle(0).then(() => runBatch(batch));
       if (!batch.length) return finish();
       if (maxPending) return loadInBackground(batch);
-      const r = handle(batch);
+      const r = handle(batch, batch.batchId);
       if (isT) {
         if (Array.isArray(r)) {
           out.results(r);
@@ -277,9 +292,10 @@ async function serve(worker, options = {}) {
 
     // Supervisor-driven batches (T or L) come from the parser whole.
     const byBatch = !isE && !single && !workerDriven;
+    const ided = sc.batchId && sc.type === 'L' && byBatch; // each batch opens with its id
     const stepBatches = (batches, from) => {
       for (let i = from; i < batches.length; i++) {
-        const p = runBatch(batches[i]);
+        const p = runBatch(ided ? withBatchId(batches[i]) : batches[i]);
         if (p) return { at: i + 1, wait: p };
       }
       return null;

@@ -24,6 +24,7 @@
 //! serves single, supervisor-driven batch and worker-driven batch (BNC) modes.
 
 mod error;
+mod idempotent;
 mod output;
 mod report;
 mod run;
@@ -33,6 +34,7 @@ mod serve;
 mod worker;
 
 pub use error::Error;
+pub use idempotent::FileSink;
 pub use output::Output;
 pub use report::{Number, Report};
 pub use run::{run_extractor, run_loader, run_transformer};

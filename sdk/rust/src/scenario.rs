@@ -47,6 +47,8 @@ pub struct Scenario {
     pub instance: u32,
     pub instances: u32,
     pub state_dir: String,
+    /// L batch mode: each batch opens with its id (`ETLSTAGE_BATCH_ID=1`; docs/protocol.md: batch ids).
+    pub batch_id: bool,
 }
 
 impl Scenario {
@@ -138,6 +140,7 @@ impl Scenario {
             instance,
             instances,
             state_dir: text("STATE_DIR", ""),
+            batch_id: text("BATCH_ID", "0") == "1",
         })
     }
 }

@@ -198,6 +198,17 @@ fn run_batch(role: &mut Role<'_>, buf: &[u8], batch: &[(usize, usize)], out: &mu
         return Ok(());
     }
     let messages: Vec<&[u8]> = batch.iter().map(|&(a, b)| &buf[a..b]).collect();
+    if let (Role::L(l), true) = (&mut *role, sc.batch_id && !sc.worker_driven) {
+        let id = crate::idempotent::batch_id_of(messages[0])?;
+        if messages.len() == 1 {
+            out.signal(sc.markers.eop); // an empty batch: its header alone, acknowledged without a load
+            return Ok(());
+        }
+        l.load_batch(id, &messages[1..])?;
+        report(role.worker(), sc)?;
+        out.signal(sc.markers.eop);
+        return Ok(());
+    }
     handle(role, &messages, out, sc)
 }
 

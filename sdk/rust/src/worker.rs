@@ -73,6 +73,13 @@ pub trait Transformer: Worker {
 /// An L-worker: returning `Ok` means the batch is durably loaded; only then is EOP written.
 pub trait Loader: Worker {
     fn load(&mut self, messages: &[&[u8]]) -> Result<(), Error>;
+
+    /// A batch with its id (a stage with `batch_id: true`): the same whenever the same
+    /// messages are sent again, never the same for other messages. Commit it with the data
+    /// ([`crate::FileSink`]) to load idempotently. By default the id is dropped: `load`.
+    fn load_batch(&mut self, _batch_id: &str, messages: &[&[u8]]) -> Result<(), Error> {
+        self.load(messages)
+    }
 }
 
 #[cfg(test)]

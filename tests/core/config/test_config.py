@@ -32,7 +32,7 @@ def test_every_schema_problem_is_reported_with_its_line(pdir):
     assert r.code == 2
     assert "4 problems" in r.stderr
     assert (
-        "stages.yaml:8: stages[1].colour: unknown key 'colour'; known keys: batch_bytes, batch_driver, batch_size"
+        "stages.yaml:8: stages[1].colour: unknown key 'colour'; known keys: batch_bytes, batch_driver, batch_id, batch_size"
         in r.stderr
     )
     assert "stages.yaml:7: stages[1].batch_size: -1 is less than the minimum of 1" in r.stderr

@@ -13,7 +13,8 @@ public record Scenario(
         String stage,
         int instance,
         int instances,
-        String stateDir) {
+        String stateDir,
+        boolean batchId) { // L batches open with their id (ETLSTAGE_BATCH_ID=1; docs/protocol.md: batch ids)
 
     public enum StageType { E, T, L }
 
@@ -77,7 +78,7 @@ public record Scenario(
         }
         return new Scenario(type, m, batchSize, m == Mode.BATCH && workerDriven, workerOffsets,
                 new Markers(mk[0], mk[1], mk[2], mk[3]), get(env, "STAGE", "stage"), instance, instances,
-                get(env, "STATE_DIR", ""));
+                get(env, "STATE_DIR", ""), get(env, "BATCH_ID", "0").equals("1"));
     }
 
     private static String get(Map<String, String> env, String name, String fallback) {

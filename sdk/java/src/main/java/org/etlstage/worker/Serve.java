@@ -247,6 +247,23 @@ public final class Serve {
         List<byte[]> messages = new ArrayList<>(open);
         for (int i = 0; i < open; i++) messages.add(Arrays.copyOfRange(buf, starts[i], ends[i]));
         open = 0;
+        if (loader != null && sc.batchId() && !sc.workerDriven()) {
+            String id = FileSink.batchIdOf(messages.get(0));
+            if (messages.size() == 1) { // an empty batch: its header alone, acknowledged without a load
+                out.signal(m.eop());
+                return;
+            }
+            try {
+                loader.loadBatch(id, messages.subList(1, messages.size()));
+            } catch (WorkerException | IOException | RuntimeException e) {
+                throw e;
+            } catch (Exception e) {
+                throw failed(e);
+            }
+            report();
+            out.signal(m.eop());
+            return;
+        }
         handle(messages);
     }
 

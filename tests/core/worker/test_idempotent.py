@@ -1,0 +1,80 @@
+"""The idempotent-loader helpers: a batch is committed whole with its id, once."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from etlstage.worker.idempotent import NO_ID, FileSink, SQLiteSink
+
+
+def test_file_sink_commits_a_batch_once_and_skips_its_id_after(tmp_path: Path) -> None:
+    sink = FileSink(tmp_path / "out")
+    assert sink.commit("a" * 32, [b"1", b"2"])
+    assert not sink.commit("a" * 32, [b"1", b"2"])  # sent again: skipped
+    assert sink.commit("b" * 32, [b"3"])
+    assert sink.lines() == [b"1", b"2", b"3"]
+    assert sorted(os.listdir(tmp_path / "out")) == [f"batch-{'a' * 32}.txt", f"batch-{'b' * 32}.txt"]
+
+
+def test_file_sink_leaves_nothing_behind_when_the_write_fails(tmp_path: Path) -> None:
+    sink = FileSink(tmp_path / "out")
+    with pytest.raises(TypeError):
+        sink.commit("c" * 32, [b"ok", "not bytes"])  # type: ignore[list-item]
+    assert os.listdir(tmp_path / "out") == [] and not sink.committed("c" * 32)
+
+
+def test_sqlite_sink_records_the_id_in_the_rows_transaction(tmp_path: Path) -> None:
+    sink = SQLiteSink(tmp_path / "rows.db")
+    sink.db.execute("CREATE TABLE rows (line TEXT)")
+
+    def write(db: sqlite3.Connection, messages: list[bytes]) -> None:
+        db.executemany("INSERT INTO rows VALUES (?)", [(m.decode(),) for m in messages])
+
+    assert sink.commit("a" * 32, [b"x", b"y"], write)
+    assert not sink.commit("a" * 32, [b"x", b"y"], write)
+
+    def failing(db: sqlite3.Connection, messages: list[bytes]) -> None:
+        write(db, messages)
+        raise RuntimeError("the database went away")
+
+    with pytest.raises(RuntimeError):
+        sink.commit("b" * 32, [b"z"], failing)
+    assert not sink.committed("b" * 32)  # rolled back: rows and id together
+    assert [r[0] for r in sink.db.execute("SELECT line FROM rows")] == ["x", "y"]
+    assert sink.commit("b" * 32, [b"z"], write)
+    assert [r[0] for r in sink.db.execute("SELECT line FROM rows ORDER BY line")] == ["x", "y", "z"]
+
+
+@pytest.mark.parametrize("ident", [None, ""])
+def test_a_batch_without_an_id_is_refused_naming_the_stage_key(tmp_path: Path, ident: str | None) -> None:
+    with pytest.raises(ValueError) as err:
+        FileSink(tmp_path).commit(ident, [b"1"])
+    assert str(err.value) == NO_ID and "batch_id: true" in NO_ID
+    with pytest.raises(ValueError):
+        SQLiteSink(tmp_path / "db").commit(ident, [b"1"], lambda db, ms: None)
+
+
+def test_the_harness_gives_a_loader_batch_ids_the_same_for_the_same_batches(tmp_path: Path) -> None:
+    from etlstage.testing.harness import StageHarness
+    from etlstage.worker import Loader
+
+    class Files(Loader):
+        def setup(self) -> None:
+            self.sink = FileSink(tmp_path / "out")
+
+        def load(self, messages: list[bytes]) -> None:
+            self.sink.commit(self.batch_id, messages)
+
+    h = StageHarness(str(tmp_path))
+    kw = {"type": "L", "mode": "batch", "batch_size": 2, "batch_id": True}
+    first = h.run(Files(), inputs=[b"a", b"b", b"c"], **kw)
+    assert first.inputs == [[b"a", b"b"], [b"c"]] and len(set(first.ids)) == 2  # the header is not a message
+    again = h.run(Files(), inputs=[b"a", b"b", b"c"], **kw)  # sent again: the same ids, nothing loaded twice
+    assert again.ids == first.ids
+    other = h.run(Files(), inputs=[b"a", b"x", b"c"], **kw)
+    assert other.ids[0] != first.ids[0] and other.ids[1] == first.ids[1]
+    assert sorted(FileSink(tmp_path / "out").lines()) == [b"a", b"a", b"b", b"c", b"x"]
