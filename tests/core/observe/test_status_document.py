@@ -27,7 +27,7 @@ from tests.support.waiting import wait_for
 
 # the sink reports numbers JSON has no word for (Python's json reads them): dropped, with a warning
 NAN_REPORT = (
-    "printf '%s' '{\"ok\": 1, \"nan\": NaN, \"inf\": -Infinity, \"big\": 1e400}' "
+    'printf \'%s\' \'{"ok": 1, "nan": NaN, "inf": -Infinity, "big": 1e400}\' '
     '> "$ETLSTAGE_STATE_DIR/report-$$$$.json"; exec "$0" "$@"'
 )
 # keeps extracting while we look; a T that crashes once (its 3rd answer): a last error to show
