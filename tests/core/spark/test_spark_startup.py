@@ -147,13 +147,22 @@ def test_a_real_spark_run_logs_every_phase_and_its_summary_counts_start_up(pdir)
 def test_settings_that_look_secret_stay_off_the_jvms_command_line(monkeypatch: pytest.MonkeyPatch) -> None:
     """What pyspark starts its JVM with becomes ``spark-submit --conf`` arguments (``ps``):
     a secret-looking key of engine.conf is held back for the gateway (no JVM started here)."""
-    from pyspark import SparkContext
+    from pyspark import SparkContext, java_gateway
 
     from etlstage.spark import session
 
+    launched: list[dict[str, str]] = []  # what the JVM's command line is made of
     started: list[dict[str, str]] = []
+    launched_gateway = object()
     monkeypatch.setattr(SparkContext, "_gateway", None)
-    monkeypatch.setattr(SparkContext, "_ensure_initialized", lambda conf: started.append(dict(conf.getAll())))
+    monkeypatch.setattr(
+        java_gateway, "launch_gateway", lambda conf, popen_kwargs=None: launched.append(dict(conf.getAll())) or launched_gateway
+    )
+    monkeypatch.setattr(
+        SparkContext,
+        "_ensure_initialized",
+        lambda gateway=None, conf=None: started.append(dict(conf.getAll())) if gateway is launched_gateway else None,
+    )
     session._launch_jvm(
         {
             "spark.hadoop.fs.s3a.secret.key": "s3cret",
@@ -166,4 +175,6 @@ def test_settings_that_look_secret_stay_off_the_jvms_command_line(monkeypatch: p
             "spark.jars": "/x.jar",
         }
     )
-    assert started == [{"spark.hadoop.fs.s3a.endpoint": "http://127.0.0.1:9000", "spark.jars": "/x.jar"}]
+    public = {"spark.hadoop.fs.s3a.endpoint": "http://127.0.0.1:9000", "spark.jars": "/x.jar"}
+    assert launched == [public]
+    assert started == [public]  # the context on that gateway, with the same public settings
