@@ -10,17 +10,15 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import re
 import shutil
-import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.stock.test_stock_pipeline import ROOT, tables
+from tests.support.crash_points import POINTS, kill_at_each_point
 from tests.support.run_cli import ETLSTAGE, etlstage
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
@@ -66,31 +64,26 @@ def test_the_stock_pipeline_on_spark_then_the_supervisor_then_spark_loads_each_m
 
 
 def test_the_stock_pipeline_on_spark_survives_kills_of_the_driver(tmp_path: Path) -> None:
-    """SIGKILL the whole driver (etlstage, its JVM, its services) at seeded random moments,
-    five times, restarting with --once each time: the tables are exactly the demo's."""
+    """SIGKILL the whole driver (etlstage, its JVM, its services) once at each point of a run
+    (in its start-up, in a micro-batch, between two: tests/support/crash_points.py; a seeded
+    moment inside a batch), restarting with --once each time: the tables are exactly the demo's."""
     seed = int(os.environ.get("ETLSTAGE_CRASH_SEED", "4111"))
-    rng = random.Random(seed)
     shutil.copy(ROOT / "stages.yaml", tmp_path / "stages.yaml")
     text = (tmp_path / "stages.yaml").read_text()  # windows of 200 records: some 25 micro-batches
     smaller = text.replace('--max-records-per-cycle, "10000"', '--max-records-per-cycle, "200"')
     assert smaller != text
     (tmp_path / "stages.yaml").write_text(smaller)
     cmd = [*ETLSTAGE, "run", "--engine", "spark", "--master", "local[2]", "--once", "--no-progress", "stages.yaml"]
-    hits = 0
-    deadline = time.monotonic() + 420
     with open(tmp_path / "run.log", "ab") as log:
-        while hits < 5 and time.monotonic() < deadline:
-            proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=log, stderr=log, start_new_session=True)
-            time.sleep(rng.uniform(5, 14))
-            if proc.poll() is not None:
-                break  # it finished before this kill: the final run below must find nothing left
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(30)
-            hits += 1
+        hit = kill_at_each_point(
+            lambda: subprocess.Popen(cmd, cwd=tmp_path, stdout=log, stderr=log, start_new_session=True),
+            tmp_path / ".etlstage",
+            seed,
+        )
         final = subprocess.run(cmd, cwd=tmp_path, stdout=log, stderr=log, timeout=RUN_S)
     assert final.returncode == 0, (tmp_path / "run.log").read_text()[-4000:]
-    assert hits == 5, f"seed {seed}: the run ended after {hits} kills, before five had landed"
-    assert tables(tmp_path / "output/rdss") == expected(tmp_path), f"seed {seed}: the tables differ"
+    assert set(hit) == set(POINTS), f"seed {seed}: the kills hit {hit}, not every point of a run"
+    assert tables(tmp_path / "output/rdss") == expected(tmp_path), f"seed {seed}: the tables differ (kills at {hit})"
 
 
 def test_the_stock_pipeline_on_a_standalone_cluster_gives_the_same_tables(tmp_path: Path) -> None:

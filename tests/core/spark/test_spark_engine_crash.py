@@ -5,7 +5,6 @@ process outlives the run.  A failure names its seed."""
 from __future__ import annotations
 
 import os
-import random
 import signal
 import subprocess
 import time
@@ -15,6 +14,7 @@ import psutil
 import pytest
 
 from tests.conftest import PY, TW
+from tests.support.crash_points import POINTS, kill_at_each_point
 from tests.support.paths import FIXTURES, ROOT
 from tests.support.run_cli import ETLSTAGE
 
@@ -78,25 +78,22 @@ def finish(tmp: Path, log) -> None:
     assert proc.wait(300) == 0, (tmp / "run.log").read_text()[-3000:]
 
 
-def test_driver_killed_at_random_moments(tmp_path: Path) -> None:
+def test_driver_killed_at_each_point_of_a_run(tmp_path: Path) -> None:
+    """The driver and its JVM killed once in start-up, once in a micro-batch (a seeded moment
+    in it) and once between two (tests/support/crash_points.py); no worker outlives a kill."""
     seed = int(os.environ.get("ETLSTAGE_CRASH_SEED", "1723"))
-    rng = random.Random(seed)
     pipeline(tmp_path, "local[2]")
-    hits = 0
+
+    def no_worker_left(hit: str) -> None:
+        left = wait_gone(tmp_path)
+        assert not left, f"seed {seed}, a kill at {hit}: worker processes outlived the driver: {left}"
+
     with open(tmp_path / "run.log", "ab") as log:
-        for kill in range(3):
-            proc = start(tmp_path, log)
-            time.sleep(rng.uniform(9, 22))  # the JVM takes some seconds; kill during micro-batches
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)  # the driver and its JVM, as a crash of the machine's job
-                hits += 1
-            proc.wait(30)
-            left = wait_gone(tmp_path)
-            assert not left, f"seed {seed}, kill {kill}: worker processes outlived the driver: {left}"
+        hit = kill_at_each_point(lambda: start(tmp_path, log), tmp_path / ".etlstage", seed, after_kill=no_worker_left)
         finish(tmp_path, log)
-    assert hits >= 2, f"seed {seed}: the driver had finished before most kills"
+    assert set(hit) == set(POINTS), f"seed {seed}: the kills hit {hit}, not every point of a run"
     got = (tmp_path / "out.txt").read_text().splitlines()
-    assert sorted(got) == expected(), f"seed {seed}"
+    assert sorted(got) == expected(), f"seed {seed} (kills at {hit})"
     assert not wait_gone(tmp_path)
 
 
