@@ -52,15 +52,8 @@ def table(pipeline: Running, live: bool = True) -> list[str]:
         head += f" {'rss':>8} {'cpu':>6}"
     rows = [head]
     for s in pipeline.stats.values():
-        n = s.messages_out if s.type == StageType.E else s.messages_in
-        row = (
-            f"{s.name:<16} {s.type:<4} {s.messages_in:>12,} {s.messages_out:>12,} {_rate(n, elapsed):>12} "
-            f"{s.in_flight:>9} {s.restarts:>8}"
-        )
-        if live:
-            rss, cpu = s.resources()
-            row += f" {_mb(rss):>8} {cpu:>5.0f}%"
-        rows.append(row)
+        figures = _figures(s, elapsed, live)
+        rows.append(f"{s.name:<16} {s.type:<4} " + " ".join(v.rjust(WIDTHS[k]) for k, v in figures.items()))
     rows.append(
         f"windows in flight: {sum(len(src.windows) for src in pipeline.sources.values())}   elapsed: {elapsed:,.1f}s"
     )
@@ -95,21 +88,35 @@ def output_lines(pipeline: Running) -> list[str]:
     return lines
 
 
+# The figures of a stage's row, by name, and each one's column width in the table.
+WIDTHS = {"in": 12, "out": 12, "rate": 12, "in flight": 9, "restarts": 8, "rss": 8, "cpu": 6}
+
+
+def _figures(s: StageStats, elapsed: float, live: bool) -> dict[str, str]:
+    """One stage's figures, formatted, for the table and for the named log lines alike."""
+    n = s.messages_out if s.type == StageType.E else s.messages_in
+    figures = {
+        "in": f"{s.messages_in:,}",
+        "out": f"{s.messages_out:,}",
+        "rate": _rate(n, elapsed),
+        "in flight": str(s.in_flight),
+        "restarts": str(s.restarts),
+    }
+    if live:
+        rss, cpu = s.resources()
+        figures["rss"] = _mb(rss)
+        figures["cpu"] = f"{cpu:.0f}%"
+    return figures
+
+
 def progress_lines(pipeline: Running, live: bool = True) -> list[str]:
     """The table as log lines, each figure with its name (no terminal to hold the header);
     ``live``: with the workers' memory and CPU (the supervisor's, not the Spark engine's)."""
     elapsed = time.monotonic() - pipeline.started
     lines = []
     for s in pipeline.stats.values():
-        n = s.messages_out if s.type == StageType.E else s.messages_in
-        line = (
-            f"progress {s.name} ({s.type}): in {s.messages_in:,}, out {s.messages_out:,}, "
-            f"rate {_rate(n, elapsed)}, in flight {s.in_flight}, restarts {s.restarts}"
-        )
-        if live:
-            rss, cpu = s.resources()
-            line += f", rss {_mb(rss)}, cpu {cpu:.0f}%"
-        lines.append(line)
+        figures = _figures(s, elapsed, live)
+        lines.append(f"progress {s.name} ({s.type}): " + ", ".join(f"{k} {v}" for k, v in figures.items()))
     windows = sum(len(src.windows) for src in pipeline.sources.values())
     lines.append(f"progress windows in flight {windows}, elapsed {elapsed:,.1f}s")
     if live:
