@@ -117,3 +117,19 @@ def test_the_twice_caveat_only_when_the_stages_workers_had_answered_something():
     run.stats["sink"].jobs = 0  # its workers never answered a request: nothing could be loaded twice
     assert "sent again after a worker failure: 12 message(s) to stage 'sink'" in summary(run)
     assert "twice" not in summary(run)
+
+
+def test_each_figure_ends_under_its_columns_name():
+    run = a_run()
+    run.started -= 3600  # a rate that fits its column
+    run.stats["sink"].messages_in = 1_234_567
+    run.stats["sink"].in_flight = 7
+    run.stats["sink"].restarts = 3
+    for live in (False, True):
+        head, *rows = table(run, live=live)[:3]
+        sink = next(r for r in rows if r.startswith("sink"))
+        for name, value in (("in", "1,234,567"), ("in flight", "7"), ("restarts", "3")):
+            end = head.index(name if name != "in" else " in ") + len(name) + (1 if name == "in" else 0)
+            assert sink[:end].endswith(value), (name, head, sink)
+        if live:
+            assert sink.rstrip().endswith("%") and head.rstrip().endswith("cpu")
