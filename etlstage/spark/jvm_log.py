@@ -5,8 +5,9 @@ notes (``WARNING: Using incubator modules: …``) straight to stderr.  Started w
 stderr on a pipe (:func:`relay`), each line goes to the ``etlstage.spark.jvm`` logger
 instead: at its own level, except what every start on every machine says and nobody can
 act on (:data:`NOISE`), which goes at DEBUG — out of the terminal at the default level, in
-the log with ``--log-level DEBUG``.  Other lines (an exception's, under the log line that
-reports it) go at the level of the log line before them, WARNING before any.
+the log with ``--log-level DEBUG``.  An exception's lines under the log line that reports
+it go at DEBUG too (a Python traceback inside a log line is cut there): the engine reports
+the failure in its own words.  The JVM's own lines before any log line go at WARNING.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ NOISE = (
     "Picked up JAVA_TOOL_OPTIONS",
     "Picked up _JAVA_OPTIONS",
 )
+TRACEBACK = "Traceback (most recent call last):"
 _LOG4J = re.compile(r"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d (?P<level>TRACE|DEBUG|INFO|WARN|ERROR|FATAL) (?P<text>.*)$")
 _LEVELS = {
     "TRACE": logging.DEBUG,
@@ -46,16 +48,21 @@ class _Lines:
 
     def __init__(self) -> None:
         self.level = logging.WARNING
+        self.logged = False  # a log4j line came: what is not one is its exception's
 
     def level_of(self, line: str) -> tuple[int, str]:
         found = _LOG4J.match(line)
         if found:
             text = found["text"]
             self.level = logging.DEBUG if any(n in text for n in NOISE) else _LEVELS[found["level"]]
-            return self.level, text
-        if any(n in line for n in NOISE):
+            self.logged = True
+            head, traceback, _ = text.partition(TRACEBACK)
+            return self.level, (head + "(a traceback: --log-level DEBUG shows it)") if traceback else text
+        if any(n in line for n in NOISE) or self.logged:
+            # an exception's lines under the log line that reports it: the engine reports the
+            # failure in its own words, the stack is for --log-level DEBUG
             return logging.DEBUG, line
-        return self.level, line  # an exception's lines, the JVM's own word (WARNING before any log line)
+        return self.level, line  # the JVM's own word before any log line: WARNING
 
 
 def relay(stream: IO[bytes], name: str = "spark-jvm-stderr") -> threading.Thread:

@@ -30,10 +30,19 @@ def test_start_up_noise_goes_at_debug_and_the_rest_at_its_level(caplog: pytest.L
     with caplog.at_level(logging.DEBUG, logger="etlstage.spark.jvm"):
         jvm_log.relay(io.BytesIO(START.encode())).join(10)
     said = [(r.levelno, r.getMessage()) for r in caplog.records if r.name == "etlstage.spark.jvm"]
-    assert [level for level, _ in said] == [logging.DEBUG] * 7 + [logging.ERROR] * 3 + [logging.WARNING] * 2
-    assert said[-1] == (logging.WARNING, "Traceback (most recent call last):")
+    levels = [level for level, _ in said]
+    assert levels == [logging.DEBUG] * 7 + [logging.ERROR] + [logging.DEBUG] * 2 + [logging.WARNING, logging.DEBUG]
+    assert said[-1] == (logging.DEBUG, "Traceback (most recent call last):")  # an exception's: the stack at DEBUG
     assert said[7][1] == "Executor: Exception in task 0.0 in stage 1.0 (TID 1)"  # the date is the record's own
-    assert said[9][1] == "\tat org.example.Thing.run(Thing.java:1)"  # an exception keeps its log line's level
+    assert said[9] == (logging.DEBUG, "\tat org.example.Thing.run(Thing.java:1)")
+
+
+def test_a_python_traceback_inside_a_log_line_is_cut_there(caplog: pytest.LogCaptureFixture) -> None:
+    line = "26/12/02 04:48:10 ERROR PythonRunner: Python worker: Traceback (most recent call last):\n"
+    with caplog.at_level(logging.DEBUG, logger="etlstage.spark.jvm"):
+        jvm_log.relay(io.BytesIO(line.encode())).join(10)
+    said = [(r.levelno, r.getMessage()) for r in caplog.records if r.name == "etlstage.spark.jvm"]
+    assert said == [(logging.ERROR, "PythonRunner: Python worker: (a traceback: --log-level DEBUG shows it)")]
 
 
 @pytest.mark.slow  # the shared session's JVM

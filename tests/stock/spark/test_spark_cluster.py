@@ -51,15 +51,18 @@ def test_loader_on_a_standalone_cluster(standalone_cluster, tmp_path) -> None:
 
 def _a_second_application_gets_no_executor(master: str, tmp_path: Path) -> None:
     """The worker's one core belongs to the running loader: another loader's start-up probe
-    finds no executor and stops with the cause and the fix (exit 2), before any message."""
+    (with its first batch: the loader starts Spark only when it has something to load)
+    finds no executor and stops with the cause and the fix (exit 2), loading nothing."""
     stderr = tmp_path / "blocked.stderr"
     args = ["--rdss", "--output", str(tmp_path / "out2"), "--master", master, "--connect-timeout", "0.5"]
     blocked = LoaderProc(args, env_for(str(tmp_path / "state2")), str(stderr))
     try:
+        blocked.send([rdss(i) for i in range(3)])
         assert blocked.proc.wait(120) == 2
     finally:
         blocked.kill()
     text = stderr.read_text()
     assert f"the master {master} accepted the application but no executor ran a task within 3s" in text, text[-2000:]
     assert "start a worker (spark-class org.apache.spark.deploy.worker.Worker <master>)" in text
+    assert not (tmp_path / "out2").exists() or not any((tmp_path / "out2").rglob("*.parquet"))
     assert "Traceback" not in text
