@@ -6,8 +6,10 @@ stderr on a pipe (:func:`relay`), each line goes to the ``etlstage.spark.jvm`` l
 instead: at its own level, except what every start on every machine says and nobody can
 act on (:data:`NOISE`), which goes at DEBUG — out of the terminal at the default level, in
 the log with ``--log-level DEBUG``.  An exception's lines under the log line that reports
-it go at DEBUG too (a Python traceback inside a log line is cut there): the engine reports
-the failure in its own words.  The JVM's own lines before any log line go at WARNING.
+it go at DEBUG too, and a Python traceback inside a log line is cut there: the engine
+reports the failure in its own words.  A worker's stderr line (``[stage#0] …``, as its task
+relays it) goes at INFO, as the supervisor relays one; the JVM's own lines before any log
+line go at WARNING.
 """
 
 from __future__ import annotations
@@ -58,9 +60,11 @@ class _Lines:
             self.logged = True
             head, traceback, _ = text.partition(TRACEBACK)
             return self.level, (head + "(a traceback: --log-level DEBUG shows it)") if traceback else text
+        if line.startswith("["):  # a worker's stderr line, "[stage#0] ...": INFO, as the supervisor relays it
+            return logging.INFO, line
         if any(n in line for n in NOISE) or self.logged:
-            # an exception's lines under the log line that reports it: the engine reports the
-            # failure in its own words, the stack is for --log-level DEBUG
+            # an exception's lines under the log line that reports it (its frames, its message,
+            # a Python traceback): the engine reports the failure in its own words
             return logging.DEBUG, line
         return self.level, line  # the JVM's own word before any log line: WARNING
 

@@ -23,6 +23,7 @@ java.lang.IllegalStateException: boom
 \tat org.example.Thing.run(Thing.java:1)
 26/12/02 04:48:11 WARN TaskSetManager: Lost task 0.0 in stage 1.0 (TID 1): boom
 Traceback (most recent call last):
+[t#0] a worker's own line
 """
 
 
@@ -31,8 +32,11 @@ def test_start_up_noise_goes_at_debug_and_the_rest_at_its_level(caplog: pytest.L
         jvm_log.relay(io.BytesIO(START.encode())).join(10)
     said = [(r.levelno, r.getMessage()) for r in caplog.records if r.name == "etlstage.spark.jvm"]
     levels = [level for level, _ in said]
-    assert levels == [logging.DEBUG] * 7 + [logging.ERROR] + [logging.DEBUG] * 2 + [logging.WARNING, logging.DEBUG]
-    assert said[-1] == (logging.DEBUG, "Traceback (most recent call last):")  # an exception's: the stack at DEBUG
+    assert levels == [logging.DEBUG] * 7 + [logging.ERROR] + [logging.DEBUG] * 2 + [logging.WARNING, logging.DEBUG] + [
+        logging.INFO
+    ]
+    assert said[-2] == (logging.DEBUG, "Traceback (most recent call last):")  # an exception's: the stack at DEBUG
+    assert said[-1] == (logging.INFO, "[t#0] a worker's own line")  # a worker's: INFO, as the supervisor
     assert said[7][1] == "Executor: Exception in task 0.0 in stage 1.0 (TID 1)"  # the date is the record's own
     assert said[9] == (logging.DEBUG, "\tat org.example.Thing.run(Thing.java:1)")
 
