@@ -116,3 +116,12 @@ def test_a_supervised_worker_flooding_stderr_neither_floods_the_log_nor_loses_th
     counted = sum(int(m[1].replace(",", "")) for m in map(SUMMARY.search, noisy) if m)
     assert counted and len(r.stderr) < 2_000_000, (len(r.stderr), noisy[-3:])
     assert len(noisy) - sum(1 for line in noisy if SUMMARY.search(line)) + counted == 200_001
+
+
+def test_the_summary_counts_every_byte_left_out_newlines_included():
+    r, shown, clock = relay(per_second=1, max_line=100)
+    r.feed(b"shown\nab\ncde\n")  # two lines left out: 3 + 4 bytes
+    r.feed(b"fghij\n")  # one more: 6 bytes
+    clock.now += 2  # the next second: the summary comes first
+    r.feed(b"next\n")
+    assert shown == ["shown", "(3 stderr line(s), 13 bytes, not shown: more than 1 lines a second)", "next"]
