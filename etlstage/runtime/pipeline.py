@@ -39,6 +39,10 @@ from etlstage.state.store import StateStore, ensure_private_dir
 
 log = logging.getLogger("etlstage.pipeline")
 REPLAY = "deadletter#"  # the source name of a window that re-injects a dead letter
+HEARTBEAT_EVERY = 2.0  # s: the live document written for `etlstage status`, rates sampled
+# s: a commit has the live document written again this soon, so the status table's figures
+# trail the checkpoints beside them by no more (commits closer together share one write)
+HEARTBEAT_AFTER_COMMIT = 0.2
 
 
 @dataclass
@@ -85,6 +89,7 @@ class Pipeline:
         self.stopping = False
         self.failed = False  # a stage failed: the run ends with an error
         self.drain_timed_out = asyncio.Event()  # a graceful stop ran out of drain_timeout
+        self._committed = asyncio.Event()  # a window was committed since the last heartbeat
         self._drivers_running: list[ExtractDriver | TransformDriver] = []
         self.started = time.monotonic()
         self._all_inboxes = list({id(b): b for boxes in self.inputs.values() for b in boxes}.values())
@@ -179,6 +184,7 @@ class Pipeline:
             committed = True
         if committed:
             src.changed.set()
+            self._committed.set()
 
     async def next_request(self, label: str) -> object:
         """Wait until ``label`` may be sent its next cycle request, and make it (or STOP)."""
@@ -310,9 +316,19 @@ class Pipeline:
             raise unfinished_windows(undone)
 
     async def _heartbeat(self) -> None:
+        """The live document, every HEARTBEAT_EVERY seconds and soon after a commit; rates
+        are sampled on the steady beat only (they are differences between samples)."""
+        next_sample = time.monotonic() + HEARTBEAT_EVERY
         while True:
-            await asyncio.sleep(2.0)
-            self.history.sample(self.stats)
+            try:
+                await asyncio.wait_for(self._committed.wait(), max(0.0, next_sample - time.monotonic()))
+                await asyncio.sleep(HEARTBEAT_AFTER_COMMIT)
+            except TimeoutError:
+                pass
+            self._committed.clear()
+            if time.monotonic() >= next_sample:
+                self.history.sample(self.stats)
+                next_sample = time.monotonic() + HEARTBEAT_EVERY
             try:
                 self.store.heartbeat(self.progress())  # also finds state.db truncated or replaced
             except StateError as exc:
@@ -343,7 +359,7 @@ class Pipeline:
 
     def progress(self) -> dict[str, object]:
         """The live state of this run: the document ``etlstage status`` reads from the
-        heartbeat (every 2 s) and the HTTP endpoints serve, with the fields and meaning
+        heartbeat (every 2 s, and soon after a commit) and the HTTP endpoints serve, with the fields and meaning
         that :class:`etlstage.observe.document.LiveDoc` declares for both engines.  One
         pass over the stages, on the event loop, never on the message path."""
         now = time.time()

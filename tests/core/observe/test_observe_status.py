@@ -112,6 +112,28 @@ def test_status_of_a_live_run_shows_rates_and_window_ages_then_a_killed_supervis
     assert "windows in flight: 0" in after.stdout
 
 
+def test_the_live_document_follows_each_commit_within_a_moment(pdir):
+    """The status table's figures come from the run's live document, its checkpoints from
+    the store: written only every two seconds, the table showed 1,000 loaded beside 3,000
+    committed.  A commit now has the document written again within a fraction of a second."""
+    proc = start(pdir)
+    try:
+        wait_for_heartbeats(pdir, proc, n=1)
+        worst = 0.0
+        deadline = time.monotonic() + 4.0  # two steady heartbeats' worth of commits
+        while time.monotonic() < deadline:
+            assert proc.poll() is None, "the pipeline stopped"
+            doc = json.loads(pdir.etlstage("status", "--json").stdout)
+            (run,) = doc["running"]
+            (checkpoint,) = doc["checkpoints"]
+            # how much older the table's figures are than the newest checkpoint beside them
+            worst = max(worst, checkpoint["updated_at"] - run["progress"]["time"])
+        assert worst < 1.0, f"the live document trailed a commit by {worst:.2f}s"
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 @pytest.mark.slow
 def test_status_watch_refreshes_until_interrupted(pdir):
     proc = start(pdir)
