@@ -12,7 +12,10 @@ this module, and only this module:
   worker-driven batch is written ahead of its BNCs by :mod:`etlstage.conversation.writeahead`);
 - whether more input may be written beside what is unanswered (:func:`may_write`);
 - how long a worker with nothing outstanding stays quiet to be in step (:func:`settle_time`),
-  and whether its answers give cause to doubt that they line up (:class:`Pace`).
+  whether its answers give cause to doubt that they line up, and how many quiet checks
+  then confirm them (:class:`Pace`);
+- how long a fresh worker is watched before its first request (:data:`STARTUP_QUIET`), and
+  when its early exit is a broken command that stops the stage (:func:`broken_command`).
 
 Callers pass times and counts in; nothing here sleeps, logs or reads a clock.
 
@@ -34,7 +37,7 @@ from enum import StrEnum
 from typing import Protocol
 
 from etlstage.config.model import RestartPolicy, StageConfig, Timeouts
-from etlstage.errors import PipelineError, WorkerError
+from etlstage.errors import PipelineError, WorkerError, WorkerGone
 from etlstage.protocol.vocabulary import OnFailure
 
 MIN_SETTLE = 0.005  # a stray EOP written with its reply arrives within this, even under load
@@ -42,6 +45,13 @@ MAX_SETTLE = 2.0
 # An EOP this soon after the worker's previous one may be a stray written with that answer.
 # Times are taken as the event loop sees the bytes: the margin covers its latency under load.
 RAPID = 0.25
+
+# A fresh worker's output is looked for this long before its first request (less when it is
+# seen waiting for that request with nothing written): a banner or log line written at
+# start-up is then bytes with no request outstanding, a violation, rather than the start
+# of its first answer.  Both engines and `check-worker` wait the same.
+STARTUP_QUIET = 0.3
+STARTUP_POLL = 0.003  # meanwhile, how often the worker is looked at: waiting for its first request yet?
 
 ISOLATING = "%s: a batch of %d failed %d times; trying its messages one by one"  # a log format: label, n, tries
 
@@ -147,6 +157,26 @@ def after_failure(stage: StageConfig, attempts: int, messages: int, batch: bool,
             f"Last error: {error}"
         ) from error
     return Verdict.ISOLATE if messages > 1 else Verdict.DEADLETTER
+
+
+def broken_command(error: WorkerError, *, asked: bool, worked: bool, returncode: int | None) -> bool:
+    """Whether a worker's failure is a broken command (a missing script, a bad option)
+    rather than a bad message: it exited on its own (an exit status, not a signal) before
+    its first request was written, and no process of its instance ever answered one.  The
+    stage then stops at once on both engines: a restart would fail the same way, and no
+    message is to blame (no try charged, nothing dead-lettered).
+
+    >>> from etlstage.errors import WorkerGone, WorkerTimeout
+    >>> broken_command(WorkerGone("exited"), asked=False, worked=False, returncode=2)
+    True
+    >>> broken_command(WorkerGone("exited"), asked=True, worked=False, returncode=2)  # a message may be to blame
+    False
+    >>> broken_command(WorkerGone("killed"), asked=False, worked=False, returncode=-9)  # the OOM killer, an operator
+    False
+    >>> broken_command(WorkerTimeout("silent"), asked=False, worked=False, returncode=None)
+    False
+    """
+    return isinstance(error, WorkerGone) and not asked and not worked and returncode is not None and returncode >= 0
 
 
 # --- time limits -----------------------------------------------------------------------------
@@ -313,12 +343,20 @@ class Pace:
         full = settle_time(self.service)
         return full if self.doubt else min(full, RAPID)
 
+    def checks(self) -> int:
+        """Quiet checks that confirm the answers since the last confirmation: two once one
+        gave cause for doubt (a stray EOP's late real answer may show only after the first),
+        else one."""
+        return 2 if self.doubt else 1
+
 
 __all__ = [
     "ISOLATING",
     "MAX_SETTLE",
     "MIN_SETTLE",
     "RAPID",
+    "STARTUP_POLL",
+    "STARTUP_QUIET",
     "Pace",
     "Restarts",
     "Verdict",
@@ -326,6 +364,7 @@ __all__ = [
     "answer_deadline",
     "batch_cut",
     "batch_full",
+    "broken_command",
     "doubtful_answer",
     "may_write",
     "next_delay",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from etlstage.errors import WorkerGone
+from etlstage.errors import PipelineError, WorkerError, WorkerGone
 
 # lines that never tell the cause: stack frames, version banners, the source line and its caret
 _NOISE = re.compile(
@@ -98,3 +98,16 @@ def worker_gone(headline: str, stderr: Iterable[str], context: list[str]) -> Wor
     error = WorkerGone(f"{headline}: {said}" if said else headline, context)
     error.cause = said
     return error
+
+
+def broken_command(label: str, stderr: Iterable[str], error: WorkerError) -> PipelineError:
+    """The worker went away before answering its first request: a broken command (a
+    missing script, a bad option), not a bad message (:func:`etlstage.conversation.policy.broken_command`
+    decides) — what it said is the headline.  One text for both engines."""
+    headline = telling_line(stderr) or "(it wrote nothing to stderr)"
+    failure = PipelineError(
+        f"{label} exited before its first request: {headline}\n"
+        f"The stage stops at once (restarting it would fail the same way).\nCause: {error}"
+    )
+    failure.__cause__ = error
+    return failure

@@ -106,7 +106,7 @@ class Unconfirmed:
         when ``proven``, or when no answer gave cause for doubt).  Returns the jobs that
         passed the check."""
         n = len(self.jobs) - self.suspects + sum(self.let_go.values())
-        at_once = proven or not self.pace.doubt
+        at_once = proven or self.pace.checks() == 1
         cut = len(self.jobs) if at_once else self.suspects
         released, self.jobs = self.jobs[:cut], self.jobs[cut:]
         if proven:

@@ -121,8 +121,9 @@ class _Driver:
         if self.stopped_on_purpose(session.label):
             return None
         worked = worked or session.completed > 0
-        if isinstance(exc, WorkerGone) and not worked and session.gone_before_asked():
-            raise session.never_answered(exc) from exc
+        broken = session.broken_command(exc, worked)
+        if broken is not None:
+            raise broken from exc
         return worked
 
     async def abort_all(self) -> None:

@@ -27,7 +27,7 @@ from etlstage.errors import (
     stdin_broke,
     went_away,
 )
-from etlstage.kit.telling import telling_line, worker_gone
+from etlstage.kit.telling import broken_command, worker_gone
 from etlstage.kit.transport import Transport
 from etlstage.protocol.framing import ReplyParser, Token
 from etlstage.protocol.replies import ReplyRules
@@ -35,13 +35,6 @@ from etlstage.protocol.scenario import Scenario
 from etlstage.protocol.vocabulary import StageType
 from etlstage.redact import redact_argv
 from etlstage.runtime.flow import Job
-
-# A fresh worker's output is looked for this long before its first request: a banner or
-# log line written at start-up (before it reads anything) is then bytes with no request
-# outstanding — a violation — rather than the start of its first answer.  `check-worker`
-# and a run look for the same time.
-STARTUP_QUIET = 0.3
-STARTUP_POLL = 0.003  # meanwhile, how often the worker is looked at: waiting for its first request yet?
 
 
 class WorkerSession:
@@ -126,20 +119,14 @@ class WorkerSession:
         code = self.transport.returncode()
         return code is not None and code >= 0
 
-    def gone_before_asked(self) -> bool:
-        """It exited on its own before its first request was written (it had
-        :data:`STARTUP_QUIET` for that): a broken command, not a bad message, which a
-        worker can only meet once asked."""
-        return not self.asked and self.exited_on_its_own()
-
-    def never_answered(self, exc: WorkerError) -> PipelineError:
-        """The worker went away before answering its first request: a broken command (a
-        missing script, a bad option), not a bad message — what it said is the headline."""
-        headline = telling_line(self.transport.stderr_tail()) or "(it wrote nothing to stderr)"
-        return PipelineError(
-            f"{self.label} exited before its first request: {headline}\n"
-            f"The stage stops at once (restarting it would fail the same way).\nCause: {exc}"
-        )
+    def broken_command(self, exc: WorkerError, worked: bool) -> PipelineError | None:
+        """``exc`` shows a broken command, not a bad message (:func:`policy.broken_command`:
+        it exited on its own before its first request, and ``worked`` is False: no process
+        of its instance answered): the error that stops the stage; else None."""
+        code = self.transport.returncode()
+        if not policy.broken_command(exc, asked=self.asked, worked=worked, returncode=code):
+            return None
+        return broken_command(self.label, self.transport.stderr_tail(), exc)
 
     # --- I/O ------------------------------------------------------------------------
 
@@ -162,15 +149,15 @@ class WorkerSession:
         )
 
     async def startup_quiet(self) -> None:
-        """Before the first request: wait out :data:`STARTUP_QUIET` from the start (the reader,
+        """Before the first request: wait out :data:`policy.STARTUP_QUIET` from the start (the reader,
         running meanwhile, finds what the worker writes unasked) — or until the worker waits
         for its first request with nothing written: it cannot write before it is asked."""
-        until = self.started + STARTUP_QUIET
+        until = self.started + policy.STARTUP_QUIET
         while self.completed == 0 and not self.inflight and not self._waiting_unheard():
             left = until - time.monotonic()
             if left <= 0:
                 return
-            await asyncio.sleep(min(left, STARTUP_POLL))
+            await asyncio.sleep(min(left, policy.STARTUP_POLL))
 
     def _waiting_unheard(self) -> bool:
         """The worker waits for input, and nothing it wrote is unread or unparsed."""

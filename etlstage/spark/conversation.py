@@ -27,6 +27,7 @@ from etlstage.config.model import StageConfig
 from etlstage.conversation import policy
 from etlstage.conversation.writeahead import WriteAhead
 from etlstage.errors import ProtocolViolation, WorkerError
+from etlstage.kit.telling import broken_command
 from etlstage.protocol import batchheader
 from etlstage.protocol.framing import ReplyParser
 from etlstage.protocol.replies import Exchange, ReplyRules
@@ -77,6 +78,8 @@ class StageWorker:
         self.restarts = policy.Restarts(stage.restart, label)
         self.deadletter: DeadLetterFn | None = None
         self.pace = policy.Pace()  # the worker's answers: their times, and any cause for doubt
+        self.asked = False  # a request was written to the current process
+        self.worked = False  # a process of this worker answered a request (policy.broken_command)
         self._held: list[Job] = []
         self.pipeline = ""  # part of each batch id (set by the plan)
         self._ids: TaskIds | None = None  # an L-stage with batch_id: the current task's
@@ -118,7 +121,24 @@ class StageWorker:
             )
             self.pending: collections.deque[memoryview] = collections.deque()
             self.answered = 0
+            self.asked = False
+            if handed is None and self.scenario.has_requests:
+                self._startup_quiet()
         return self.proc
+
+    def _startup_quiet(self) -> None:
+        """Before the first request, as the supervisor: watch the fresh worker for
+        :data:`policy.STARTUP_QUIET` (less once it waits for that request with nothing
+        written).  Output meanwhile is a violation (no request outstanding), not the start
+        of its first answer; an exit is read here, before anything is asked."""
+        proc = self.proc
+        assert proc is not None
+        until = time.monotonic() + policy.STARTUP_QUIET
+        while not (proc.waiting_for_input() and not self.parser.pending_bytes):
+            now = time.monotonic()
+            if now >= until:
+                return
+            self._step(min(until, now + policy.STARTUP_POLL))
 
     def stop(self, grace: float | None = None) -> int | None:
         """Close the worker's stdin and wait for it (then SIGTERM, SIGKILL); let go of ownership."""
@@ -158,6 +178,16 @@ class StageWorker:
         self.tally.stats.failed(exc)
         self.report()
 
+    def stop_if_broken(self, exc: WorkerError) -> None:
+        """``exc`` shows a broken command (:func:`policy.broken_command`): the worker is
+        killed and the stage stops at once, in the supervisor's words; else nothing."""
+        proc = self.proc
+        if proc is None:
+            return
+        if policy.broken_command(exc, asked=self.asked, worked=self.worked, returncode=proc.returncode()):
+            self.kill()
+            raise broken_command(self.label, proc.tail, exc)
+
     # --- reading replies ----------------------------------------------------------------------
 
     def _deadline(self) -> tuple[float | None, str]:
@@ -192,6 +222,7 @@ class StageWorker:
             for job in reading.completed:
                 self.pace.answered(now - job.started, proc.last_arrival, now)
                 self.answered += 1
+                self.worked = True
                 self.tally.stats.answered(now - job.started)
             done.extend(reading.completed)
             if reading.violation is not None:
@@ -218,13 +249,16 @@ class StageWorker:
         return WorkerError(f"protocol violation by {self.label}: {exc.problem}", self.proc.context(exc.snippet))
 
     def _settle(self) -> None:
-        """Nothing outstanding: stay quiet for the settle time, or the answers were out of step."""
-        until = time.monotonic() + self.pace.settle()
-        while time.monotonic() < until:
-            self._step(until)
-        self.pace.doubt = False  # every answer in doubt passed the check
+        """Nothing outstanding: stay quiet for the settle time, once or, when an answer gave
+        cause for doubt, twice (:meth:`policy.Pace.checks`), or the answers were out of step."""
+        for _ in range(self.pace.checks()):
+            until = time.monotonic() + self.pace.settle()
+            while time.monotonic() < until:
+                self._step(until)
+        self.pace.doubt = False  # every answer in doubt passed its checks
 
     def _write(self, job: Job, *parts: bytes) -> None:
+        self.asked = True
         self.rules.sent(job)
         self.pending.extend(memoryview(p) for p in parts if p)
 
@@ -354,6 +388,7 @@ class StageWorker:
         rules = getattr(self, "rules", None)  # None: the first start failed
         unanswered = list(rules.outstanding) if rules is not None and self.proc is not None else []
         again = [*self._held, *unanswered]
+        self.stop_if_broken(exc)
         self.kill()
         self.failed(exc)
         for job in again:

@@ -115,6 +115,7 @@ class ExtractWorker(StageWorker):
                         self.restarts.succeeded()
                         return b"".join(job.results)
             except WorkerError as exc:
+                self.stop_if_broken(exc)
                 self.kill()
                 self.failed(exc)
                 delay, note = self.restarts.failed(exc)

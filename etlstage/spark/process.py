@@ -29,6 +29,7 @@ import psutil
 from etlstage.errors import WorkerGone, WorkerTimeout, describe_status, stdin_broke, went_away
 from etlstage.kit.exits import EXIT_DRAIN, kill_group, pipe_pending
 from etlstage.kit.stderr import StderrRelay
+from etlstage.kit.stdin_wait import waiting_on_stdin
 from etlstage.kit.telling import worker_gone
 from etlstage.kit.transport import READ_CHUNK, STDERR_TAIL, grow_pipe, resolve_program, start_error
 from etlstage.redact import redact_argv
@@ -126,6 +127,18 @@ class WorkerProcess:
         time.sleep(0.05)  # let the stderr thread catch the worker's last words
         lines.extend(["stderr (last lines):", *(f"  | {t}" for t in list(self.tail)[-10:])] if self.tail else [])
         return lines
+
+    def returncode(self) -> int | None:
+        """Its exit status (negative: a signal); None while it runs, or when it cannot be
+        known (a handed-over worker, another process's child)."""
+        return None if isinstance(self.proc, Foreign) else self.proc.poll()
+
+    def waiting_for_input(self) -> bool:
+        """True when the worker is known to wait for input with none of its output unread:
+        it cannot write before it is given some (False when not known)."""
+        if self.eof or isinstance(self.proc, Foreign):
+            return False
+        return waiting_on_stdin(self.pid, self._in) and pipe_pending(self._out) == 0
 
     def status(self) -> str:
         code = self.proc.poll()

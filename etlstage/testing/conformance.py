@@ -14,12 +14,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from etlstage.config.model import PipelineConfig
+from etlstage.conversation.policy import STARTUP_QUIET
 from etlstage.errors import ConfigError
 from etlstage.hint import command
 from etlstage.kit.telling import says_missing
 from etlstage.protocol.markers import DEFAULT_MARKERS, Markers
 from etlstage.protocol.vocabulary import Mode, StageType
-from etlstage.runtime.session import STARTUP_QUIET
 from etlstage.testing.harness import HarnessResult, StageHarness, WorkerFailed
 
 PRINTABLE = Markers(eom=ord("|"), eop=ord("#"), eob=ord("~"), bnc=ord("^"))

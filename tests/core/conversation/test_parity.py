@@ -9,6 +9,7 @@ fails the test.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -142,6 +143,65 @@ def test_a_worker_that_crashes_once_is_restarted_and_sent_its_work_again_alike(c
     assert sup.error is None and spk.error is None
     assert spk.distinct() == sup.distinct() == sorted(messages(12))
     assert spk.restarts == sup.restarts and len(sup.restarts) == 1
+
+
+def unlabelled(error: str | None) -> str | None:
+    """An error's first line less the worker's label, which each engine words its own way."""
+    return None if error is None else error.split(" ", 1)[1]
+
+
+@pytest.mark.parametrize(
+    ("script", "said"),
+    [
+        ("echo 'w: unknown option --frobnicate' >&2; exit 2", "w: unknown option --frobnicate"),
+        ("exit 0", "(it wrote nothing to stderr)"),
+    ],
+    ids=["bad option", "silent exit"],
+)
+def test_a_worker_that_exits_before_its_first_request_stops_both_at_once(script, said, tmp_path):
+    """A broken command (a bad option, a missing script) is not a bad message: under Spark
+    such a worker was restarted and its job charged, so the run ended in on_failure (dead
+    letters under deadletter).  Both engines now stop the stage at once, nothing set aside.
+    (A shell, not Python: it exits well within the start-up quiet on a loaded machine too.)"""
+
+    def stage(d: Path) -> StageConfig:
+        made = make_stage("T", "batch", [], batch_size=2, on_failure=OnFailure.DEADLETTER)
+        return dataclasses.replace(made, command=["sh", "-c", script])
+
+    sup, spk = both(stage, [[b"a", b"b", b"c"]], tmp_path)
+    assert unlabelled(sup.error) == f"exited before its first request: {said}"
+    assert unlabelled(spk.error) == unlabelled(sup.error)
+    assert spk.restarts == sup.restarts == []
+    assert spk.deadletters == sup.deadletters == []
+    assert spk.outputs == sup.outputs == []
+
+
+def test_a_banner_before_the_first_request_is_a_violation_on_both(tmp_path):
+    """Output before the first request answers nothing: both engines watch a fresh worker
+    for the start-up quiet (under Spark the banner was taken for the first answer's result)."""
+    sup, spk = both(
+        lambda d: make_stage("T", "single", [MISBEHAVE, str(d), "banner"], restart=RestartPolicy(max_restarts=1)),
+        [[b"a", b"b"]],
+        tmp_path,
+    )
+    assert sup.error is not None and "failed 2 times in a row" in sup.error, sup.error
+    assert unlabelled(spk.error) == unlabelled(sup.error)
+    assert b"misbehave ready" not in spk.outputs + sup.outputs
+    assert spk.restarts == sup.restarts and len(sup.restarts) == 1
+
+
+def test_an_answer_in_doubt_is_confirmed_by_two_quiet_checks_on_both(tmp_path):
+    """A stray EOP written right behind answer 1 answers request 2 at once (in doubt); the
+    real answer 2 comes after one settle time but within two.  One quiet check (Spark's
+    before) released request 2 with no result: message b was lost.  Two checks see the late
+    answer, and both engines send the held requests again."""
+    sup, spk = both(
+        lambda d: make_stage("T", "single", [MISBEHAVE, str(d), "wait=0.3", "stray@1", "slow@2"], prefetch=2),
+        [[b"a", b"b"]],
+        tmp_path,
+    )
+    assert sup.error is None and spk.error is None
+    assert spk.distinct() == sup.distinct() == [b"a", b"b"]
 
 
 def test_a_request_timeout_stops_both_with_the_same_error(tmp_path):

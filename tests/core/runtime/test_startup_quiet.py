@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from etlstage.config.model import Timeouts
+from etlstage.conversation import policy
 from etlstage.kit.transport import ProcessTransport
 from etlstage.protocol.scenario import Scenario
-from etlstage.runtime import session as session_module
 from etlstage.runtime.session import WorkerSession
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="Linux /proc only")
@@ -39,7 +39,7 @@ async def quiet_of(argv: list[str], tmp_path: Path, limit: float) -> float | Non
 
 @pytest.fixture(autouse=True)
 def long_quiet(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(session_module, "STARTUP_QUIET", QUIET)
+    monkeypatch.setattr(policy, "STARTUP_QUIET", QUIET)
 
 
 def test_a_worker_waiting_for_its_first_request_is_asked_at_once(tmp_path: Path) -> None:
@@ -58,6 +58,6 @@ def test_a_thread_still_busy_keeps_the_quiet_running(tmp_path: Path) -> None:
 
 
 def test_the_quiet_still_ends_on_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(session_module, "STARTUP_QUIET", 0.3)
+    monkeypatch.setattr(policy, "STARTUP_QUIET", 0.3)
     took = asyncio.run(quiet_of(["sleep", "30"], tmp_path, 10))
     assert took is not None and took >= 0.25

@@ -156,7 +156,9 @@ def test_settings_that_look_secret_stay_off_the_jvms_command_line(monkeypatch: p
     launched_gateway = object()
     monkeypatch.setattr(SparkContext, "_gateway", None)
     monkeypatch.setattr(
-        java_gateway, "launch_gateway", lambda conf, popen_kwargs=None: launched.append(dict(conf.getAll())) or launched_gateway
+        java_gateway,
+        "launch_gateway",
+        lambda conf, popen_kwargs=None: launched.append(dict(conf.getAll())) or launched_gateway,
     )
     monkeypatch.setattr(
         SparkContext,
