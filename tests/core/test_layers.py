@@ -11,7 +11,8 @@
     1  protocol
     0  errors, logs, redact
 
-The stock workers (``workers/``) import only the public API (PUBLIC_API).
+No module imports itself back through others (an import circle), at module level or
+inside a function.  The stock workers (``workers/``) import only the public API (PUBLIC_API).
 docs/architecture.md draws the same picture and says where a new feature goes.
 """
 
@@ -114,6 +115,58 @@ def etlstage_modules() -> dict[str, Path]:
         parts = f.relative_to(ROOT).with_suffix("").parts
         modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = f
     return modules
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Which etlstage modules each etlstage module imports (itself left out)."""
+    modules = etlstage_modules()
+    return {
+        name: {m for m, _ in imported(ast.parse(f.read_text(encoding="utf-8")), modules.__contains__) if m in modules}
+        - {name}
+        for name, f in modules.items()
+    }
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One circle (``[a, b, …, a]``) through each group of modules that reach one another."""
+    found: list[list[str]] = []
+    seen: set[str] = set()
+    for start in sorted(graph):
+        if start in seen:
+            continue
+        # the shortest way back to start, breadth first
+        back: dict[str, str] = {}
+        queue = [start]
+        while queue and start not in back:
+            here = queue.pop(0)
+            for there in sorted(graph[here]):
+                if there not in back:
+                    back[there] = here
+                    queue.append(there)
+        if start in back:
+            circle = [start]
+            while len(circle) == 1 or circle[-1] != start:
+                circle.append(back[circle[-1]])
+            circle.reverse()
+            found.append(circle)
+            seen.update(circle)
+    return found
+
+
+def test_no_module_imports_itself_back():
+    """An import circle (two modules importing each other, perhaps through others or from
+    inside a function) means neither can be read, tested or moved alone: the piece both
+    need goes down into one of them, or into a module of its own."""
+    found = cycles(import_graph())
+    assert not found, "import circles:\n" + "\n".join(" -> ".join(c) for c in found)
+
+
+def test_the_cycle_finder_finds_one_through_a_function_level_import():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert cycles(graph) == [["a", "b", "c", "a"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+    tree = ast.parse("def f():\n    from etlstage.spark import inbox\n")
+    assert list(imported(tree, {"etlstage.spark.inbox"}.__contains__)) == [("etlstage.spark.inbox", 2)]
 
 
 def is_public(module: str) -> bool:
