@@ -53,7 +53,7 @@ class NativeContext:
     spark: SparkSession | None = None  # the engine's session (a sink also has its DataFrame's)
     # from a task on any executor: keep(name, data) writes checkpoint/name once, durably, on the
     # driver, and returns what it holds (data, or what an earlier attempt wrote); keep(name, None)
-    # reads it (None: absent). Picklable; as a string option: keep.to_option() / KeepOnce.from_option
+    # reads it (None: absent). Picklable; as a string option: keep.to_option() / etlstage.sparkapi.KeepOnce.from_option
     keep: Keep | None = None
 
     @property
@@ -122,4 +122,4 @@ def parse_argv(
     return ns
 
 
-__all__ = ["NativeContext", "parse_argv"]
+__all__ = ["Keep", "NativeContext", "parse_argv"]

@@ -28,7 +28,7 @@ from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 
 from etlstage.errors import ConfigError
 from etlstage.observe.live import Snapshot
-from etlstage.observe.metrics import PipelineCollector
+from etlstage.observe.metrics import PipelineCollector, registry
 from etlstage.redact import redact_text, redact_url
 
 if TYPE_CHECKING:
@@ -52,13 +52,6 @@ class Targets:
 
     def __bool__(self) -> bool:
         return bool(self.metrics_file or self.pushgateway)
-
-
-def registry(snapshot: Callable[[], Snapshot]) -> CollectorRegistry:
-    """A registry with the pipeline's collector over ``snapshot`` (what ``/metrics`` serves too)."""
-    reg = CollectorRegistry(auto_describe=False)
-    reg.register(PipelineCollector(snapshot))
-    return reg
 
 
 def grouping_key() -> dict[str, str]:

@@ -14,6 +14,7 @@ import re
 from collections.abc import Callable, Iterator
 from typing import TypeGuard
 
+from prometheus_client import CollectorRegistry
 from prometheus_client.metrics_core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -127,6 +128,14 @@ class PipelineCollector:
         gauge.add_metric([pipeline, "new"], float(dl.get("new", 0)))
         gauge.add_metric([pipeline, "any"], float(dl.get("total", 0)))
         yield from fams.by_name.values()
+
+
+def registry(snapshot: Callable[[], Snapshot]) -> CollectorRegistry:
+    """A registry with the pipeline's collector over ``snapshot``: what ``/metrics`` serves
+    (:mod:`etlstage.observe.server`) and the export writes (:mod:`etlstage.observe.export`)."""
+    reg = CollectorRegistry(auto_describe=False)
+    reg.register(PipelineCollector(snapshot))
+    return reg
 
 
 def _stage(fams: _Families, pipeline: str, stage: str, st: StageDoc) -> None:

@@ -203,7 +203,7 @@ class App:
             if self._metrics is None:
                 from prometheus_client import ProcessCollector, make_wsgi_app
 
-                from etlstage.observe.export import registry as pipeline_registry
+                from etlstage.observe.metrics import registry as pipeline_registry
 
                 registry = pipeline_registry(self.snapshots.get)
                 ProcessCollector(registry=registry)  # the serving process's own CPU, memory and open files

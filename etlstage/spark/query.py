@@ -180,7 +180,7 @@ def _transform(
     df: DataFrame, parts: int, plan: Plan, t: StageConfig, markers: Markers
 ) -> tuple[DataFrame, int, Markers]:
     """A T-stage on its own partitions: its output, their number, its markers."""
-    from etlstage.spark.transform import transform_task
+    from etlstage.spark.transform import place, transform_task
 
     df, parts = place(df, parts, t, markers)
     df = _observed(df.mapInArrow(transform_task(plan, t.name, markers), "value binary"), t)
@@ -189,6 +189,8 @@ def _transform(
 
 def _sink(df: DataFrame, parts: int, config: PipelineConfig, encoded: str, lay: Layout, markers: Markers) -> Any:
     """The workers' sink (the fused T-stages in its tasks), its writer ready to start."""
+    from etlstage.spark.transform import place
+
     if not lay.fused:
         df, parts = place(df, parts, lay.load, markers)
     return (
@@ -199,23 +201,6 @@ def _sink(df: DataFrame, parts: int, config: PipelineConfig, encoded: str, lay: 
         .option("handoff", lay.extractors[0].name if lay.handoff else "")
         .option("checkpointLocation", config.engine.checkpoint)
     )
-
-
-def place(df: DataFrame, parts: int, stage: StageConfig, source: Markers) -> tuple[DataFrame, int]:
-    """``df`` (``parts`` partitions, messages framed with ``source`` markers) on the stage's
-    ``instances`` partitions: by each message's key under ``partition_by``."""
-    from etlstage.spark.transform import KEYED_SCHEMA, key_task
-
-    n = stage.instances
-    if stage.keyed and n > 1:
-        keyed = df.mapInArrow(key_task(stage, source), KEYED_SCHEMA)
-        return keyed.repartitionById(n, "pid").select("value"), n
-    if parts == n:
-        return df, n
-    # Never coalesce: Spark would run the upstream step's partitions inside fewer tasks,
-    # and a T-stage's worker for partition 1 would never start (its messages going to
-    # partition 0's, whose keyed state is not theirs).  A shuffle keeps them apart.
-    return df.repartition(n), n
 
 
 def _started_by_engine(writer: Any, plan: Plan) -> Any:
@@ -407,7 +392,7 @@ def run_in(spark: SparkSession, plan: Plan, *, progress: bool = True, counts: Co
 
 
 def _run(spark: SparkSession, plan: Plan, progress: bool, counts: Counts | None) -> int:
-    from etlstage.spark.inbox import driver_inbox
+    from etlstage.spark.driver_inbox import driver_inbox
     from etlstage.spark.replay import replay_deadletters
     from etlstage.spark.shipping import ship
     from etlstage.spark.sink import LoadSink
@@ -586,4 +571,4 @@ def _on_signals(stop: threading.Event) -> Any:
     return restore
 
 
-__all__ = ["build", "explain", "place", "run_in", "run_query"]
+__all__ = ["build", "explain", "run_in", "run_query"]

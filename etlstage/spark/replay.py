@@ -60,8 +60,7 @@ def replay_deadletters(spark: SparkSession, plan: Plan) -> None:
 
 def _replay(spark: SparkSession, plan: Plan, group: list[Replay]) -> None:
     from etlstage.spark.blocks import message_ends, spans
-    from etlstage.spark.query import place
-    from etlstage.spark.transform import transform_task
+    from etlstage.spark.transform import place, transform_task
 
     config = plan.config
     stage = group[0].stage

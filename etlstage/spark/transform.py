@@ -10,6 +10,7 @@ partition in every batch and under either engine.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -19,6 +20,9 @@ from etlstage.protocol.markers import Markers
 from etlstage.spark.admission import admitted
 from etlstage.spark.blocks import SCHEMA, message_ends, spans, to_batches, to_block
 from etlstage.spark.plan import Plan
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
 
 ArrowFn = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
 
@@ -86,12 +90,28 @@ def key_task(stage: StageConfig, source: Markers) -> ArrowFn:
     return run
 
 
+def place(df: DataFrame, parts: int, stage: StageConfig, source: Markers) -> tuple[DataFrame, int]:
+    """``df`` (``parts`` partitions, messages framed with ``source`` markers) on the stage's
+    ``instances`` partitions: by each message's key under ``partition_by``."""
+    n = stage.instances
+    if stage.keyed and n > 1:
+        keyed = df.mapInArrow(key_task(stage, source), KEYED_SCHEMA)
+        return keyed.repartitionById(n, "pid").select("value"), n
+    if parts == n:
+        return df, n
+    # Never coalesce: Spark would run the upstream step's partitions inside fewer tasks,
+    # and a T-stage's worker for partition 1 would never start (its messages going to
+    # partition 0's, whose keyed state is not theirs).  A shuffle keeps them apart.
+    return df.repartition(n), n
+
+
 __all__ = [
     "KEYED_SCHEMA",
     "SCHEMA",
     "framed_for",
     "key_task",
     "partition_id",
+    "place",
     "reframe_task",
     "transform_task",
 ]

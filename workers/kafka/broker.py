@@ -1,6 +1,6 @@
 """A one-node Apache Kafka broker on loopback, for tests and local demos.
 
-Apache Kafka's own jars from Maven Central (fetched once by :mod:`etlstage.spark.jars`),
+Apache Kafka's own jars from Maven Central (fetched once by :func:`etlstage.sparkapi.fetch_named`),
 KRaft mode (no ZooKeeper): one JVM that is controller and broker at once, its storage
 formatted with a fresh cluster id, on two free loopback ports. Start-up is bounded: the
 broker is ready when a client sees it in the cluster's metadata.
@@ -28,7 +28,7 @@ import uuid
 from pathlib import Path
 from types import TracebackType
 
-from etlstage.spark import jars
+from etlstage.sparkapi import JarFetchError, fetch_named
 
 BOOTSTRAP_ENV = "ETLSTAGE_KAFKA_BOOTSTRAP"
 
@@ -84,7 +84,7 @@ class Broker:
 
     def start(self) -> Broker:
         self.make_dir()
-        self._classpath = os.pathsep.join(str(j) for j in jars.fetch_named("kafka-broker"))
+        self._classpath = os.pathsep.join(str(j) for j in fetch_named("kafka-broker"))
         config = self._write_config()
         logs = self.dir / "logs"
         if not (logs / "meta.properties").exists():
@@ -246,7 +246,7 @@ def main(argv: list[str] | None = None) -> None:
     except BrokerDirError as exc:
         print(f"etlstage-kafka-broker: {exc}", file=sys.stderr)
         sys.exit(2)
-    except (BrokerError, jars.JarFetchError) as exc:
+    except (BrokerError, JarFetchError) as exc:
         print(f"etlstage-kafka-broker: {exc}", file=sys.stderr)
         sys.exit(1)
     try:

@@ -86,7 +86,7 @@ def options_from(ctx: NativeContext) -> Options:
 
 def spark_conf(ctx: NativeContext) -> dict[str, str]:
     """The jars of Spark's Kafka source, for the engine's session (fetched once, then cached)."""
-    from etlstage.spark.jars import JarFetchError, fetch_named
+    from etlstage.sparkapi import JarFetchError, fetch_named
 
     try:
         return {"spark.jars": ",".join(str(jar) for jar in fetch_named("kafka-spark"))}
@@ -252,7 +252,7 @@ class GroupCommitter:
                         progress.batchId, exc)  # fmt: skip
 
     def listener(self) -> Any:
-        from etlstage.spark.listener import progress_listener
+        from etlstage.sparkapi import progress_listener
 
         return progress_listener(self.on_progress)
 

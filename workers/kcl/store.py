@@ -12,7 +12,7 @@ import threading
 import time
 
 from etlstage.errors import StateError
-from etlstage.state.sqlite import connect, immediate
+from etlstage.worker.sqlite import connect, immediate
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS kcl_checkpoint (

@@ -32,8 +32,8 @@ from etlstage_workers.kinesis.output import Position
 from etlstage_workers.kinesis.store import ShardRow, position_key
 
 from etlstage.errors import PipelineError
-from etlstage.spark.inbox import KeepOnce
-from etlstage.state.durable import fsync_path
+from etlstage.native import Keep
+from etlstage.worker.durable import fsync_path
 
 
 def initial_offset() -> dict[str, Any]:
@@ -107,11 +107,11 @@ class ReachedLog:
     """``<checkpoint>/kinesis-reached/<batch>/<shard>.json``: one file per (batch, shard), written once.
 
     ``checkpoint`` is the stage's folder on the driver. Tasks, which need not see it, pass
-    ``keep`` (the context's :class:`~etlstage.spark.inbox.KeepOnce`): their reads and writes
+    ``keep`` (the context's :class:`~etlstage.native.Keep`): their reads and writes
     then go through the driver's inbox, with the same write-once rule.
     """
 
-    def __init__(self, checkpoint: str, keep: KeepOnce | None = None) -> None:
+    def __init__(self, checkpoint: str, keep: Keep | None = None) -> None:
         self.root = Path(checkpoint) / "kinesis-reached"
         self.keep = keep
 

@@ -32,7 +32,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 
 from etlstage.errors import PipelineError
-from etlstage.spark.inbox import KeepOnce
+from etlstage.sparkapi import KeepOnce
 from etlstage.worker.runner import write_report_file
 
 log = logging.getLogger("etlstage.kinesis.spark")

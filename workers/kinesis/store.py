@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from etlstage.errors import StateError
-from etlstage.state.sqlite import connect, immediate
+from etlstage.worker.sqlite import connect, immediate
 
 FILE_NAME = "kinesis.sqlite"
 

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from etlstage.state.sqlite import connect
+from etlstage.worker.sqlite import connect
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS messages (

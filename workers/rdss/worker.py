@@ -23,8 +23,8 @@ from etlstage_workers.rdss.reassembly import Reassembler, input_key
 from etlstage_workers.rdss.schemas import DEFAULT_SPEC, load_schema_set
 from etlstage_workers.rdss.validate import DEFAULT_MAX_BYTES, MessageValidator, Verdict
 
-from etlstage.state.sqlite import immediate
 from etlstage.worker import Transformer
+from etlstage.worker.sqlite import immediate
 
 log = logging.getLogger("etlstage.rdss")
 

@@ -20,7 +20,7 @@ from collections.abc import Collection, Iterable, Iterator
 from contextlib import contextmanager
 
 from etlstage.errors import EtlstageError
-from etlstage.state.sqlite import connect, immediate
+from etlstage.worker.sqlite import connect, immediate
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS batches(

@@ -40,7 +40,7 @@ from etlstage_workers.spark.config import LoaderConfig
 from etlstage_workers.spark.extract import TABLE, Prepared
 from etlstage_workers.spark.writer import shape
 
-from etlstage.spark.session import is_connect
+from etlstage.sparkapi import is_connect
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -74,7 +74,7 @@ def is_uri(output: str) -> bool:
 
 
 def package_sets(config: LoaderConfig) -> list[str]:
-    """The jar sets (:data:`etlstage.spark.jars.PACKAGES`) this loader's session needs."""
+    """The jar sets (:data:`etlstage.sparkapi.PACKAGES`) this loader's session needs."""
     sets = ["delta"] if config.format == "delta" else []
     if config.output.startswith(("s3a://", "s3://")):
         sets.append("s3")
@@ -85,10 +85,9 @@ def package_sets(config: LoaderConfig) -> list[str]:
 
 def session_conf(config: LoaderConfig) -> dict[str, str]:
     """Spark settings the loader's tables need at session start: the jars (fetched once into
-    the cache, :mod:`etlstage.spark.jars`), Delta's SQL extension and catalog, and with
+    the cache, :func:`etlstage.sparkapi.fetch_named`), Delta's SQL extension and catalog, and with
     ``--dynamodb-log-table`` Delta's DynamoDB log store."""
-    from etlstage.spark.jars import PACKAGES, JarFetchError, fetch_named, given_by
-    from etlstage.spark.session import SparkStartError
+    from etlstage.sparkapi import PACKAGES, JarFetchError, SparkStartError, fetch_named, given_by
 
     # a set the user's --conf spark.jars / spark.jars.packages brings is theirs: not fetched
     sets = [name for name in package_sets(config) if not given_by(config.conf, PACKAGES[name]())]

@@ -47,7 +47,7 @@ from etlstage_workers.spark.session import LazySession, start_session
 from etlstage_workers.spark.staged import stage_input, write_staged
 
 from etlstage.errors import ConfigError, EtlstageError
-from etlstage.spark.session import check_master_reachable, default_parallelism, find_java
+from etlstage.sparkapi import check_master_reachable, default_parallelism, find_java
 from etlstage.worker import Loader
 
 if TYPE_CHECKING:

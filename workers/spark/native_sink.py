@@ -49,8 +49,8 @@ from etlstage_workers.spark.staged import stage_input, write_staged
 
 from etlstage.errors import ConfigError
 from etlstage.native import NativeContext, parse_argv
-from etlstage.spark.session import default_parallelism
-from etlstage.state.durable import fsync_path, write_durably
+from etlstage.sparkapi import default_parallelism
+from etlstage.worker.durable import fsync_path, write_durably
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

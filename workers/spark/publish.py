@@ -24,7 +24,7 @@ from etlstage_workers import crashpoint
 from etlstage_workers.spark import table_log
 from etlstage_workers.spark.extract import TABLE
 
-from etlstage.state.durable import fsync_path, write_durably
+from etlstage.worker.durable import fsync_path, write_durably
 
 STAGING = "_staging"
 

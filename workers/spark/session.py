@@ -12,8 +12,8 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING
 
-from etlstage.spark.session import SparkStartError, check_java, check_master_reachable
-from etlstage.spark.session import start_session as _start_session
+from etlstage.sparkapi import SparkStartError, check_java, check_master_reachable
+from etlstage.sparkapi import start_session as _start_session
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -32,7 +32,7 @@ import os
 from collections.abc import Iterator
 from urllib.parse import quote
 
-from etlstage.state.durable import fsync_path
+from etlstage.worker.durable import fsync_path
 
 METADATA = "_spark_metadata"
 COMPACT_INTERVAL = 10  # Spark's default (spark.sql.streaming.fileSink.log.compactInterval)

@@ -15,7 +15,7 @@ from etlstage_workers.kafka.broker import Broker
 
 def test_a_new_folder_is_made_before_the_config_is_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     ran: list[str] = []
-    monkeypatch.setattr(broker_module.jars, "fetch_named", lambda name: [])
+    monkeypatch.setattr(broker_module, "fetch_named", lambda name: [])
     monkeypatch.setattr(Broker, "_java", lambda self, main, *args, **kw: ran.append(main))
     monkeypatch.setattr(Broker, "_launch", lambda self, config: ran.append(str(config)))
     new = tmp_path / "new" / "deeper"

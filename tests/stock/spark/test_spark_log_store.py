@@ -12,6 +12,7 @@ from etlstage_workers.spark.cli import build_parser, config_from_args
 from etlstage_workers.spark.config import LoaderConfig
 from etlstage_workers.spark.native_sink import parse
 
+from etlstage import sparkapi
 from etlstage.config.model import StageConfig
 from etlstage.errors import ConfigError
 from etlstage.native import NativeContext
@@ -63,7 +64,7 @@ def test_the_spark_engine_reads_the_option_as_the_worker_does() -> None:
 
 
 def test_the_session_gets_the_log_store_jars_and_settings(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(jars, "fetch_named", lambda name: [Path(f"/cache/{name}.jar")])
+    monkeypatch.setattr(sparkapi, "fetch_named", lambda name: [Path(f"/cache/{name}.jar")])  # as lake imports it
     config = worker(*S3, *LOG_STORE)
     assert lake.package_sets(config) == ["delta", "s3", "delta-dynamodb"]
     conf = lake.session_conf(config)
