@@ -259,7 +259,6 @@ def run_query(
         return exc.exit_code
     from etlstage.spark.services import running_services
 
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # executors run this Python (and etlstage)
     try:
         with running_services(config, dict(extra_env or {})) as exports:
             # Native stages run in Spark's own Python processes, whose environment is the

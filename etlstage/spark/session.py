@@ -13,6 +13,7 @@ import re
 import shutil
 import socket
 import subprocess
+import sys
 import threading
 import warnings
 from collections.abc import Callable, Iterator
@@ -157,6 +158,10 @@ def start_session(
         return _start_connect(master, app_name, conf)
     java = check_java()
     log.info("Spark: using %s", java)
+    # Spark's Python processes run `python3` from PATH unless told: with etlstage in a venv
+    # not activated (`.venv/bin/etlstage`, a service's unit), that Python lacks etlstage
+    # and pyspark, and every task fails in Spark's worker.py.  This Python has both.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark import SparkContext
 
     if SparkContext._gateway is None:  # this process starts its JVM now (else its options are set)

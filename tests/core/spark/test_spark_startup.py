@@ -180,3 +180,34 @@ def test_settings_that_look_secret_stay_off_the_jvms_command_line(monkeypatch: p
     public = {"spark.hadoop.fs.s3a.endpoint": "http://127.0.0.1:9000", "spark.jars": "/x.jar"}
     assert launched == [public]
     assert started == [public]  # the context on that gateway, with the same public settings
+
+
+def test_sparks_python_processes_run_this_python_unless_told(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Spark's Python processes run `python3` from PATH unless told: from a venv that is not
+    activated, that Python has neither etlstage nor pyspark and every task failed in Spark's
+    worker.py ("An exception was thrown from the Python worker").  A session the project
+    starts runs its tasks in this Python, unless PYSPARK_PYTHON says otherwise (no JVM
+    started here)."""
+    import sys
+
+    from pyspark import SparkContext
+
+    from etlstage.spark import session
+
+    seen: list[str | None] = []
+
+    def launch(conf: dict[str, str]) -> None:
+        import os
+
+        seen.append(os.environ.get("PYSPARK_PYTHON"))
+        raise RuntimeError("no JVM in this test")
+
+    monkeypatch.setattr(SparkContext, "_gateway", object())  # as if this process had its JVM: no class archive
+    monkeypatch.setattr(session, "_launch_jvm", launch)
+    monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
+    with pytest.raises(session.SparkStartError):
+        session.start_session("local[1]", "t", {}, connect_timeout=1, log_level="WARN")
+    monkeypatch.setenv("PYSPARK_PYTHON", "/opt/other/python3")
+    with pytest.raises(session.SparkStartError):
+        session.start_session("local[1]", "t", {}, connect_timeout=1, log_level="WARN")
+    assert seen == [sys.executable, "/opt/other/python3"]
