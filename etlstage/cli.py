@@ -499,6 +499,12 @@ def deadletter_replay(args: tuple[str, ...], everything: bool, pipeline_option: 
     help="Messages the worker accepts, one a line (e.g. JSON lines): every check sends these instead of "
     "its own; a check needing an empty or non-ASCII message runs only if the file has one.",
 )
+@click.option(
+    "--batch-id",
+    is_flag=True,
+    help="An L-worker of a stage with batch_id: true: send each batch's id first, in supervisor-driven "
+    "batches, and check that a batch sent again with its id (as after a crash) is loaded once.",
+)
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def check_worker(
     stage_type: str | None,
@@ -510,6 +516,7 @@ def check_worker(
     markers: str | None,
     timeout: float,
     sample_file: str | None,
+    batch_id: bool,
     command: tuple[str, ...],
 ) -> None:
     """Run the protocol conformance checks against a worker: etlstage check-worker --type T -- ./my-worker ARGS,
@@ -519,7 +526,7 @@ def check_worker(
     from etlstage.testing.conformance import Options, declared, read_sample, report, run_checks
 
     sample = read_sample(sample_file) if sample_file is not None else None
-    base = Options(batch_size=batch_size or 3, timeout=timeout, sample=sample)
+    base = Options(batch_size=batch_size or 3, timeout=timeout, sample=sample, batch_id=batch_id)
     if stage is not None:
         if command or stage_type:
             raise ConfigError(["--stage takes the command and type from the pipeline: give no COMMAND or --type"])
@@ -529,6 +536,10 @@ def check_worker(
         raise ConfigError(["give --type and the worker's COMMAND after --, or --stage NAME of a pipeline"])
     if sample is not None and stage_type == "E":
         raise ConfigError(["--sample: an E-stage worker is sent no messages; give --sample to a T or L worker"])
+    if base.batch_id:  # given, or the stage's batch_id: true
+        if stage_type != "L" or set(modes) - {"batch"} or batch_driver == "worker":
+            raise ConfigError(["--batch-id: batch ids are for L-workers in batch mode with supervisor-driven batches"])
+        modes = ("batch",)
     for mode in modes:
         if mode not in MODES_OK[stage_type]:
             raise ConfigError(

@@ -9,6 +9,9 @@ project's own tests, over subprocesses and in-process SDK workers alike.
 from __future__ import annotations
 
 import collections
+import os
+import secrets
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -21,6 +24,7 @@ from etlstage.kit.telling import says_missing
 from etlstage.protocol.markers import DEFAULT_MARKERS, Markers
 from etlstage.protocol.vocabulary import Mode, StageType
 from etlstage.testing.harness import HarnessResult, StageHarness, WorkerFailed
+from etlstage.testing.loadedonce import measure, reported_outputs
 
 PRINTABLE = Markers(eom=ord("|"), eop=ord("#"), eob=ord("~"), bnc=ord("^"))
 SAMPLE = [b"alpha", b"beta", b"", b"gamma", b"delta", b"epsilon", b"zeta"]
@@ -36,6 +40,7 @@ class CheckResult:
     skipped: bool = False  # not run: the user's sample holds no message of the kind (detail: why)
     cause: str | None = None  # the telling line of the worker's stderr when it failed
     sends: bool = True  # the check sends the worker messages (a pass shows the mode works)
+    partial: bool = False  # passed what it could see; detail: what it could not
 
 
 @dataclass
@@ -50,10 +55,18 @@ class Options:
     env: dict[str, str] = field(default_factory=dict)
     cwd: str | None = None  # where a worker process starts (a pipeline's stage: its folder)
     sample: list[bytes] | None = None  # the user's own messages (check-worker --sample), instead of SAMPLE
+    batch_id: bool = False  # an L-stage given each batch's id (batch_id: true): supervisor-driven batches only
 
 
 class SkipCheck(Exception):
     """The check cannot run on the user's sample (it holds no message of the kind needed)."""
+
+
+@dataclass(frozen=True)
+class Partial:
+    """A check's outcome when it passed all it could see; ``note`` says what it could not."""
+
+    note: str
 
 
 def sample_of(o: Options) -> list[bytes]:
@@ -76,7 +89,7 @@ def read_sample(path: str) -> list[bytes]:
     return messages
 
 
-Check = Callable[[StageHarness, Any, Options], str | None]  # returns a problem, or None when passed
+Check = Callable[[StageHarness, Any, Options], str | Partial | None]  # a problem, or None (or Partial) when passed
 
 
 def _expect_groups(result: HarnessResult, expected_sizes: list[int], what: str) -> str | None:
@@ -90,6 +103,7 @@ def _expect_groups(result: HarnessResult, expected_sizes: list[int], what: str) 
 
 def _run(h: StageHarness, worker: Any, o: Options, **kw: Any) -> HarnessResult:
     kw.setdefault("markers", o.markers or DEFAULT_MARKERS)
+    kw.setdefault("batch_id", o.batch_id)
     return h.run(worker, type=o.type, timeout=o.timeout, env=o.env, cwd=o.cwd, **kw)
 
 
@@ -260,6 +274,80 @@ def check_extract_printable(h: StageHarness, w: Any, o: Options) -> str | None:
     return None if len(r.batches) == 2 else f"expected 2 cycles ended by EOP '#', saw {len(r.batches)}"
 
 
+def _two_batches(o: Options) -> tuple[list[bytes], list[bytes]]:
+    """A batch of the sample's messages to send twice, and a batch of others."""
+    messages = sample_of(o)
+    n = max(1, min(o.batch_size, len(messages) // 2))
+    first, other = messages[:n], messages[n : 2 * n]
+    if not other or other == first:
+        raise SkipCheck("the sample needs two batches of different messages (at least two lines)")
+    return first, other
+
+
+RESENT_STEPS = (
+    "the batch, sent first",
+    "the same batch sent again with its id (as to a loader restarted after a crash)",
+    "a new batch (another id)",
+)
+
+
+def check_resent_batch(h: StageHarness, w: Any, o: Options) -> str | Partial | None:
+    # Each send goes to a new process, as after a crash: a loader that remembers ids only
+    # in memory loads the batch again. Only the protocol and the output the worker
+    # reports are visible from here; without a file or folder reported, half is checked.
+    first, other = _two_batches(o)
+    os.makedirs(h.tmp_dir, exist_ok=True)
+    state_dir = tempfile.mkdtemp(prefix="resent-", dir=h.tmp_dir)  # this check's reports only
+    pipeline = f"check-worker-{secrets.token_hex(4)}"  # ids no earlier check gave: new to the loader
+    ids: list[list[str]] = []
+    seen: list[dict[str, str]] = []
+    outputs: list[str] = []
+    for step, batch in zip(RESENT_STEPS, (first, first, other), strict=True):
+        try:
+            r = _run(
+                h,
+                w,
+                o,
+                mode="batch",
+                batch_driver="supervisor",
+                batch_size=len(batch),
+                inputs=batch,
+                prefetch=1,
+                state_dir=state_dir,
+                pipeline=pipeline,
+                batch_id=True,
+            )
+        except WorkerFailed as exc:
+            raise WorkerFailed(f"{step}: {exc}", exc.answered, exc.cause) from None
+        problem = _expect_groups(r, [len(batch)], f"{step}: an EOP for the batch")
+        if problem:
+            return problem
+        ids.append(r.ids)
+        outputs = outputs or reported_outputs(state_dir)
+        seen.append(measure(outputs, o.cwd))
+    if ids[0] != ids[1] or ids[2] == ids[0]:
+        raise RuntimeError(f"the harness gave batch ids {ids}: the same batch must keep its id, another not")
+    if not seen[0]:
+        said = f"reports its output as {', '.join(map(repr, outputs))}, no output" if outputs else "reports no output"
+        return Partial(
+            f"partly checked: the loader acknowledged each batch, but it {said} that is a file or folder "
+            "here, so whether it loaded the batch sent again twice was not seen (a worker says where it "
+            'loads with {"output": PATH} in its report file: docs/protocol.md, reports)'
+        )
+    for name, before in seen[0].items():
+        again = seen[1].get(name)
+        if again != before:
+            return (
+                f"{RESENT_STEPS[1]} was loaded again: {name} went from {before} to {again}. Commit the "
+                "batch id with the data and skip a batch whose id is committed (docs/writing-workers.md: "
+                "idempotent loaders)"
+            )
+    if seen[2] == seen[1]:
+        shown = "; ".join(f"{name}: {d}" for name, d in seen[1].items())
+        return f"{RESENT_STEPS[2]} was acknowledged but not loaded ({shown}, unchanged): skip only ids committed"
+    return None
+
+
 def mode_of(check: Check, o: Options) -> str:
     """The mode ``check`` runs the worker in under ``o``."""
     fixed: dict[Check, str] = {
@@ -269,6 +357,7 @@ def mode_of(check: Check, o: Options) -> str:
         check_extract_plain: "plain",
         check_extract_cyclic: "cyclic",
         check_extract_printable: "cyclic",
+        check_resent_batch: "batch",
     }
     return fixed.get(check) or o.mode or "single"
 
@@ -285,16 +374,24 @@ def checks_for(o: Options) -> list[tuple[str, Check]]:
             ]
         return plan
     plan = []
-    if o.mode in (None, "single"):
+    if o.batch_id:  # the stage's batches come with ids: supervisor-driven batches only, then the re-sent one
+        plan.append(
+            (
+                f"batch, supervisor-driven (size {o.batch_size}) with batch ids: EOP per EOB-closed batch, "
+                "partial last",
+                check_supervisor_batches,
+            )
+        )
+    if o.mode in (None, "single") and not o.batch_id:
         plan.append(("single: EOP after every request, nothing unasked on stdout", check_single))
-    if o.mode in (None, "batch") and o.batch_driver in (None, "supervisor"):
+    if o.mode in (None, "batch") and o.batch_driver in (None, "supervisor") and not o.batch_id:
         plan.append(
             (
                 f"batch, supervisor-driven (size {o.batch_size}): EOP per EOB-closed batch, partial last",
                 check_supervisor_batches,
             )
         )
-    if o.mode in (None, "batch") and o.batch_driver in (None, "worker"):
+    if o.mode in (None, "batch") and o.batch_driver in (None, "worker") and not o.batch_id:
         plan.append(
             (
                 f"batch, worker-driven (size {o.batch_size}): BNC exactly when due, partial batch closed by EOB",
@@ -308,6 +405,14 @@ def checks_for(o: Options) -> list[tuple[str, Check]]:
         ("control-byte markers 1e 03 04 05 read from ETLSTAGE_*", check_control_markers),
         ("stdin closed at once: exit 0, nothing written", check_no_input),
     ]
+    if o.batch_id:
+        plan.append(
+            (
+                "batch ids: a batch sent again with its id (as after a crash) is acknowledged and loaded once, "
+                "a new batch is loaded",
+                check_resent_batch,
+            )
+        )
     return plan
 
 
@@ -332,27 +437,42 @@ def declared(
         markers=stage.markers,
         env=dict(stage.env),
         cwd=stage.cwd or config.base_dir,  # where the pipeline starts it
+        batch_id=stage.batch_id,
     )
     return list(stage.command), options, (str(stage.mode),)
 
 
 def run_checks(worker: Any, options: Options, harness: StageHarness | None = None) -> list[CheckResult]:
     h = harness or StageHarness()
+    if options.batch_id:  # batch ids come only with batches the supervisor closes
+        options = replace(options, mode="batch", batch_driver="supervisor")
     results = []
     for name, check in checks_for(options):
         at_start = False
         cause = None
+        partial, note = False, ""
         try:
-            problem = check(h, worker, options)
+            outcome = check(h, worker, options)
+            if isinstance(outcome, Partial):
+                partial, note = True, outcome.note
+            problem = None if isinstance(outcome, Partial) else outcome
         except SkipCheck as exc:
             results.append(CheckResult(name, True, str(exc), mode_of(check, options), skipped=True))
             continue
         except WorkerFailed as exc:
             problem, at_start, cause = str(exc), exc.answered == 0, exc.cause
         sends = check is not check_no_input
+        detail = note if partial else problem or ""
         results.append(
             CheckResult(
-                name, problem is None, problem or "", mode_of(check, options), at_start, cause=cause, sends=sends
+                name,
+                problem is None,
+                detail,
+                mode_of(check, options),
+                at_start,
+                cause=cause,
+                sends=sends,
+                partial=partial,
             )
         )
     return results
@@ -388,8 +508,12 @@ def report(
             lines.extend(f"      {d}" for d in r.detail.splitlines())
     failed = sum(not r.passed for r in results)
     skipped = sum(r.skipped for r in results)
+    partly = sum(r.partial for r in results)
     lines.append(
-        f"{len(results) - failed - skipped} passed, {failed} failed" + (f", {skipped} skipped" if skipped else "")
+        f"{len(results) - failed - skipped} passed"
+        + (f" ({partly} partly)" if partly else "")
+        + f", {failed} failed"
+        + (f", {skipped} skipped" if skipped else "")
     )
     if not failed:
         return "\n".join(lines)

@@ -113,6 +113,7 @@ class StageHarness:
         name: str | None = None,
         cwd: str | None = None,
         batch_id: bool = False,
+        pipeline: str = "",
     ) -> HarnessResult:
         """Drive ``worker`` (argv list, or a Python SDK worker/function run in-process).
 
@@ -124,7 +125,8 @@ class StageHarness:
         reports call the worker (default: its script or program, see :func:`worker_name`);
         ``cwd``: the folder a worker process starts in (default: this process's).
         ``batch_id``: an L-stage in batch mode gets each batch's id first (docs/protocol.md:
-        batch ids); the result's ``ids`` lists them. The same inputs give the same ids.
+        batch ids); the result's ``ids`` lists them. The same inputs give the same ids;
+        ``pipeline``, the name a batch id is made with, gives others (as another pipeline's).
         """
         m = markers if isinstance(markers, Markers) else Markers.from_mapping(markers or {}, DEFAULT_MARKERS)
         stage_type = word_of(StageType, type, "type")
@@ -171,7 +173,7 @@ class StageHarness:
         batches: list[list[bytes]] = []  # filled as answers come: a failure says how many there were
         ids: list[str] = []
         try:
-            sent = asyncio.run(run(stage, sdir, spawn, list(inputs), cycles, requests, settle, batches, ids))
+            sent = asyncio.run(run(stage, sdir, spawn, list(inputs), cycles, requests, settle, batches, ids, pipeline))
         except PipelineError as exc:
             # a T/L group is answered once done (it may be empty); an E window once it has output
             answered = len(batches) if stage_type != StageType.E else sum(1 for b in batches if b)
@@ -202,6 +204,7 @@ async def _transform(
     settle: float,
     batches: list[list[bytes]],
     ids: list[str],
+    pipeline: str,
 ) -> list[list[bytes]]:
     eom = stage.markers.EOM
     window = Window("harness", 0, 3)
@@ -240,6 +243,7 @@ async def _transform(
 
     driver = TransformDriver(stage, 1, sdir, spawn, StageStats("harness", stage.type), [inbox], emit, lambda *a: None)
     driver.on_job_done = on_job_done
+    driver.pipeline_name = pipeline
     await run_all(driver.run(), fill())
     return sent
 
@@ -254,6 +258,7 @@ async def _extract(
     settle: float,
     batches: list[list[bytes]],
     ids: list[str],
+    pipeline: str,
 ) -> list[list[bytes]]:
     import json
 

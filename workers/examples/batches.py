@@ -28,6 +28,9 @@ class Batches(Loader):
     def load(self, messages: list[bytes]) -> None:
         self.sink.commit(self.batch_id, messages)  # False: committed before, skipped
 
+    def report(self) -> dict[str, object]:
+        return {"output": self.folder}  # where the data went: the run's summary says so
+
 
 if __name__ == "__main__":
     if len(sys.argv) != 2:

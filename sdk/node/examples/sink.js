@@ -1,32 +1,26 @@
 #!/usr/bin/env node
-// sink.js - an L-worker with the etlstage Node.js SDK: appends each message, one line
-// each, to FILE (default $ETLSTAGE_STATE_DIR/sink-<instance>.out) and syncs it before the
-// batch is acknowledged. Reports {"loaded": N}.
+// sink.js - an idempotent L-worker with the etlstage Node.js SDK, for a stage with
+// `mode: batch` and `batch_id: true`: each batch becomes one file named after its id in
+// DIR (default $ETLSTAGE_STATE_DIR/sink-<instance>), written, fsynced and renamed by
+// FileSink before the batch is acknowledged. A batch sent again after a crash keeps its
+// id, finds its file there and is not written twice. Reports {"loaded": N, "output": DIR}.
 //
-// Usage: node sink.js [FILE]
+// Usage: node sink.js [DIR]
 'use strict';
-const fs = require('node:fs');
 const path = require('node:path');
-const { runLoader } = require('..');
+const { runLoader, FileSink } = require('..');
 
-let fd;
+let dir;
+let sink;
 let loaded = 0;
 
 runLoader({
   setup(scenario) {
-    const file = process.argv[2] || path.join(scenario.stateDir || '.', `sink-${scenario.instance}.out`);
-    fs.mkdirSync(path.dirname(file), { recursive: true });
-    fd = fs.openSync(file, 'a');
+    dir = process.argv[2] || path.join(scenario.stateDir || '.', `sink-${scenario.instance}`);
+    sink = new FileSink(dir);
   },
-  load(messages) {
-    const lines = [];
-    for (const m of messages) lines.push(m, Buffer.from('\n'));
-    fs.writeSync(fd, Buffer.concat(lines));
-    fs.fsyncSync(fd); // durable before the SDK writes EOP
-    loaded += messages.length;
+  load(messages, batchId) {
+    if (sink.commit(batchId, messages)) loaded += messages.length; // false: committed before, skipped
   },
-  report: () => ({ loaded }),
-  teardown() {
-    if (fd !== undefined) fs.closeSync(fd);
-  },
+  report: () => ({ loaded, output: dir }),
 });
