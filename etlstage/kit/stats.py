@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from etlstage.errors import WorkerError, WorkerGone, WorkerTimeout
+from etlstage.observe.document import StageDoc
 
 # Request latency buckets in seconds: 1 ms to 10 min (a Spark write or a slow API call).
 # fmt: off
@@ -269,3 +270,26 @@ class RateHistory:
             for (t0, c0), (t1, c1) in itertools.pairwise(pts)
             if t1 > t0
         ]
+
+
+def stage_document(stats: StageStats, history: RateHistory) -> StageDoc:
+    """A stage's figures in the live document, the part both engines count alike; each
+    engine adds what only it knows (``in_flight``, ``queued``, ``workers``... under the
+    supervisor) and fills ``instances``."""
+    return {
+        "type": stats.type,
+        "in": stats.messages_in,
+        "out": stats.messages_out,
+        "bytes_in": stats.bytes_in,
+        "bytes_out": stats.bytes_out,
+        "jobs": stats.jobs,
+        "restarts": stats.restarts,
+        "deadletters": stats.deadletters,
+        "failures": dict(stats.failures),
+        "last_errors": [{"at": at, "error": text} for at, text in stats.last_errors],
+        "latency": {"buckets": stats.latency.cumulative(), "sum": round(stats.latency.sum, 6)},
+        "reports": stats.reports(),
+        "rate": round(history.rate(stats.name), 1),
+        "history": history.series(stats.name),
+        "instances": [],
+    }

@@ -23,8 +23,9 @@ from etlstage.errors import PipelineError, StateError
 from etlstage.kit.admit import admit, refuse
 from etlstage.kit.replays import marked_for_replay
 from etlstage.kit.services import Services
-from etlstage.kit.stats import LatencyHistogram, RateHistory, StageStats
+from etlstage.kit.stats import LatencyHistogram, RateHistory, StageStats, stage_document
 from etlstage.kit.transport import ProcessTransport, Transport
+from etlstage.observe.document import WorkerDoc
 from etlstage.protocol.framing import split_block
 from etlstage.protocol.offsets import make_policy
 from etlstage.protocol.partition import parse_pointer, partition_key, partition_of
@@ -368,7 +369,7 @@ class Pipeline:
         for name, s in self.stats.items():
             inboxes = list({id(b): b for b in self.inputs.get(name, [])}.values())
             resources = s.worker_resources()
-            workers = []
+            workers: list[WorkerDoc] = []
             for instance, transport in sorted(s.workers.items()):
                 rss, cpu = resources.get(instance, (0, 0.0))
                 workers.append(
@@ -380,32 +381,22 @@ class Pipeline:
                         "cpu_seconds": transport.cpu_seconds(),
                     }
                 )
-            stages[name] = {
-                "type": s.type,
-                "in": s.messages_in,
-                "out": s.messages_out,
-                "bytes_in": s.bytes_in,
-                "bytes_out": s.bytes_out,
-                "jobs": s.jobs,
-                "in_flight": s.in_flight,
-                "restarts": s.restarts,
-                "deadletters": s.deadletters,
-                "resent": s.resent,
-                "failures": dict(s.failures),
-                "last_errors": [{"at": at, "error": text} for at, text in s.last_errors],
-                "latency": {"buckets": s.latency.cumulative(), "sum": round(s.latency.sum, 6)},
-                "queued": {"messages": sum(b.messages for b in inboxes), "bytes": sum(b.bytes for b in inboxes)},
-                "rss": sum(r[0] for r in resources.values()),
-                "cpu": round(sum(r[1] for r in resources.values()), 1),
-                "workers": workers,
-                "reports": s.reports(),
-                "rate": round(self.history.rate(name), 1),
-                "history": self.history.series(name),
-                "instances": [
-                    {"instance": i, "restarts": c.restarts, "in": c.messages_in, "out": c.messages_out}
-                    for i, c in sorted(s.instances.items())
-                ],
-            }
+            doc = stage_document(s, self.history)
+            doc.update(
+                {
+                    "in_flight": s.in_flight,
+                    "resent": s.resent,
+                    "queued": {"messages": sum(b.messages for b in inboxes), "bytes": sum(b.bytes for b in inboxes)},
+                    "rss": sum(r[0] for r in resources.values()),
+                    "cpu": round(sum(r[1] for r in resources.values()), 1),
+                    "workers": workers,
+                    "instances": [
+                        {"instance": i, "restarts": c.restarts, "in": c.messages_in, "out": c.messages_out}
+                        for i, c in sorted(s.instances.items())
+                    ],
+                }
+            )
+            stages[name] = doc
         return {
             "engine": "supervisor",
             "pid": os.getpid(),

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import cast
 
 from etlstage.config.model import PipelineConfig
+from etlstage.kit.stats import stage_document
 from etlstage.observe.document import (
     CheckpointDoc,
     DeadLettersDoc,
@@ -51,23 +52,8 @@ def live_state(counts: Counts, checkpoint: CheckpointStatus) -> LiveDoc:
     with counts.lock:
         stages: dict[str, StageDoc] = {}
         for name, s in counts.stats.items():
-            stages[name] = {
-                "type": s.type,
-                "in": s.messages_in,
-                "out": s.messages_out,
-                "bytes_in": s.bytes_in,
-                "bytes_out": s.bytes_out,
-                "jobs": s.jobs,
-                "restarts": s.restarts,
-                "deadletters": s.deadletters,
-                "failures": dict(s.failures),
-                "last_errors": [{"at": at, "error": text} for at, text in s.last_errors],
-                "latency": {"buckets": s.latency.cumulative(), "sum": round(s.latency.sum, 6)},
-                "reports": s.reports(),
-                "rate": round(counts.history.rate(name), 1),
-                "history": counts.history.series(name),
-                "instances": [{"instance": i, "restarts": c.restarts} for i, c in sorted(s.instances.items())],
-            }
+            doc = stages[name] = stage_document(s, counts.history)
+            doc["instances"] = [{"instance": i, "restarts": c.restarts} for i, c in sorted(s.instances.items())]
         now_mono = time.monotonic()
         elapsed = now_mono - counts.run_started  # one clock, from the run's start: never goes back
         startup: list[PhaseDoc] = [
