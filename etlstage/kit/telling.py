@@ -9,9 +9,10 @@ stack frame, Go with ``exit status 2``.  The cause is the exception's own line
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
-from etlstage.errors import PipelineError, WorkerError, WorkerGone
+from etlstage.errors import PipelineError, WorkerError, WorkerGone, escape_bytes
+from etlstage.redact import redact_argv
 
 # lines that never tell the cause: stack frames, version banners, the source line and its caret
 _NOISE = re.compile(
@@ -111,3 +112,20 @@ def broken_command(label: str, stderr: Iterable[str], error: WorkerError) -> Pip
     )
     failure.__cause__ = error
     return failure
+
+
+def report_context(
+    stage: str, argv: Sequence[str], pid: int | None, status: str, snippet: bytes, stderr: Sequence[str]
+) -> list[str]:
+    """The lines under a worker's error, the same on both engines: the stage (``stage``:
+    its description), the command (secrets redacted), pid, exit status, the bytes at
+    fault escaped, and the last lines of its stderr."""
+    lines = [f"stage: {stage}", f"command: {redact_argv(list(argv))!r}", f"pid: {pid}", f"exit status: {status}"]
+    if snippet:
+        lines.append(f"bytes: {escape_bytes(snippet)}")
+    if stderr:
+        lines.append("stderr (last lines):")
+        lines.extend(f"  | {t}" for t in list(stderr)[-10:])
+    else:
+        lines.append("stderr: (nothing)")
+    return lines

@@ -23,17 +23,15 @@ from etlstage.errors import (
     WorkerGone,
     WorkerTimeout,
     describe_status,
-    escape_bytes,
     stdin_broke,
     went_away,
 )
-from etlstage.kit.telling import broken_command, worker_gone
+from etlstage.kit.telling import broken_command, report_context, worker_gone
 from etlstage.kit.transport import Transport
 from etlstage.protocol.framing import ReplyParser, Token
 from etlstage.protocol.replies import ReplyRules
 from etlstage.protocol.scenario import Scenario
 from etlstage.protocol.vocabulary import StageType
-from etlstage.redact import redact_argv
 from etlstage.runtime.flow import Job
 
 
@@ -74,28 +72,16 @@ class WorkerSession:
     # --- errors ---------------------------------------------------------------------
 
     def context(self, snippet: bytes = b"") -> list[str]:
-        code = self.transport.returncode()
-        lines = [
-            f"stage: {self.label} ({self.scenario.type}-stage, mode {self.scenario.mode}"
-            + (
-                f", batch_size {self.scenario.batch_size}, {self.scenario.batch_driver}-driven"
-                if self.scenario.is_batch
-                else ""
-            )
-            + ")",
-            f"command: {redact_argv(self.argv)!r}",
-            f"pid: {self.transport.pid}",
-            f"exit status: {describe_status(code)}",
-        ]
-        if snippet:
-            lines.append(f"bytes: {escape_bytes(snippet)}")
-        tail = self.transport.stderr_tail()
-        if tail:
-            lines.append("stderr (last lines):")
-            lines.extend(f"  | {t}" for t in tail[-10:])
-        else:
-            lines.append("stderr: (nothing)")
-        return lines
+        sc = self.scenario
+        batching = f", batch_size {sc.batch_size}, {sc.batch_driver}-driven" if sc.is_batch else ""
+        return report_context(
+            f"{self.label} ({sc.type}-stage, mode {sc.mode}{batching})",
+            self.argv,
+            self.transport.pid,
+            describe_status(self.transport.returncode()),
+            snippet,
+            self.transport.stderr_tail(),
+        )
 
     def violation(self, exc: ProtocolViolation) -> WorkerError:
         """The report of ``exc``; it stays the ``__cause__`` (an :class:`UnaskedReply` shows a shift)."""

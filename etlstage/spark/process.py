@@ -30,9 +30,8 @@ from etlstage.errors import WorkerGone, WorkerTimeout, describe_status, stdin_br
 from etlstage.kit.exits import EXIT_DRAIN, kill_group, pipe_pending
 from etlstage.kit.stderr import StderrRelay
 from etlstage.kit.stdin_wait import waiting_on_stdin
-from etlstage.kit.telling import worker_gone
+from etlstage.kit.telling import report_context, worker_gone
 from etlstage.kit.transport import READ_CHUNK, STDERR_TAIL, grow_pipe, resolve_program, start_error
-from etlstage.redact import redact_argv
 from etlstage.spark.ownership import Handed, Rendezvous, peer_is
 
 log = logging.getLogger("etlstage.spark.worker")
@@ -114,19 +113,15 @@ class WorkerProcess:
 
     def context(self, snippet: bytes = b"") -> list[str]:
         """Stage, host, pid, exit status, bytes and stderr tail: a report that stands alone."""
-        from etlstage.errors import escape_bytes
-
-        lines = [
-            f"stage: {self.label} on executor host {socket.gethostname()}",
-            f"command: {redact_argv(self.argv)!r}",
-            f"pid: {self.pid}",
-            f"exit status: {self.status()}",
-        ]
-        if snippet:
-            lines.append(f"bytes: {escape_bytes(snippet)}")
         time.sleep(0.05)  # let the stderr thread catch the worker's last words
-        lines.extend(["stderr (last lines):", *(f"  | {t}" for t in list(self.tail)[-10:])] if self.tail else [])
-        return lines
+        return report_context(
+            f"{self.label} on executor host {socket.gethostname()}",
+            self.argv,
+            self.pid,
+            self.status(),
+            snippet,
+            list(self.tail),
+        )
 
     def returncode(self) -> int | None:
         """Its exit status (negative: a signal); None while it runs, or when it cannot be
