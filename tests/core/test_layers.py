@@ -1,6 +1,7 @@
 """The package's layers point one way: a module imports only from layers below its own.
 
-    8  cli
+    9  cli
+    8  engines                      (the Engine interface cli calls: each engine with what it shows)
     7  testing, observe             (the harness; metrics, status page and status)
     6  runtime, spark               (the two engines: the supervisor, the Spark query)
     5  kit, worker, native          (what both engines use; the worker SDK; the native-stage API)
@@ -37,7 +38,8 @@ LAYERS = {
     "spark": 6,
     "testing": 7,
     "observe": 7,
-    "cli": 8,
+    "engines": 8,
+    "cli": 9,
 }
 
 
