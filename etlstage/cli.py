@@ -5,10 +5,8 @@ Exit codes: 0 done, 1 pipeline failure, 2 usage or configuration error.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import datetime as dt
-import functools
 import json
 import logging
 import os
@@ -17,7 +15,6 @@ import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -25,6 +22,7 @@ from etlstage import __version__
 from etlstage.config.listen import parse_listen
 from etlstage.config.loader import load_config, schema
 from etlstage.config.model import PipelineConfig
+from etlstage.engines import KINDS, engine_for, engine_that_ran
 from etlstage.errors import ConfigError, EtlstageError
 from etlstage.hint import command
 from etlstage.logs import FORMATS, escape_controls, log_env, setup_logging
@@ -98,7 +96,7 @@ def main() -> None:
 )
 @click.option(
     "--engine",
-    type=click.Choice(["supervisor", "spark"]),
+    type=click.Choice(KINDS),
     default=None,
     help="supervisor (processes of this machine) or spark (one Spark streaming query); default: engine.kind.",
 )
@@ -134,10 +132,8 @@ def run(
     """Run the pipeline in PIPELINE_FILE (default: stages.yaml)."""
     setup_logging("etlstage", log_format, level=log_level, syslog_address=syslog_address, facility=syslog_facility)
     config = _engine(load_config(pipeline_file), engine, master)
-    if config.engine.kind == "spark":
-        from etlstage.spark.ownership import choose_lock_base
-
-        choose_lock_base()  # the lock folder of this host's Spark processes, before Spark starts
+    chosen = engine_for(config.engine.kind)
+    chosen.prepare(config)
     if http is not None:
         config = dataclasses.replace(config, http=parse_listen(http, "--http"))
     export = None
@@ -149,31 +145,13 @@ def run(
         )
         export = RunExport(targets, config.name)
     env = log_env(log_format, log_level, syslog_address, syslog_facility)
-    lock = _claim(config, pipeline_file, config.engine.kind)  # before any worker, service or JVM starts
+    lock = _claim(config, pipeline_file, chosen.kind)  # before any worker, service or JVM starts
 
     from etlstage.state.lastrun import RunRecorder
 
-    ended = RunRecorder(config.state_dir, config.engine.kind)  # status shows how the run ended
-    if config.engine.kind == "spark":
-        from etlstage.spark.query import run_query
-        from etlstage.spark.takeover import take_over
-
-        take_over(config.engine.checkpoint, lock.previous.last_engine if lock.previous else "")
-
-        serving = _spark_endpoints(config.http, export)
-        code = run_query(config, once=once, progress=progress, extra_env=env, attach=serving)
-    else:
-        from etlstage.runtime.runner import run_pipeline
-
-        attaching: list[Callable[[Any], Callable[[], None]]] = []
-        if config.http is not None:
-            from etlstage.observe.server import serve
-
-            attaching.append(functools.partial(serve, address=config.http))
-        if export is not None:
-            attaching.append(export.attach_supervisor)
-        attach = _together(attaching) if attaching else None
-        code = asyncio.run(run_pipeline(config, once=once, progress=progress, extra_env=env, attach=attach))
+    ended = RunRecorder(config.state_dir, chosen.kind)  # status shows how the run ended
+    previous = lock.previous.last_engine if lock.previous else ""
+    code = chosen.run(config, once=once, progress=progress, env=env, previous_engine=previous, export=export)
     if export is not None:
         export.end(code)
     code = ended.end(code)
@@ -186,49 +164,6 @@ def _claim(config: PipelineConfig, pipeline_file: str, engine: str, what: str = 
     from etlstage.state.claim import claim
 
     return claim(config.state_dir, engine, pipeline_file, _shares_state(config), what)
-
-
-def _together(attaching):
-    """One attach of several (the endpoints, the metrics export); its stop stops them all, last first."""
-
-    def attach(on):
-        stops = []
-        try:
-            for start in attaching:
-                stops.append(start(on))
-        except BaseException:
-            for stop in reversed(stops):
-                stop()
-            raise
-
-        def stop_all() -> None:
-            for stop in reversed(stops):
-                stop()
-
-        return stop_all
-
-    return attach
-
-
-def _spark_endpoints(address: tuple[str, int] | None, export):
-    """The status page, metrics and their export, from the Spark engine's counters (the driver)."""
-    if address is None and export is None:
-        return None
-    from etlstage.observe.live import Snapshot
-    from etlstage.observe.server import Snapshots, serve_snapshots
-    from etlstage.spark.live import documents
-
-    def attach(counts):
-        take = documents(counts)
-        snapshots = Snapshots(lambda: Snapshot(*take()))
-        attaching = []
-        if address is not None:
-            attaching.append(lambda _: serve_snapshots(snapshots, address))
-        if export is not None:
-            attaching.append(lambda _: export.attach(snapshots.take, snapshots.take))
-        return _together(attaching)(counts)
-
-    return attach
 
 
 @main.command()
@@ -296,13 +231,11 @@ def schema_cmd() -> None:
 
 def _store(pipeline_file: str):
     from etlstage.state.layout import migrate_flat
-    from etlstage.state.store import StateStore
+    from etlstage.state.store import existing_store
 
     config = load_config(pipeline_file)
     migrate_flat(config.state_dir)
-    if not (Path(config.state_dir) / StateStore.FILE).exists():
-        raise ConfigError([f"no state yet: {config.state_dir} has no {StateStore.FILE} (the pipeline never ran)"])
-    return config, StateStore(config.state_dir)
+    return config, existing_store(config.state_dir)
 
 
 def _when(ts: float | None) -> str:
@@ -327,20 +260,7 @@ def status(pipeline_file: str, as_json: bool, watch: bool, interval: float) -> N
     migrate_flat(config.state_dir)
     last = last_holder(config.state_dir)
     # the engine that ran the pipeline last, whatever the file says now
-    if (last.last_engine if last and last.last_engine in ("supervisor", "spark") else config.engine.kind) == "spark":
-
-        def show() -> str:
-            return _spark_status(pipeline_file, as_json)
-
-    else:
-        _, store = _store(pipeline_file)
-        from etlstage.observe.document import encode
-        from etlstage.observe.status import render, status_document
-
-        def show() -> str:
-            doc = status_document(store)
-            return encode(doc, indent=2) if as_json else "\n".join(render(doc, str(store.path)))
-
+    show = engine_that_ran(last.last_engine if last else "", config.engine.kind).status(config, as_json=as_json)
     if not watch:
         click.echo(show())
         return
@@ -357,21 +277,6 @@ def status(pipeline_file: str, as_json: bool, watch: bool, interval: float) -> N
         # on a terminal: home, draw, clear what the previous frame left below
         click.echo("\x1b[H" + text.replace("\n", "\x1b[K\n") + "\x1b[K\x1b[J" if tty else text + "\n")
         stop.wait(interval)
-
-
-def _spark_status(pipeline_file: str, as_json: bool) -> str:
-    """The Spark engine's document (its checkpoint, dead letters, last run, run lock), rendered
-    as the supervisor's is; as JSON what ``/api/status`` serves, without the run (the driver's own)."""
-    from etlstage.observe.document import encode
-    from etlstage.observe.status import render
-    from etlstage.spark.live import status_document
-    from etlstage.state.store import StateStore
-
-    config = load_config(pipeline_file)
-    doc = status_document(config)
-    if as_json:
-        return encode(doc, indent=2)
-    return "\n".join(render(doc, str(Path(config.state_dir) / StateStore.FILE)))
 
 
 @main.group()
@@ -578,7 +483,6 @@ def tap(args: tuple[str, ...], limit: int | None, as_json: bool) -> None:
     """Show the messages leaving STAGE of the running pipeline, live, without disturbing it:
     etlstage tap [PIPELINE_FILE] STAGE (default stages.yaml; an L-stage: the messages it is given).
     A tap that reads slower than the stage writes loses messages, and says how many."""
-    from etlstage.runtime.tap import connect, offered_as, read_taps
     from etlstage.state.runlock import holder
 
     if len(args) > 2:
@@ -589,20 +493,14 @@ def tap(args: tuple[str, ...], limit: int | None, as_json: bool) -> None:
     if stage not in stages:
         raise ConfigError([f"no stage {stage!r} in {pipeline_file} (its stages: {', '.join(stages)})"])
     running = holder(config.state_dir)
-    engine = running.engine if running is not None else config.engine.kind
-    if engine == "spark":
-        raise ConfigError(
-            [
-                f"tap: pipeline {config.name!r} runs on the Spark engine, where a stage's messages pass "
-                "between Spark's tasks on the executors and never through this host's process: there is "
-                "nothing to tap; run it with --engine supervisor to tap it"
-            ]
-        )
-    stream, _ = connect(config, stage)
-    click.echo(f"etlstage tap: stage {stage!r} of {config.name!r}: {offered_as(stages[stage])}", err=True)
+    engine = engine_that_ran(running.engine if running is not None else "", config.engine.kind)
+    if not engine.supports_tap:
+        raise ConfigError([engine.tap_refusal(config)])
+    opened = engine.open_tap(config, stage)
+    click.echo(f"etlstage tap: stage {stage!r} of {config.name!r}: {opened.offered}", err=True)
     shown = 0
     try:
-        for doc in read_taps(stream):
+        for doc in opened.documents:
             if as_json:
                 click.echo(json.dumps(doc, ensure_ascii=False))
             elif "message" in doc:
@@ -623,7 +521,7 @@ def tap(args: tuple[str, ...], limit: int | None, as_json: bool) -> None:
     except (OSError, ValueError) as exc:
         raise EtlstageError(f"tap: the connection to the pipeline broke: {exc}") from None
     finally:
-        stream.close()
+        opened.stream.close()
 
 
 @main.command("test")

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple, ParamSpec, TypeVar
 
-from etlstage.errors import StateError
+from etlstage.errors import ConfigError, StateError
 from etlstage.hint import command
 from etlstage.protocol.framing import split_block
 from etlstage.state.sqlite import apply_schema, connect, immediate
@@ -589,6 +589,13 @@ class StateStore:
     def runs(self) -> list[Run]:
         rows = self.db.execute("SELECT pid, started_at, heartbeat, info FROM runs").fetchall()
         return [Run(r[0], r[1], r[2], json.loads(r[3] or "{}")) for r in rows]
+
+
+def existing_store(state_dir: str | Path) -> StateStore:
+    """The store of a pipeline that ran (for the commands that read it); a ConfigError if it never ran."""
+    if not (Path(state_dir) / StateStore.FILE).exists():
+        raise ConfigError([f"no state yet: {state_dir} has no {StateStore.FILE} (the pipeline never ran)"])
+    return StateStore(state_dir)
 
 
 # Every query of the store reports a damaged or foreign file as a StateError (exit 2).

@@ -1,6 +1,7 @@
 """The package's layers point one way: a module imports only from layers below its own.
 
-    8  cli
+    9  cli
+    8  engines                      (the Engine interface cli calls: each engine with what it shows)
     7  testing, observe, sparkapi   (the harness; metrics, status page and status; the Spark helpers' public names)
     6  runtime, spark               (the two engines: the supervisor, the Spark query)
     5  kit, worker, native          (what both engines use; the worker SDK; the native-stage API)
@@ -42,7 +43,8 @@ LAYERS = {
     "testing": 7,
     "observe": 7,
     "sparkapi": 7,
-    "cli": 8,
+    "engines": 8,
+    "cli": 9,
 }
 
 # What the stock workers (workers/, the proof that the public API suffices) may import:
