@@ -17,7 +17,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 # records 0..99 in cycles of 25 (Rust, worker-managed offsets) -> upper case in batches
 # the worker drives (Java, BNC) -> upper case again, one message a request (Rust) ->
-# appended in batches closed by EOB (Java)
+# loaded in batches closed by EOB, each committed by its id: one file a batch (Java)
 STAGES = """
 name: rust-java
 stages:
@@ -40,7 +40,8 @@ stages:
     type: L
     mode: batch
     batch_size: 20
-    command: ["java", "-cp", "{JAVA}", "org.etlstage.examples.AppendLoader", "output.txt"]
+    batch_id: true
+    command: ["java", "-cp", "{JAVA}", "org.etlstage.examples.Sink", "output"]
 """
 
 
@@ -52,7 +53,7 @@ def engine(request: pytest.FixtureRequest, tmp_path: Path, rust_examples: Path, 
 def test_rust_and_java_workers_load_every_record_once(engine: Engine) -> None:
     code, log = engine.run(STAGES.replace("{RUST}", str(RUST)).replace("{JAVA}", str(JAVA_CLASSES)))
     assert code == 0, log[-3000:]
-    lines = engine.lines("output.txt")
+    lines = engine.batch_lines("output")
     assert sorted(lines, key=lambda s: int(s.split()[1])) == [f"RECORD {n}" for n in range(100)], log[-3000:]
     # the extractor committed its offset at the start of each later cycle: all 100 records
     state = engine.tmp / ".etlstage" / "rust-java" / "stages" / "numbers"

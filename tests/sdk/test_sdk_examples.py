@@ -26,7 +26,7 @@ EXAMPLES = [
 
 
 # languages whose example loader commits each batch by its id (FileSink): checked with batch ids
-BATCH_IDS = {"node"}
+BATCH_IDS = {"node", "go"}
 
 
 @pytest.mark.parametrize(("language", "kind", "argv"), EXAMPLES, ids=[f"{lang}-{kind}" for lang, kind, _ in EXAMPLES])

@@ -65,3 +65,8 @@ class Engine:
     def lines(self, name: str) -> list[str]:
         p = self.tmp / name
         return p.read_text().splitlines() if p.exists() else []
+
+    def batch_lines(self, folder: str) -> list[str]:
+        """The lines of every batch file an idempotent loader's FileSink wrote in ``folder``
+        (one file a batch id), in no particular order."""
+        return [line for batch in (self.tmp / folder).glob("batch-*.txt") for line in batch.read_text().splitlines()]

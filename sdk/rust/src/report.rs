@@ -6,7 +6,8 @@ use std::io;
 use std::path::Path;
 
 /// A JSON object of numbers, or of one level of named numbers, counting from the start
-/// of this process: `Report::new().count("valid", 12).named("invalid", "GENERR004", 2)`.
+/// of this process: `Report::new().count("valid", 12).named("invalid", "GENERR004", 2)`;
+/// and, for a loader, where it loads: `.output("out/batches")`.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Report {
     entries: Vec<(String, Value)>,
@@ -16,6 +17,7 @@ pub struct Report {
 enum Value {
     Number(String),
     Named(Vec<(String, String)>),
+    Text(String),
 }
 
 /// A number a report may hold.
@@ -65,6 +67,14 @@ impl Report {
         self
     }
 
+    /// Where the worker loads (a path, a table, a topic): the run's summary names it, and
+    /// `etlstage check-worker --batch-id` measures it when it is a file or folder.
+    pub fn output(mut self, place: &str) -> Self {
+        self.entries.retain(|(k, _)| k != "output");
+        self.entries.push(("output".to_string(), Value::Text(place.to_string())));
+        self
+    }
+
     pub fn to_json(&self) -> String {
         let mut s = String::from("{");
         for (i, (k, v)) in self.entries.iter().enumerate() {
@@ -75,6 +85,7 @@ impl Report {
             s.push_str(": ");
             match v {
                 Value::Number(n) => s.push_str(n),
+                Value::Text(t) => quote(&mut s, t),
                 Value::Named(group) => {
                     s.push('{');
                     for (j, (gk, gv)) in group.iter().enumerate() {
@@ -125,5 +136,11 @@ mod tests {
     fn numbers_and_one_level_of_named_numbers() {
         let r = Report::new().count("valid", 12).named("invalid", "GEN\"1", 2).named("invalid", "B", 0.5).count("valid", 13);
         assert_eq!(r.to_json(), r#"{"invalid": {"GEN\"1": 2, "B": 0.5}, "valid": 13}"#);
+    }
+
+    #[test]
+    fn the_output_is_text_and_set_once() {
+        let r = Report::new().output("old").count("loaded", 3).output("out/\"b\"");
+        assert_eq!(r.to_json(), r#"{"loaded": 3, "output": "out/\"b\""}"#);
     }
 }

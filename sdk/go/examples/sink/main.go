@@ -1,8 +1,10 @@
-// sink: an L-worker with the etlstage Go SDK: appends each message, one line each, to
-// FILE (default $ETLSTAGE_STATE_DIR/sink-<instance>.out) and syncs it before the batch is
-// acknowledged. Reports {"loaded": N}.
+// sink: an idempotent L-worker with the etlstage Go SDK, for a stage with `mode: batch`
+// and `batch_id: true`: each batch becomes one file named after its id in DIR (default
+// $ETLSTAGE_STATE_DIR/sink-<instance>), written, synced and renamed by FileSink before
+// the batch is acknowledged. A batch sent again after a crash keeps its id, finds its
+// file there and is not written twice. Reports {"loaded": N, "output": DIR}.
 //
-// Usage: sink [FILE]
+// Usage: sink [DIR]
 package main
 
 import (
@@ -14,37 +16,29 @@ import (
 )
 
 type sink struct {
-	f      *os.File
+	files  worker.FileSink
 	loaded int
 }
 
 func (s *sink) Setup(sc worker.Scenario) error {
-	file := filepath.Join(sc.StateDir, fmt.Sprintf("sink-%d.out", sc.Instance))
+	s.files.Dir = filepath.Join(sc.StateDir, fmt.Sprintf("sink-%d", sc.Instance))
 	if len(os.Args) > 1 {
-		file = os.Args[1]
+		s.files.Dir = os.Args[1]
 	}
-	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
-		return err
+	return nil
+}
+
+// LoadBatch: an IDLoader is given each batch's id (without one, Commit refuses the batch).
+func (s *sink) LoadBatch(id string, msgs [][]byte) error {
+	written, err := s.files.Commit(id, msgs)
+	if written { // false: committed before, skipped
+		s.loaded += len(msgs)
 	}
-	f, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
-	s.f = f
 	return err
 }
 
-func (s *sink) Load(msgs [][]byte) error {
-	var buf []byte
-	for _, m := range msgs {
-		buf = append(append(buf, m...), '\n')
-	}
-	if _, err := s.f.Write(buf); err != nil {
-		return err
-	}
-	s.loaded += len(msgs)
-	return s.f.Sync() // durable before the SDK writes EOP
+func (s *sink) Report() map[string]any {
+	return map[string]any{"loaded": s.loaded, "output": s.files.Dir}
 }
-
-func (s *sink) Report() map[string]any { return map[string]any{"loaded": s.loaded} }
-
-func (s *sink) Teardown() error { return s.f.Close() }
 
 func main() { worker.Main(&sink{}) }

@@ -11,7 +11,8 @@ import java.util.Map;
 /**
  * Counters for the supervisor's end-of-run summary: numbers, or one level of named
  * numbers, counting from the start of this process.
- * {@code new Report().count("valid", 12).named("invalid", "GENERR004", 2)}.
+ * {@code new Report().count("valid", 12).named("invalid", "GENERR004", 2)}; and, for a
+ * loader, where it loads: {@code .output("out/batches")}.
  */
 public final class Report {
     private final Map<String, Object> entries = new LinkedHashMap<>();
@@ -32,6 +33,16 @@ public final class Report {
         return this;
     }
 
+    /**
+     * Where the worker loads (a path, a table, a topic): the run's summary names it, and
+     * {@code etlstage check-worker --batch-id} measures it when it is a file or folder.
+     */
+    public Report output(String place) {
+        entries.remove("output");
+        entries.put("output", place);
+        return this;
+    }
+
     public String toJson() {
         StringBuilder s = new StringBuilder("{");
         boolean first = true;
@@ -48,6 +59,8 @@ public final class Report {
                     quote(s, (String) g.getKey()).append(": ").append(number((Number) g.getValue()));
                 }
                 s.append('}');
+            } else if (e.getValue() instanceof String text) {
+                quote(s, text);
             } else {
                 s.append(number((Number) e.getValue()));
             }
