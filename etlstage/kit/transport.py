@@ -26,14 +26,28 @@ from collections.abc import Mapping
 
 import psutil
 
+from etlstage.config.model import StageConfig
 from etlstage.errors import WorkerError
 from etlstage.kit.exits import EXIT_DRAIN, kill_group, pipe_pending
 from etlstage.kit.stderr import StderrRelay
 from etlstage.kit.stdin_wait import waiting_on_stdin
 from etlstage.logs import worker_line, worker_record
+from etlstage.protocol.scenario import Scenario
 from etlstage.redact import redact_argv
 
 log = logging.getLogger("etlstage.worker")
+
+
+def worker_env(stage: StageConfig, scenario: Scenario, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of a worker, on either engine: this process's, the run's extras (a
+    service's endpoint, log settings), the stage's ``env``, then the run instruction
+    (``ETLSTAGE_*``), which nothing overrides."""
+    env = dict(os.environ)
+    env.update(extra or {})
+    env.update(stage.env)
+    env.update(scenario.to_env())
+    return env
+
 
 READ_CHUNK = 1 << 20
 PIPE_SIZE = 1 << 20

@@ -24,7 +24,7 @@ from etlstage.kit.admit import admit, refuse
 from etlstage.kit.replays import marked_for_replay
 from etlstage.kit.services import Services
 from etlstage.kit.stats import LatencyHistogram, RateHistory, StageStats, stage_document
-from etlstage.kit.transport import ProcessTransport, Transport
+from etlstage.kit.transport import ProcessTransport, Transport, worker_env
 from etlstage.observe.document import WorkerDoc
 from etlstage.protocol.framing import split_block
 from etlstage.protocol.offsets import make_policy
@@ -112,10 +112,7 @@ class Pipeline:
         return str(ensure_private_dir(self.state_dir / "stages" / stage.name))
 
     async def spawn(self, stage: StageConfig, scenario: Scenario, label: str) -> Transport:
-        env = dict(os.environ)
-        env.update(self.extra_env)
-        env.update(stage.env)
-        env.update(scenario.to_env())
+        env = worker_env(stage, scenario, self.extra_env)
         argv = scenario.expand(stage.argv())
         cwd = stage.cwd or self.config.base_dir
         return await ProcessTransport.spawn(argv, env, cwd, label)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import collections
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -431,13 +430,4 @@ class StageWorker:
         return [*again[:at], *again[at + 1 :]]
 
 
-def worker_env(stage: StageConfig, scenario: Scenario, extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment of a worker: this process's, the run's extras, the stage's, the run instruction."""
-    env = dict(os.environ)
-    env.update(extra or {})
-    env.update(stage.env)
-    env.update(scenario.to_env())
-    return env
-
-
-__all__ = ["Job", "StageWorker", "worker_env"]
+__all__ = ["Job", "StageWorker"]

@@ -38,10 +38,10 @@ import pyarrow.compute as pc
 
 from etlstage.config.model import StageConfig
 from etlstage.errors import ConfigError
+from etlstage.kit.transport import worker_env
 from etlstage.native import NativeContext
 from etlstage.protocol.vocabulary import StageType
 from etlstage.spark.checkpoint import own_path, private_folder
-from etlstage.spark.conversation import worker_env
 from etlstage.spark.inbox import KeepOnce
 from etlstage.spark.plan import Plan
 from etlstage.spark.transform import partition_id

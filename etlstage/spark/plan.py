@@ -19,8 +19,9 @@ from typing import TYPE_CHECKING, cast
 
 from etlstage.config.model import PipelineConfig, StageConfig
 from etlstage.errors import PipelineError
+from etlstage.kit.transport import worker_env
 from etlstage.spark.checkpoint import engine_dir, own_path
-from etlstage.spark.conversation import Job, StageWorker, worker_env
+from etlstage.spark.conversation import Job, StageWorker
 from etlstage.spark.extract import ExtractWorker
 from etlstage.spark.inbox import InboxAddress
 from etlstage.spark.ownership import Ownership

@@ -10,8 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from etlstage.config.model import StageConfig
-from etlstage.kit.transport import resolve_program
-from etlstage.spark.conversation import worker_env
+from etlstage.kit.transport import resolve_program, worker_env
 from etlstage.spark.ownership import retire
 from etlstage.spark.plan import Plan
 from etlstage.spark.session import default_parallelism

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -20,13 +19,13 @@ from dataclasses import dataclass, field
 from etlstage.config.model import StageConfig
 from etlstage.errors import PipelineError, WorkerError
 from etlstage.kit.stats import StageStats
-from etlstage.kit.transport import ProcessTransport, Transport
+from etlstage.kit.transport import ProcessTransport, Transport, worker_env
 from etlstage.protocol.framing import count_eom, split_block
 from etlstage.protocol.scenario import Scenario
 from etlstage.runtime.driver import STOP, ExtractDriver, TransformDriver
 from etlstage.runtime.flow import Inbox, Job, Piece, Window
 from etlstage.runtime.tasks import run_all
-from etlstage.spark.conversation import StageWorker, worker_env
+from etlstage.spark.conversation import StageWorker
 from etlstage.spark.extract import ExtractWorker
 
 RESTART = re.compile(r"; (restart.*)$")
@@ -77,7 +76,7 @@ def supervisor(stage: StageConfig, inputs: list[list[bytes]], state_dir: str) ->
     eom = stage.markers.EOM
 
     async def spawn(st: StageConfig, scenario: Scenario, label: str) -> Transport:
-        env = {**os.environ, **st.env, **scenario.to_env()}
+        env = worker_env(st, scenario)
         return await ProcessTransport.spawn(scenario.expand(st.argv()), env, None, label)
 
     async def emit(piece: Piece) -> None:
@@ -139,7 +138,7 @@ def supervisor_cycles(stage: StageConfig, requests: list[bytes], state_dir: str)
     queue = list(requests)
 
     async def spawn(st: StageConfig, scenario: Scenario, label: str) -> Transport:
-        env = {**os.environ, **st.env, **scenario.to_env()}
+        env = worker_env(st, scenario)
         return await ProcessTransport.spawn(scenario.expand(st.argv()), env, None, label)
 
     def open_window(label: str, request: object) -> Window:

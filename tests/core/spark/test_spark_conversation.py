@@ -10,9 +10,10 @@ import pytest
 
 from etlstage.config.model import RestartPolicy, StageConfig, Timeouts
 from etlstage.errors import EtlstageError
+from etlstage.kit.transport import worker_env
 from etlstage.protocol.markers import Markers
 from etlstage.protocol.vocabulary import BatchDriver, Mode, OnFailure, StageType
-from etlstage.spark.conversation import StageWorker, worker_env
+from etlstage.spark.conversation import StageWorker
 from tests.support.paths import FIXTURES
 
 

@@ -22,7 +22,8 @@ import logging, sys
 from etlstage.config.model import RestartPolicy, StageConfig, Timeouts
 from etlstage.protocol.markers import Markers
 from etlstage.protocol.vocabulary import Mode, StageType
-from etlstage.spark.conversation import StageWorker, worker_env
+from etlstage.kit.transport import worker_env
+from etlstage.spark.conversation import StageWorker
 from etlstage.spark.pool import REGISTRY
 
 logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="%(message)s")
