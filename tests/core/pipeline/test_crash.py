@@ -111,3 +111,67 @@ def test_plain_loader_may_see_duplicates_but_never_loses(pdir):
     assert kills >= KILLS
     missing = collections.Counter(expected_keys(N)) - got
     assert not missing, f"seed {SEED + 7}: {len(missing)} keys lost, e.g. {list(missing)[:5]}"
+
+
+def ledger_pipeline(linger: float) -> str:
+    """Supervisor offsets (a window asked again is the same range), one window at a time and
+    the loader's batches closed by size or by the window's end (``linger`` long): after the
+    supervisor dies, a window extracted again is cut into the batches it was cut into."""
+    return f"""
+        max_inflight_windows: 1
+        defaults: {{restart: {{max_restarts: 1000, backoff: 0.05, backoff_max: 0.2}}}}
+        stages:
+          - {{name: src, type: E, mode: cyclic, offsets: supervisor,
+              offset_policy: {{type: counter, start: 0, step: 50}}, command: ["{{PY}}", "{{TW}}", count, "{N}"]}}
+          - {{name: fan, type: T, mode: batch, batch_size: 64, command: ["{{PY}}", "{{TW}}", fanout]}}
+          - {{name: sink, type: L, mode: batch, batch_size: 100, batch_id: true, linger: {linger},
+              command: ["{{PY}}", "{{TW}}", ledger, out]}}
+    """
+
+
+@pytest.mark.slow  # over 10 s
+def test_a_loader_committing_by_batch_id_loads_every_key_once_when_any_process_dies(pdir):
+    """docs/protocol.md, batch ids: a loader that commits each batch with its id (FileSink,
+    the SDKs' helper) loads nothing twice under the kill matrix, the supervisor's death
+    included, where a window extracted again re-forms the same batches."""
+    from etlstage.worker.idempotent import FileSink
+
+    pdir.write(ledger_pipeline(linger=60))
+    kills, _ = crash_run(pdir, SEED + 11)
+    assert kills >= KILLS
+    got = collections.Counter(m.decode() for m in FileSink(pdir.path / "out").lines())
+    expected = collections.Counter(expected_keys(N))
+    missing = expected - got
+    assert not missing, f"seed {SEED + 11}: {len(missing)} keys lost, e.g. {list(missing)[:5]}"
+    assert got == expected, f"seed {SEED + 11}: duplicates {[(k, c) for k, c in got.items() if c > 1][:5]}"
+
+
+@pytest.mark.slow  # over 10 s
+def test_a_batch_committed_when_the_supervisor_died_is_skipped_by_its_id_in_the_next_run(pdir):
+    """The supervisor SIGKILLed after the loader committed a batch and before the window
+    committed: the next run extracts the window again, re-forms the same batch, gives it
+    the same id, and the loader skips it.  Nothing is loaded twice (an id that changed
+    between runs would load the batch again)."""
+    from etlstage.worker.idempotent import FileSink
+
+    flag = pdir.path / "committed.flag"
+    pdir.write(ledger_pipeline(linger=60).replace("ledger, out]", f'ledger, out, "{flag}", "5"]'))
+    proc = subprocess.Popen(RUN_ONCE, cwd=pdir.path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        while not flag.exists():
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+            assert time.monotonic() < deadline, "no batch was committed"
+            time.sleep(0.01)
+        os.kill(proc.pid, signal.SIGKILL)  # the batch is committed; its window is not
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    again = subprocess.run(RUN_ONCE, cwd=pdir.path, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr
+    got = collections.Counter(m.decode() for m in FileSink(pdir.path / "out").lines())
+    assert got == collections.Counter(expected_keys(N)), [(k, c) for k, c in got.items() if c > 1][:5]
+    ids = (pdir.path / "out" / "ids.log").read_text().splitlines()
+    assert any(line.endswith(" skipped") for line in ids), ids[:5]  # the re-formed batch, by its id
