@@ -23,6 +23,7 @@ from etlstage.config.listen import parse_listen
 from etlstage.config.loader import load_config, schema
 from etlstage.config.model import PipelineConfig
 from etlstage.engines import KINDS, engine_for, engine_that_ran
+from etlstage.engines.base import RunOptions
 from etlstage.errors import ConfigError, EtlstageError
 from etlstage.hint import command
 from etlstage.logs import FORMATS, escape_controls, log_env, setup_logging
@@ -151,7 +152,7 @@ def run(
 
     ended = RunRecorder(config.state_dir, chosen.kind)  # status shows how the run ended
     previous = lock.previous.last_engine if lock.previous else ""
-    code = chosen.run(config, once=once, progress=progress, env=env, previous_engine=previous, export=export)
+    code = chosen.run(config, RunOptions(once, progress, env, previous, export))
     if export is not None:
         export.end(code)
     code = ended.end(code)

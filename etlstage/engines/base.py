@@ -9,6 +9,7 @@ the engine's name in a command.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple, Protocol, runtime_checkable
 
 from etlstage.config.model import PipelineConfig
@@ -30,6 +31,19 @@ class Tap(NamedTuple):
     documents: Iterator[dict[str, object]]  # {"message": ...}, {"dropped": n}, {"end": why}
 
 
+@dataclass(frozen=True)
+class RunOptions:
+    """How ``etlstage run`` runs a pipeline, whichever the engine."""
+
+    once: bool  # to the end of the input, then stop
+    progress: bool  # the live progress table
+    env: dict[str, str]  # what every worker is given besides its own (log settings)
+    previous_engine: str  # the engine that ran the pipeline last ("" if none)
+    # the metrics export (--metrics-file, --pushgateway); the status page and metrics are
+    # served on config.http when it is set
+    export: RunExport | None = None
+
+
 @runtime_checkable
 class Engine(Protocol):
     kind: str  # its name in stages.yaml's engine.kind and --engine
@@ -38,20 +52,8 @@ class Engine(Protocol):
     def prepare(self, config: PipelineConfig) -> None:
         """What must happen before the pipeline's state is claimed, before anything starts."""
 
-    def run(
-        self,
-        config: PipelineConfig,
-        *,
-        once: bool,
-        progress: bool,
-        env: dict[str, str],
-        previous_engine: str,
-        export: RunExport | None,
-    ) -> int:
-        """Run the pipeline to its end (``once``) or until stopped; its exit code. ``env``: what
-        every worker is given besides its own; ``previous_engine``: the engine that ran it last
-        ("" if none); the status page and metrics are served on ``config.http`` when it is set,
-        and exported through ``export``."""
+    def run(self, config: PipelineConfig, options: RunOptions) -> int:
+        """Run the pipeline to its end (``options.once``) or until stopped; its exit code."""
         ...
 
     def status(self, config: PipelineConfig, *, as_json: bool) -> Callable[[], str]:

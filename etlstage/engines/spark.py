@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from etlstage.config.model import PipelineConfig
-from etlstage.engines.base import Attach, Tap, together
+from etlstage.engines.base import Attach, RunOptions, Tap, together
 from etlstage.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -27,22 +27,13 @@ class SparkEngine:
 
         choose_lock_base()  # the lock folder of this host's Spark processes, before Spark starts
 
-    def run(
-        self,
-        config: PipelineConfig,
-        *,
-        once: bool,
-        progress: bool,
-        env: dict[str, str],
-        previous_engine: str,
-        export: RunExport | None,
-    ) -> int:
+    def run(self, config: PipelineConfig, options: RunOptions) -> int:
         from etlstage.spark.query import run_query
         from etlstage.spark.takeover import take_over
 
-        take_over(config.engine.checkpoint, previous_engine)
-        attach = _endpoints(config.http, export)
-        return run_query(config, once=once, progress=progress, extra_env=env, attach=attach)
+        take_over(config.engine.checkpoint, options.previous_engine)
+        attach = _endpoints(config.http, options.export)
+        return run_query(config, once=options.once, progress=options.progress, extra_env=options.env, attach=attach)
 
     def status(self, config: PipelineConfig, *, as_json: bool) -> Callable[[], str]:
         """The engine's document (its checkpoint, dead letters, last run, run lock), rendered as

@@ -8,10 +8,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from etlstage.config.model import PipelineConfig
-from etlstage.engines.base import Attach, Tap, together
+from etlstage.engines.base import Attach, RunOptions, Tap, together
 
 if TYPE_CHECKING:
-    from etlstage.observe.export import RunExport
+    pass
 
 
 class SupervisorEngine:
@@ -21,16 +21,7 @@ class SupervisorEngine:
     def prepare(self, config: PipelineConfig) -> None:
         pass  # nothing outlives this process: its run lock is enough
 
-    def run(
-        self,
-        config: PipelineConfig,
-        *,
-        once: bool,
-        progress: bool,
-        env: dict[str, str],
-        previous_engine: str,
-        export: RunExport | None,
-    ) -> int:
+    def run(self, config: PipelineConfig, options: RunOptions) -> int:
         from etlstage.runtime.runner import run_pipeline
 
         attaching: list[Attach] = []
@@ -38,10 +29,12 @@ class SupervisorEngine:
             from etlstage.observe.server import serve
 
             attaching.append(functools.partial(serve, address=config.http))
-        if export is not None:
-            attaching.append(export.attach_supervisor)
+        if options.export is not None:
+            attaching.append(options.export.attach_supervisor)
         attach = together(attaching) if attaching else None
-        return asyncio.run(run_pipeline(config, once=once, progress=progress, extra_env=env, attach=attach))
+        return asyncio.run(
+            run_pipeline(config, once=options.once, progress=options.progress, extra_env=options.env, attach=attach)
+        )
 
     def status(self, config: PipelineConfig, *, as_json: bool) -> Callable[[], str]:
         from etlstage.observe.document import encode
