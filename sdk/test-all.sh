@@ -13,6 +13,9 @@ step "node: node --test"
 step "go: vet, test, build the examples into go/bin"
 (cd go && go vet ./... && go test ./... && go test -tags purego ./... && go build -o bin/ ./examples/...)
 
+step "go: the SQLSink example's own module (a real SQLite database through a pure-Go driver)"
+(cd go/examples/sqlsink && go vet ./... && go test ./... && go build -o ../../bin/ .)
+
 step "rust: cargo test, the examples built in release mode"
 (cd rust && cargo test --quiet && cargo build --release --examples --quiet)
 
