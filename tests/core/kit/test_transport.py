@@ -98,9 +98,13 @@ def test_a_workers_last_stderr_words_with_no_newline_are_shown_when_stderr_close
 
 
 # writes "a", waits for a line on stdin, writes "b" and "c" a moment apart, then waits
+# "a" half a second after a first line (the reader is waiting for it then, even on a loaded
+# machine: written at start-up, it could be there before the first read was asked for);
+# "b" and "c" after a second line
 TWO_BEATS = (
     "import sys, time\n"
     "out = sys.stdout.buffer\n"
+    "sys.stdin.readline(); time.sleep(0.5)\n"
     "out.write(b'a'); out.flush()\n"
     "sys.stdin.readline()\n"
     "out.write(b'b'); out.flush(); time.sleep(0.05); out.write(b'c'); out.flush()\n"
@@ -116,7 +120,8 @@ def test_a_chunk_is_timed_only_when_the_read_saw_it_arrive(tmp_path: Path) -> No
     async def scenario() -> tuple[float | None, float, float | None, float | None]:
         t = await ProcessTransport.spawn([sys.executable, "-c", TWO_BEATS], dict(os.environ), str(tmp_path), "beats")
         try:
-            assert await t.read() == b"a"  # waited for it: the worker was starting
+            await t.write(b"start\n")
+            assert await t.read() == b"a"  # waited for it
             first = t.last_arrival
             await t.write(b"go\n")
             await asyncio.sleep(0.5)  # busy elsewhere: "b" and "c" arrive unseen

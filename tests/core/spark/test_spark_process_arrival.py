@@ -16,10 +16,12 @@ from tests.core.kit.test_transport import TWO_BEATS
 
 def test_the_pump_times_output_only_when_it_saw_it_arrive() -> None:
     worker = WorkerProcess([sys.executable, "-c", TWO_BEATS], dict(os.environ), None, "beats")
-    pending: collections.deque[memoryview] = collections.deque()
+    pending: collections.deque[memoryview] = collections.deque([memoryview(b"start\n")])
     try:
+        while pending:
+            worker.pump(pending, time.monotonic() + 20, "write")
         got = b""
-        while not got:  # the worker is starting: the pump waits for its "a"
+        while not got:  # the pump waits for its "a", written half a second after "start"
             got = b"".join(worker.pump(pending, time.monotonic() + 20, "start-up"))
         assert got == b"a" and worker.last_arrival is not None
         pending.append(memoryview(b"go\n"))
