@@ -100,11 +100,6 @@ class WorkerSession:
         headline = f"{self.label} {went_away(what, self.transport.returncode(), if_exited)}"
         return worker_gone(headline, self.transport.stderr_tail(), self.context())
 
-    def exited_on_its_own(self) -> bool:
-        """It ended with an exit status (not killed by a signal: an operator, the OOM killer)."""
-        code = self.transport.returncode()
-        return code is not None and code >= 0
-
     def broken_command(self, exc: WorkerError, worked: bool) -> PipelineError | None:
         """``exc`` shows a broken command, not a bad message (:func:`policy.broken_command`:
         it exited on its own before its first request, and ``worked`` is False: no process

@@ -92,16 +92,21 @@ def crash_run(pdir, seed: int) -> tuple[int, collections.Counter[str]]:
 SEED = int(os.environ.get("ETLSTAGE_CRASH_SEED", "20261122"))
 
 
+def assert_every_key_once(got: collections.Counter[str], seed: int | None) -> None:
+    """Every key of the run loaded, none twice; a failure names the seed that reproduces it."""
+    expected = collections.Counter(expected_keys(N))
+    missing = expected - got
+    assert not missing, f"seed {seed}: {len(missing)} keys lost, e.g. {list(missing)[:5]}"
+    assert got == expected, f"seed {seed}: duplicates {[(k, c) for k, c in got.items() if c > 1][:5]}"
+
+
 @pytest.mark.slow  # over 10 s
 @pytest.mark.parametrize("offsets", ["worker", "supervisor"])
 def test_idempotent_loader_gets_every_key_exactly_once_despite_kills(pdir, offsets):
     pdir.write(pipeline(offsets, "idem"))
     kills, got = crash_run(pdir, SEED + (offsets == "supervisor"))
     assert kills >= KILLS
-    expected = collections.Counter(expected_keys(N))
-    missing = expected - got
-    assert not missing, f"seed {SEED}: {len(missing)} keys lost, e.g. {list(missing)[:5]}"
-    assert got == expected, f"seed {SEED}: duplicates {[(k, c) for k, c in got.items() if c > 1][:5]}"
+    assert_every_key_once(got, SEED)
 
 
 @pytest.mark.slow  # over 10 s
@@ -139,11 +144,7 @@ def test_a_loader_committing_by_batch_id_loads_every_key_once_when_any_process_d
     pdir.write(ledger_pipeline(linger=60))
     kills, _ = crash_run(pdir, SEED + 11)
     assert kills >= KILLS
-    got = collections.Counter(m.decode() for m in FileSink(pdir.path / "out").lines())
-    expected = collections.Counter(expected_keys(N))
-    missing = expected - got
-    assert not missing, f"seed {SEED + 11}: {len(missing)} keys lost, e.g. {list(missing)[:5]}"
-    assert got == expected, f"seed {SEED + 11}: duplicates {[(k, c) for k, c in got.items() if c > 1][:5]}"
+    assert_every_key_once(collections.Counter(m.decode() for m in FileSink(pdir.path / "out").lines()), SEED + 11)
 
 
 @pytest.mark.slow  # over 10 s
@@ -171,7 +172,6 @@ def test_a_batch_committed_when_the_supervisor_died_is_skipped_by_its_id_in_the_
             proc.wait()
     again = subprocess.run(RUN_ONCE, cwd=pdir.path, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stderr
-    got = collections.Counter(m.decode() for m in FileSink(pdir.path / "out").lines())
-    assert got == collections.Counter(expected_keys(N)), [(k, c) for k, c in got.items() if c > 1][:5]
+    assert_every_key_once(collections.Counter(m.decode() for m in FileSink(pdir.path / "out").lines()), None)
     ids = (pdir.path / "out" / "ids.log").read_text().splitlines()
     assert any(line.endswith(" skipped") for line in ids), ids[:5]  # the re-formed batch, by its id
