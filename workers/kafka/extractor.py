@@ -28,6 +28,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from etlstage_workers.kafka.clientlog import client_logger
 from etlstage_workers.kafka.framing import Framer
 from etlstage_workers.kafka.options import OWN_CONSUMER, Options, default_name
 
@@ -93,7 +94,7 @@ class KafkaExtractor(Extractor):
         conf.setdefault("heartbeat.interval.ms", "3000")
         for key, value in FETCH_TUNING.items():
             conf.setdefault(key, value)
-        self.consumer = Consumer(conf, logger=log)
+        self.consumer = Consumer(conf, logger=client_logger())
         self.consumer.subscribe(o.topics, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost)
         log.info(
             "instance %d/%d joins group %s on %s (bootstrap %s)",

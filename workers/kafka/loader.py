@@ -30,6 +30,7 @@ from concurrent.futures import Future
 from typing import Any
 
 from etlstage_workers.kafka.broker import create_topic
+from etlstage_workers.kafka.clientlog import client_logger
 from etlstage_workers.kafka.options import OWN_PRODUCER, LoadOptions, default_name
 
 from etlstage.errors import ConfigError, EtlstageError
@@ -76,14 +77,14 @@ class KafkaLoader(Loader):
         if o.transactional:
             tid = o.transactional_id or f"{default_name(sc.state_dir, sc.stage)}.{sc.instance}"
             conf["transactional.id"] = tid
-            self.producer = Producer(conf, logger=log)
+            self.producer = Producer(conf, logger=client_logger())
             # fences an older producer of this id and aborts the transaction it left open
             self.producer.init_transactions(60)
             ledger_topic = o.ledger_topic or f"{o.topic}.etlstage-ledger"
             self.ledger = Ledger(o.client_config(OWN_PRODUCER, "etlstage-kafka-load"), ledger_topic, o.ledger_batches)
             log.info("transactional id %s; ledger %s: %d messages noted", tid, ledger_topic, len(self.ledger.seen))
         else:
-            self.producer = Producer(conf, logger=log)
+            self.producer = Producer(conf, logger=client_logger())
             self._flusher = _Flusher(self._flush, self._acknowledged)
         log.info("writes to %s (bootstrap %s)", o.topic, o.bootstrap)
 
@@ -286,7 +287,7 @@ class Ledger:
                 "enable.auto.commit": False,
                 "isolation.level": "read_committed",
             },
-            logger=log,
+            logger=client_logger(),
         )
         low, high = self.consumer.get_watermark_offsets(self.tp, timeout=30, cached=False)
         # a ledger record and its transaction's commit marker take an offset each

@@ -35,6 +35,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from etlstage_workers.kafka.broker import BOOTSTRAP_ENV
+from etlstage_workers.kafka.clientlog import client_logger
 from etlstage_workers.kafka.framing import Framer
 from etlstage_workers.kafka.options import Options, build_parser, default_name, options_from_args
 
@@ -128,7 +129,8 @@ def _group_consumer(options: Options) -> Any:
     from confluent_kafka import Consumer
 
     return Consumer(
-        {"bootstrap.servers": str(options.bootstrap), "group.id": str(options.group), "enable.auto.commit": False}
+        {"bootstrap.servers": str(options.bootstrap), "group.id": str(options.group), "enable.auto.commit": False},
+        logger=client_logger(),
     )
 
 
