@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable
 from etlstage.config.model import StageConfig
 from etlstage.conversation import batchid, handed, policy
 from etlstage.conversation.handed import Handed
+from etlstage.conversation.recovery import recover
 from etlstage.conversation.writeahead import WriteAhead
 from etlstage.errors import (
     EXITED_BETWEEN_CYCLES,
@@ -206,7 +207,7 @@ class TransformDriver(_Driver):
                         session.label,
                         len(again),
                     )
-                resend = self._after_failure(failed, exc)
+                resend = self._after_failure(again, failed, exc)
                 if again and resend:
                     resend[0].after_confirmation = True  # blame stays exact: the rest is in step first
                 for job in again + resend:
@@ -236,39 +237,31 @@ class TransformDriver(_Driver):
         if held.confirm(proven=True):
             restarts.succeeded()
 
-    def _after_failure(self, jobs: list[Job], exc: WorkerError) -> list[Job]:
-        """Jobs to send again; the head job (the one being worked on) is charged a try."""
-        if not jobs:
-            return []
-        head = jobs[0]
-        head.attempts += 1
-        for job in jobs:
-            job.reset()
-        verdict = policy.after_failure(self.stage, head.attempts, head.messages, head.batch, exc)
-        if verdict == policy.Verdict.RESEND:
-            return jobs
-        if verdict == policy.Verdict.ISOLATE:
-            # Isolate the bad message(s): one more try each, alone.
-            log.warning(policy.ISOLATING, self.stage.name, head.messages, head.attempts)
-            singles = [
-                Job(
-                    pieces=[Piece(m, 1, p.window)],
-                    batch=head.batch,
-                    attempts=self.stage.restart.max_restarts,
-                    alone=True,
-                )
-                for p in head.pieces
-                for m in split_block(p.block, self.stage.markers, keep_eom=True)
-            ]
-            if head.places is not None:  # each keeps its own place: its id differs from the batch's
-                own = places.singles(head.places, [p.count for p in head.pieces])
-                for job, place in zip(singles, own, strict=True):
-                    job.places = [place]
-            return singles + jobs[1:]
-        self.deadletter(self.stage, head, str(exc))
-        self.stats.deadletters += head.messages
-        self._release(head)
-        return jobs[1:]
+    def _after_failure(self, again: list[Job], failed: list[Job], exc: WorkerError) -> list[Job]:
+        """The unanswered jobs to send again after the ``again`` ones (:func:`recover`: the
+        head charged a try; isolated, or set aside as a dead letter, when out of tries)."""
+        recovery = recover(self.stage, again, failed, exc, self._singles)
+        if recovery.verdict == policy.Verdict.ISOLATE:
+            log.warning(policy.ISOLATING, self.stage.name, failed[0].messages, failed[0].attempts)
+        if recovery.dead is not None:
+            self.deadletter(self.stage, recovery.dead, str(exc))
+            self.stats.deadletters += recovery.dead.messages
+            self._release(recovery.dead)
+        return recovery.resend
+
+    def _singles(self, job: Job) -> list[Job]:
+        """``job``'s messages as jobs of one each; with batch ids each keeps its own place
+        (so its id differs from the batch's)."""
+        singles = [
+            Job(pieces=[Piece(m, 1, p.window)], batch=job.batch)
+            for p in job.pieces
+            for m in split_block(p.block, self.stage.markers, keep_eom=True)
+        ]
+        if job.places is not None:
+            own = places.singles(job.places, [p.count for p in job.pieces])
+            for single, place in zip(singles, own, strict=True):
+                single.places = [place]
+        return singles
 
     async def _converse(
         self, session: WorkerSession, inbox: Inbox, retry: list[Job], restarts: Restarts, held: Unconfirmed

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from etlstage.config.model import StageConfig
 from etlstage.conversation import policy
+from etlstage.conversation.recovery import recover
 from etlstage.conversation.writeahead import WriteAhead
 from etlstage.errors import ProtocolViolation, WorkerError
 from etlstage.kit.telling import broken_command
@@ -386,48 +387,33 @@ class StageWorker:
         """Kill the failed worker; what it held or owed goes out again (head charged a try)."""
         rules = getattr(self, "rules", None)  # None: the first start failed
         unanswered = list(rules.outstanding) if rules is not None and self.proc is not None else []
-        again = [*self._held, *unanswered]
+        answered = list(self._held)
         self.stop_if_broken(exc)
         self.kill()
         self.failed(exc)
-        for job in again:
-            job.reset()
+        recovery = recover(self.stage, answered, unanswered, exc, self._singles)
         head = unanswered[0] if unanswered else None
-        if head is not None:
-            head.attempts += 1
-            verdict = policy.after_failure(self.stage, head.attempts, head.messages, head.batch, exc)
-            if verdict != policy.Verdict.RESEND:
-                again = self._exhausted(head, again, verdict, exc)
+        if recovery.verdict == policy.Verdict.ISOLATE and head is not None:
+            log.warning(policy.ISOLATING, self.label, head.messages, head.attempts)
+        if recovery.dead is not None and self.deadletter is not None:
+            self.deadletter(self.stage, recovery.dead, str(exc))
         delay, note = self.restarts.failed(exc, None if head is None else head.attempts)
         log.warning("%s", note)
         time.sleep(delay)
-        todo.extendleft(reversed(again))
+        todo.extendleft(reversed(recovery.again))
 
-    def _exhausted(self, head: Job, again: list[Job], verdict: policy.Verdict, exc: WorkerError) -> list[Job]:
-        """``head`` is out of tries: its messages isolated, or it is a dead letter."""
-        st = self.stage
-        at = again.index(head)
-        if verdict == policy.Verdict.ISOLATE:
-            log.warning(policy.ISOLATING, self.label, head.messages, head.attempts)
-            singles = [
-                Job(
-                    messages=1,
-                    block=head.block[s:e],
-                    batch=head.batch,
-                    closed=head.batch,
-                    attempts=st.restart.max_restarts,
-                    alone=True,
-                )
-                for s, e in spans(message_ends(head.block, st.markers.eom))
-            ]
-            if head.ident is not None and self._ids is not None:  # each its own place and content
-                for k, single in enumerate(singles):
-                    single.offset = head.offset + k
-                    single.ident = self._ids.ident(single.offset, single.block)
-            return [*again[:at], *singles, *again[at + 1 :]]
-        if self.deadletter is not None:
-            self.deadletter(st, head, str(exc))
-        return [*again[:at], *again[at + 1 :]]
+    def _singles(self, job: Job) -> list[Job]:
+        """``job``'s messages as jobs of one each; with batch ids each has its own place and
+        content (so its id differs from the batch's)."""
+        singles = [
+            Job(messages=1, block=job.block[s:e], batch=job.batch, closed=job.batch)
+            for s, e in spans(message_ends(job.block, self.stage.markers.eom))
+        ]
+        if job.ident is not None and self._ids is not None:
+            for k, single in enumerate(singles):
+                single.offset = job.offset + k
+                single.ident = self._ids.ident(single.offset, single.block)
+        return singles
 
 
 __all__ = ["Job", "StageWorker"]
