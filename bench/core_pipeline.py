@@ -15,6 +15,8 @@ Measured side by side in one run:
 
 --drivers-only runs just the batch drivers side by side: supervisor- and worker-driven
 batches of 256 and 1000, and single-message mode, all at N messages (with the baseline).
+With --sdk, the T-worker is each SDK's pass-through in turn (Python, Node.js, Go, Rust,
+Java; the E and L stay Python): the worker-driven ratio per language.
 
 --compare REV runs every supervised row a second time on the code of git revision REV
 (a temporary worktree, imported through PYTHONPATH), in the same run: before and after.
@@ -27,6 +29,7 @@ A/B, off and on alternately, and prints the ratio of their best times.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import socket
@@ -98,10 +101,12 @@ def supervised(
     cpu: list[float] | None = None,
     per_cycle: int | None = None,
     driver: str = "supervisor",
+    transform: list[str] | None = None,
 ) -> tuple[float, int]:
     """Seconds, and the supervisor's peak RSS in bytes.  ``cpu`` gets the CPU seconds (user +
     system) of the supervisor and its workers: a figure the machine's other load barely moves.
-    Cyclic: ``per_cycle`` messages a window (default n/10)."""
+    Cyclic: ``per_cycle`` messages a window (default n/10); ``transform``: the T's command
+    (default the Python pass-through)."""
     out = work / f"tally-{mode}.txt"
     shutil.rmtree(work / ".etlstage", ignore_errors=True)
     size_key = f"batch_size: {batch}, batch_driver: {driver}, " if mode == "batch" else ""
@@ -110,7 +115,7 @@ def supervised(
         stages:
           - {{name: gen, type: E, mode: {"cyclic" if cyclic else "plain"},
              command: ["{PY}", "{W / "gen.py"}", "{n}", --size, "{size}", --per-cycle, "{per_cycle or max(1, n // 10)}"]}}
-          - {{name: pass, type: T, mode: {mode}, {size_key}command: ["{PY}", "{W / "passthru.py"}"]}}
+          - {{name: pass, type: T, mode: {mode}, {size_key}command: {json.dumps(transform or [PY, str(W / "passthru.py")])}}}
           - {{name: tally, type: L, mode: {mode}, {size_key}command: ["{PY}", "{W / "tally.py"}", "{out}"]}}
     """)
     )
@@ -239,28 +244,39 @@ def http_ab(work: Path, n: int, repeat: int) -> None:
 DRIVERS = ("supervisor", "worker")
 
 
-def drivers(work: Path, n: int, repeat: int, envs: list[tuple[str, dict[str, str] | None]]) -> None:
+def drivers(
+    work: Path,
+    n: int,
+    repeat: int,
+    envs: list[tuple[str, dict[str, str] | None]],
+    transforms: list[tuple[str, list[str] | None]],
+) -> None:
     """Supervisor- and worker-driven batches of 256 and 1000, and single-message mode, in
-    turn each round (best of ``repeat``), with the shell pipe as the baseline."""
+    turn each round (best of ``repeat``), with the shell pipe as the baseline; once per
+    environment (``--compare``) and per T-worker (``--sdk``: each SDK's pass-through)."""
     runs: dict[str, Callable[[], float | tuple[float, int]]] = {"base": lambda: shell_baseline(work, n, 100, 1000)}
     cpu: dict[str, list[float]] = {}
-    for tag, env in envs:
+    arms = [(f"{t_tag}{e_tag}", env, t) for e_tag, env in envs for t_tag, t in transforms]
+    for tag, env, t in arms:
         for size in (256, 1000):
             for driver in DRIVERS:
                 key = f"{driver} {size}{tag}"
-                runs[key] = lambda env=env, size=size, driver=driver, key=key: supervised(
-                    work, n, 100, "batch", size, env=env, driver=driver, cpu=cpu.setdefault(key, [])
+                runs[key] = lambda env=env, size=size, driver=driver, key=key, t=t: supervised(
+                    work, n, 100, "batch", size, env=env, driver=driver, cpu=cpu.setdefault(key, []), transform=t
                 )
         key = f"single{tag}"
-        runs[key] = lambda env=env, key=key: supervised(work, n, 100, "single", 1, env=env, cpu=cpu.setdefault(key, []))
+        runs[key] = lambda env=env, key=key, t=t: supervised(
+            work, n, 100, "single", 1, env=env, cpu=cpu.setdefault(key, []), transform=t
+        )
     got = interleaved(runs, repeat)
     base = got["base"][0]
+    width = max(50, *(len(f"etlstage run, batch 1000, supervisor-driven{tag}") for tag, _, _ in arms))
     print(f"batch drivers, {n:,} messages of 100 B, best of {repeat}; machine: {os.cpu_count()} cores\n")
     print(
-        f"{'run':<50} {'seconds':>8} {'msg/s':>10} {'vs baseline':>11} {'vs sup.-driven':>14} {'CPU s':>6} {'CPU vs':>7}"
+        f"{'run':<{width}} {'seconds':>8} {'msg/s':>10} {'vs baseline':>11} {'vs sup.-driven':>14} {'CPU s':>6} {'CPU vs':>7}"
     )
-    print(f"{'shell pipe, no supervisor (baseline)':<50} {base:>8.2f} {n / base:>10,.0f} {1:>10.2f}x")
-    for tag, _ in envs:
+    print(f"{'shell pipe, no supervisor (baseline)':<{width}} {base:>8.2f} {n / base:>10,.0f} {1:>10.2f}x")
+    for tag, _, _ in arms:
         rows = [
             (f"batch {z}, {d}-driven", f"{d} {z}{tag}", f"supervisor {z}{tag}") for z in (256, 1000) for d in DRIVERS
         ]
@@ -268,13 +284,24 @@ def drivers(work: Path, n: int, repeat: int, envs: list[tuple[str, dict[str, str
             secs, ref_secs = got[key][0], got[ref][0]
             name = f"etlstage run, {what}{tag}"
             print(
-                f"{name:<50} {secs:>8.2f} {n / secs:>10,.0f} {secs / base:>10.2f}x {ref_secs / secs:>13.2f}x "
+                f"{name:<{width}} {secs:>8.2f} {n / secs:>10,.0f} {secs / base:>10.2f}x {ref_secs / secs:>13.2f}x "
                 f"{min(cpu[key]):>6.2f} {min(cpu[ref]) / min(cpu[key]):>6.2f}x"
             )
     print(
         "\nvs sup.-driven: the supervisor-driven row's time over this row's (a throughput ratio; single-message:\n"
         "against batch 1000); CPU s: the best CPU seconds of the supervisor and its workers, CPU vs: the same ratio"
     )
+
+
+def sdk_transforms(work: Path) -> list[tuple[str, list[str] | None]]:
+    """Each SDK's pass-through T (bench/sdk_passthrough, the Rust and Java SDKs' examples),
+    built first; a language whose toolchain is missing is left out."""
+    sys.path.insert(0, str(HERE))
+    from sdk_throughput import variants
+
+    bin_dir = work / "sdk-bin"
+    bin_dir.mkdir(exist_ok=True)
+    return [(f" [{v.row}]", v.sdk) for v in variants(bin_dir)]
 
 
 def runs_text(runs: list[float]) -> str:
@@ -296,6 +323,7 @@ def main() -> None:
     ap.add_argument("--http", action="store_true", help="add the row with etlstage run --http 127.0.0.1:0")
     ap.add_argument("--http-only", action="store_true", help="only batch 1000 with --http off and on, alternately")
     ap.add_argument("--drivers-only", action="store_true", help="only supervisor- against worker-driven batches")
+    ap.add_argument("--sdk", action="store_true", help="with --drivers-only: the T of each SDK in turn")
     a = ap.parse_args()
     n = a.n
     work = Path(tempfile.mkdtemp(prefix="etlstage-bench-"))
@@ -306,7 +334,7 @@ def main() -> None:
     old = [(rev, *checkout(rev)) for rev in a.compare]
     envs: list[tuple[str, dict[str, str] | None]] = [("", None)] + [(f" [{rev}]", env) for rev, _, env in old]
     if a.drivers_only:
-        drivers(work, n, a.repeat, envs)
+        drivers(work, n, a.repeat, envs, sdk_transforms(work) if a.sdk else [("", None)])
         shutil.rmtree(work, ignore_errors=True)
         for _, tree, _ in old:
             subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=HERE.parent, capture_output=True)
