@@ -220,7 +220,18 @@ def checkout(rev: str) -> tuple[Path, dict[str, str]]:
     subprocess.run(
         ["git", "worktree", "add", "--detach", str(path), rev], cwd=HERE.parent, check=True, capture_output=True
     )
+    compiled(path)
     return path, {**os.environ, "PYTHONPATH": str(path)}
+
+
+def compiled(tree: Path) -> None:
+    """Byte-compile ``tree``'s packages, so no arm compiles its modules at each start (with
+    PYTHONDONTWRITEBYTECODE set, a fresh worktree would, every run: an unfair A/B)."""
+    subprocess.run(
+        [PY, "-m", "compileall", "-q", "-j", "0", str(tree / "etlstage"), str(tree / "workers"), str(tree / "bench")],
+        check=True,
+        capture_output=True,
+    )
 
 
 def http_ab(work: Path, n: int, repeat: int) -> None:
@@ -331,6 +342,7 @@ def main() -> None:
         http_ab(work, n, a.repeat)
         shutil.rmtree(work, ignore_errors=True)
         return
+    compiled(HERE.parent)
     old = [(rev, *checkout(rev)) for rev in a.compare]
     envs: list[tuple[str, dict[str, str] | None]] = [("", None)] + [(f" [{rev}]", env) for rev, _, env in old]
     if a.drivers_only:
