@@ -50,7 +50,9 @@ def pipeline(offsets: str, loader: str) -> str:
     """
 
 
-def crash_run(pdir, seed: int) -> tuple[int, collections.Counter[str]]:
+def crash_run(pdir, seed: int, victims: tuple[str, ...] = ("tw.py",)) -> tuple[int, collections.Counter[str]]:
+    """Kill the supervisor, or a worker whose command line holds one of ``victims``, at
+    seeded random moments, KILLS times in all, rerunning the supervisor each time it died."""
     rng = random.Random(seed)
     kills = 0
     cmd = RUN_ONCE
@@ -62,7 +64,7 @@ def crash_run(pdir, seed: int) -> tuple[int, collections.Counter[str]]:
             time.sleep(rng.uniform(0.02, 0.25))
             if proc.poll() is not None:
                 break
-            workers = [p for p in psutil.Process(proc.pid).children() if "tw.py" in " ".join(p.cmdline())]
+            workers = [p for p in psutil.Process(proc.pid).children() if _named(p, victims)]
             if rng.random() < 0.3 or not workers:
                 os.kill(proc.pid, signal.SIGKILL)
             else:
@@ -87,6 +89,14 @@ def crash_run(pdir, seed: int) -> tuple[int, collections.Counter[str]]:
     if proc.returncode != 0:  # the last kill hit the supervisor: a clean run finishes the job
         assert subprocess.run(cmd, cwd=pdir.path, stdout=log, stderr=log, timeout=240).returncode == 0
     return kills, collections.Counter(pdir.lines("out.txt"))
+
+
+def _named(process: psutil.Process, victims: tuple[str, ...]) -> bool:
+    try:
+        command = " ".join(process.cmdline())
+    except psutil.Error:
+        return False
+    return any(v in command for v in victims)
 
 
 SEED = int(os.environ.get("ETLSTAGE_CRASH_SEED", "20261122"))

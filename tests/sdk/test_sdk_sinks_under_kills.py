@@ -1,0 +1,87 @@
+"""Each SDK's idempotent loader helper (FileSink) under the kill matrix: every key once.
+
+The pipeline of ``tests/core/pipeline/test_crash.py``'s batch-id matrix (supervisor offsets,
+one window at a time, the loader's batches closed by size or the window's end, so a window
+extracted again re-forms the same batches with the same ids), with the loader replaced by
+each SDK's example sink (``FileSink``: a batch is a file named after its id, written, synced
+and renamed before it is acknowledged).  The supervisor, the Python E and T and the sink are
+SIGKILLed at seeded moments, KILLS times: no key is lost and none is loaded twice.  Random
+kills rarely land between a loader's commit and the window's, so a second test aims one
+there: the supervisor is killed while the sink's acknowledgement of a committed batch is
+held back (``tests/fixtures/hold_ack.py``), and the next run's sink must skip it by its id.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from etlstage.worker.idempotent import FileSink
+from tests.core.pipeline.test_crash import KILLS, SEED, assert_every_key_once, crash_run, ledger_pipeline
+from tests.sdk.conftest import SDK
+from tests.support.paths import FIXTURES
+from tests.support.run_cli import RUN_ONCE
+
+pytestmark = pytest.mark.slow  # a kill matrix: 10-30 s each
+
+
+def sink_command(language: str, request: pytest.FixtureRequest) -> tuple[list[str], str]:
+    """The SDK's example sink writing into ``out``, and a word of its command line to aim at."""
+    if language == "node":
+        return ["node", str(SDK / "node/examples/sink.js"), "out"], "sink.js"
+    if language == "go":
+        go = request.getfixturevalue("go_examples")
+        return [str(go / "sink"), "out"], str(go / "sink")
+    if language == "rust":
+        rust = request.getfixturevalue("rust_examples")
+        return [str(rust / "sink"), "out"], str(rust / "sink")
+    classes = request.getfixturevalue("java_classes")
+    return ["java", "-cp", str(classes), "org.etlstage.examples.Sink", "out"], "org.etlstage.examples.Sink"
+
+
+@pytest.mark.parametrize("language", ["node", "go", "rust", "java"])
+def test_every_key_once_through_the_sdks_file_sink_when_any_process_dies(language, pdir, request):
+    command, aim = sink_command(language, request)
+    python_ledger = '["{PY}", "{TW}", ledger, out]'
+    text = ledger_pipeline(linger=60)
+    assert python_ledger in text
+    pdir.write(text.replace(python_ledger, json.dumps(command)))
+    seed = SEED + 13 + len(language)
+    kills, _ = crash_run(pdir, seed, victims=("tw.py", aim))
+    assert kills >= KILLS
+    out = Path(pdir.path) / "out"
+    assert_every_key_once(collections.Counter(m.decode() for m in FileSink(out).lines()), seed)
+
+
+@pytest.mark.parametrize("language", ["node", "go", "rust", "java"])
+def test_a_batch_committed_when_the_supervisor_died_is_skipped_by_the_sdks_file_sink(language, pdir, request):
+    command, _ = sink_command(language, request)
+    flag = Path(pdir.path) / "committed.flag"
+    held = [sys.executable, str(FIXTURES / "hold_ack.py"), str(flag), "5", *command]
+    pdir.write(ledger_pipeline(linger=60).replace('["{PY}", "{TW}", ledger, out]', json.dumps(held)))
+    proc = subprocess.Popen(RUN_ONCE, cwd=pdir.path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        while not flag.exists():
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+            assert time.monotonic() < deadline, "no batch was committed"
+            time.sleep(0.01)
+        os.kill(proc.pid, signal.SIGKILL)  # the batch is committed; its window is not
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    committed = sorted(p.name for p in (Path(pdir.path) / "out").iterdir())
+    again = subprocess.run(RUN_ONCE, cwd=pdir.path, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert_every_key_once(collections.Counter(m.decode() for m in FileSink(Path(pdir.path) / "out").lines()), None)
+    assert committed, "the first run committed nothing before it was killed"
