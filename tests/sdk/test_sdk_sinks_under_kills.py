@@ -15,20 +15,22 @@ from __future__ import annotations
 
 import collections
 import json
-import os
-import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from etlstage.worker.idempotent import FileSink
-from tests.core.pipeline.test_crash import KILLS, SEED, assert_every_key_once, crash_run, ledger_pipeline
+from tests.core.pipeline.test_crash import (
+    KILLS,
+    SEED,
+    assert_every_key_once,
+    crash_run,
+    kill_the_supervisor_then_run_again,
+    ledger_pipeline,
+)
 from tests.sdk.conftest import SDK
 from tests.support.paths import FIXTURES
-from tests.support.run_cli import RUN_ONCE
 
 pytestmark = pytest.mark.slow  # a kill matrix: 10-30 s each
 
@@ -67,21 +69,5 @@ def test_a_batch_committed_when_the_supervisor_died_is_skipped_by_the_sdks_file_
     flag = Path(pdir.path) / "committed.flag"
     held = [sys.executable, str(FIXTURES / "hold_ack.py"), str(flag), "5", *command]
     pdir.write(ledger_pipeline(linger=60).replace('["{PY}", "{TW}", ledger, out]', json.dumps(held)))
-    proc = subprocess.Popen(RUN_ONCE, cwd=pdir.path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 120
-        while not flag.exists():
-            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-            assert time.monotonic() < deadline, "no batch was committed"
-            time.sleep(0.01)
-        os.kill(proc.pid, signal.SIGKILL)  # the batch is committed; its window is not
-        proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    committed = sorted(p.name for p in (Path(pdir.path) / "out").iterdir())
-    again = subprocess.run(RUN_ONCE, cwd=pdir.path, capture_output=True, text=True, timeout=300)
-    assert again.returncode == 0, again.stderr[-3000:]
+    kill_the_supervisor_then_run_again(pdir, flag)
     assert_every_key_once(collections.Counter(m.decode() for m in FileSink(Path(pdir.path) / "out").lines()), None)
-    assert committed, "the first run committed nothing before it was killed"

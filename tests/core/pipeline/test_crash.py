@@ -128,6 +128,27 @@ def test_plain_loader_may_see_duplicates_but_never_loses(pdir):
     assert not missing, f"seed {SEED + 7}: {len(missing)} keys lost, e.g. {list(missing)[:5]}"
 
 
+def kill_the_supervisor_then_run_again(pdir, flag) -> None:
+    """Run the pipeline, SIGKILL the supervisor as soon as ``flag`` exists (the loader made
+    it once a batch was committed and before it acknowledged it: the batch's window is not
+    committed), then run it again to the end."""
+    proc = subprocess.Popen(RUN_ONCE, cwd=pdir.path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        while not flag.exists():
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+            assert time.monotonic() < deadline, "no batch was committed"
+            time.sleep(0.01)
+        os.kill(proc.pid, signal.SIGKILL)  # the batch is committed; its window is not
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    again = subprocess.run(RUN_ONCE, cwd=pdir.path, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr[-3000:]
+
+
 def ledger_pipeline(linger: float) -> str:
     """Supervisor offsets (a window asked again is the same range), one window at a time and
     the loader's batches closed by size or by the window's end (``linger`` long): after the
@@ -167,21 +188,7 @@ def test_a_batch_committed_when_the_supervisor_died_is_skipped_by_its_id_in_the_
 
     flag = pdir.path / "committed.flag"
     pdir.write(ledger_pipeline(linger=60).replace("ledger, out]", f'ledger, out, "{flag}", "5"]'))
-    proc = subprocess.Popen(RUN_ONCE, cwd=pdir.path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 120
-        while not flag.exists():
-            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-            assert time.monotonic() < deadline, "no batch was committed"
-            time.sleep(0.01)
-        os.kill(proc.pid, signal.SIGKILL)  # the batch is committed; its window is not
-        proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    again = subprocess.run(RUN_ONCE, cwd=pdir.path, capture_output=True, text=True, timeout=300)
-    assert again.returncode == 0, again.stderr
+    kill_the_supervisor_then_run_again(pdir, flag)
     assert_every_key_once(collections.Counter(m.decode() for m in FileSink(pdir.path / "out").lines()), None)
     ids = (pdir.path / "out" / "ids.log").read_text().splitlines()
     assert any(line.endswith(" skipped") for line in ids), ids[:5]  # the re-formed batch, by its id
