@@ -23,7 +23,8 @@ Mutants run ``--jobs`` at a time (default: one per core), each job in its own co
 checkout; the time limit is set from the unmutated run, which runs alone.
 
 Mutants are generated from the syntax tree (``ast``), so each is valid Python; the modules
-are ``protocol/``, ``runtime/``, ``state/`` and ``spark/conversation.py`` by default.
+are ``protocol/``, ``kit/``, ``runtime/``, ``state/`` and ``spark/conversation.py`` by default;
+``etlstage/conversation/`` when named.
 Logging calls and docstrings are left alone (dropping them changes nothing a test should see).
 """
 
@@ -149,6 +150,21 @@ TESTS: list[tuple[str, list[str]]] = [
         ],
     ),
     ("etlstage/spark/cds.py", ["spark/test_spark_cds.py"]),
+    (
+        "etlstage/conversation/",  # the rules both engines follow: both engines' tests
+        [
+            "conversation/test_policy.py",
+            "conversation/test_recovery.py",
+            "conversation/test_writeahead.py",
+            "conversation/test_handed.py",
+            "conversation/test_parity.py",
+            "docs/test_doctests.py",
+            "pipeline/test_failures.py",
+            "runtime/test_misaligned_replies.py",
+            "spark/test_spark_conversation.py",
+            "testing/test_harness.py",
+        ],
+    ),
 ]
 
 FLIP = {
