@@ -21,6 +21,8 @@ Pure: no I/O, no clocks.
 (32, True)
 >>> a == batch_id("orders", "sink", 0, [("src", 4, 2)], b"m1\\nm2\\n")  # same content, elsewhere
 False
+>>> a == batch_id("orders", "sink", 0, [("src", 4, 0)], b"m1\\nm3\\n")  # same place, other messages
+False
 """
 
 from __future__ import annotations

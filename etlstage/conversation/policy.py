@@ -227,7 +227,11 @@ def answer_deadline(
 def batch_full(messages: int, size: int, *, want: int, max_bytes: int) -> bool:
     """A job of ``messages`` messages and ``size`` bytes is closed: it has the ``want``
     messages it may hold (``batch_size``; single requests: ``single_job_size``), or
-    ``max_bytes`` (``batch_bytes``)."""
+    ``max_bytes`` (``batch_bytes``).
+
+    >>> batch_full(1, 100, want=3, max_bytes=100), batch_full(1, 99, want=3, max_bytes=100)  # bytes: at the bound
+    (True, False)
+    """
     return messages >= want or size >= max_bytes
 
 
