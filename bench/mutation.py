@@ -536,6 +536,9 @@ def main(argv: list[str] | None = None) -> int:
             print(describe(each))
         print(f"{len(mutants)} mutants")
         return 0
+    if not mutants:  # nothing to run (every survivor's code changed): no baseline either
+        print("no mutant to run")
+        return 0
 
     with tempfile.TemporaryDirectory(prefix="etlstage-mutation-") as tmp:
         copies = [Path(tmp) / f"job{i}" for i in range(max(1, min(args.jobs, len(mutants))))]
