@@ -111,10 +111,18 @@ class RepeatedWarnings(logging.Filter):
         self.clock = clock
         self.kinds: dict[tuple[str, str], _Kind] = {}
 
+    def counts(self, record: logging.LogRecord) -> bool:
+        """Whether ``record`` is one this filter counts (here: a warning)."""
+        return record.levelno == logging.WARNING
+
+    def kind(self, record: logging.LogRecord) -> tuple[str, str]:
+        """What makes two records alike (here: the logger and the message template)."""
+        return record.name, str(record.msg)
+
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.levelno != logging.WARNING or getattr(record, self.SUMMARY, False) or hasattr(record, RELAYED):
+        if not self.counts(record) or getattr(record, self.SUMMARY, False) or hasattr(record, RELAYED):
             return True  # a worker's relayed line was counted by the worker's own logging, if at all
-        kind = self.kinds.setdefault((record.name, str(record.msg)), _Kind())
+        kind = self.kinds.setdefault(self.kind(record), _Kind())
         now = self.clock()
         kind.seen += 1
         if kind.seen <= self.first:

@@ -1,4 +1,4 @@
-"""librdkafka's repeated lines are collapsed: an unreachable broker does not bury the log."""
+"""librdkafka's repeated lines are counted, not all shown: an unreachable broker does not bury the log."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import subprocess
 import sys
 import time
 
-from etlstage_workers.kafka.clientlog import RepeatsCollapsed
+from etlstage_workers.kafka.clientlog import LibrdkafkaRepeats
 
 from tests.support.paths import ROOT
 
@@ -18,7 +18,7 @@ def _record(message: str, level: int = logging.ERROR) -> logging.LogRecord:
 
 def test_a_repeated_line_is_shown_once_a_window_then_with_the_count_left_out():
     now = [0.0]
-    repeats = RepeatsCollapsed(window_s=60, clock=lambda: now[0])
+    repeats = LibrdkafkaRepeats(every=60, clock=lambda: now[0])
     shown = []
     for i in range(100):
         now[0] = i * 0.05
@@ -31,11 +31,11 @@ def test_a_repeated_line_is_shown_once_a_window_then_with_the_count_left_out():
     now[0] = 61.0
     record = _record("Connect to 127.0.0.1:9 failed (after 7ms in state CONNECT)")
     assert repeats.filter(record)
-    assert "(99 more like it in the last 61 s left out)" in record.getMessage()
+    assert "[1 of 100 like this in the last 61s]" in record.getMessage()  # 99 held back, and this one
 
 
 def test_different_lines_and_levels_each_go_through():
-    repeats = RepeatsCollapsed(window_s=60, clock=lambda: 0.0)
+    repeats = LibrdkafkaRepeats(every=60, clock=lambda: 0.0)
     assert repeats.filter(_record("broker down"))
     assert repeats.filter(_record("broker down", logging.WARNING))
     assert repeats.filter(_record("coordinator unknown"))
