@@ -7,8 +7,8 @@ cd "$(dirname "$0")"
 
 step() { echo "== sdk: $*" >&2; }
 
-step "node: node --test"
-(cd node && node --test test/)
+step "node: npm ci (sql.js, the SqlSink tests' SQLite), node --test"
+(cd node && npm ci --no-audit --no-fund --silent && node --test test/)
 
 step "go: vet, test, build the examples into go/bin"
 (cd go && go vet ./... && go test ./... && go test -tags purego ./... && go build -o bin/ ./examples/...)

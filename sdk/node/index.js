@@ -11,7 +11,7 @@
 const { serve, main, exitStatus, Request, runExtractor, runTransformer, runLoader } = require('./lib/serve');
 const { scenarioFromEnv, EtlstageError, ConfigError, ProtocolViolation } = require('./lib/scenario');
 const { RequestParser, EOB } = require('./lib/framing');
-const { FileSink } = require('./lib/idempotent');
+const { FileSink, SqlSink } = require('./lib/idempotent');
 
 module.exports = {
   serve,
@@ -28,4 +28,5 @@ module.exports = {
   RequestParser,
   EOB,
   FileSink,
+  SqlSink,
 };

@@ -8,6 +8,10 @@ use crate::error::Error;
 
 const HEADER: &[u8] = b"etlstage-batch-id ";
 
+/// A loader that commits by batch id was given a batch without one.
+pub(crate) const NO_ID: &str = "this loader commits each batch with its id, but the batch came without one: \
+     give the stage `batch_id: true` (L-stage, mode: batch) in stages.yaml";
+
 /// The id in a batch's header message (the first of each batch under `ETLSTAGE_BATCH_ID=1`).
 pub(crate) fn batch_id_of(first: &[u8]) -> Result<&str, Error> {
     let id = first.strip_prefix(HEADER).unwrap_or(b"");
@@ -42,11 +46,7 @@ impl FileSink {
     /// written, when the id was committed before.
     pub fn commit(&self, batch_id: &str, messages: &[&[u8]]) -> Result<bool, Error> {
         if batch_id.is_empty() {
-            return Err(Error::Worker(
-                "this loader commits each batch with its id, but the batch came without one: \
-                 give the stage `batch_id: true` (L-stage, mode: batch) in stages.yaml"
-                    .into(),
-            ));
+            return Err(Error::Worker(NO_ID.into()));
         }
         let last = self.path(batch_id);
         if last.exists() {

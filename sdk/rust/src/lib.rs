@@ -31,6 +31,7 @@ mod run;
 mod scan;
 mod scenario;
 mod serve;
+mod sqlsink;
 mod worker;
 
 pub use error::Error;
@@ -40,4 +41,5 @@ pub use report::{Number, Report};
 pub use run::{run_extractor, run_loader, run_transformer};
 pub use scenario::{Markers, Mode, Scenario, StageType};
 pub use serve::{serve_extractor, serve_loader, serve_transformer};
+pub use sqlsink::{SqlConnection, SqlSink};
 pub use worker::{Extractor, Loader, Request, Transformer, Worker};
