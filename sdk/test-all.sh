@@ -19,6 +19,9 @@ step "go: the SQLSink example's own module (a real SQLite database through a pur
 step "rust: cargo test, the examples built in release mode"
 (cd rust && cargo test --quiet && cargo build --release --examples --quiet)
 
+step "rust: SqlSink's tests on a real SQLite database (a crate of its own: rusqlite compiles SQLite's C source)"
+(cd rust/sqlsink && cargo test --quiet)
+
 step "java: mvn test (JUnit 5 reads the vectors), the classes the examples run from"
 (cd java && mvn -q -B test)
 

@@ -1,0 +1,1 @@
+//! SqlSink's tests live in tests/: this crate has no code of its own.
