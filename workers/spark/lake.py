@@ -14,10 +14,12 @@ hash of the message without one), so a batch sent again — after a crash, by th
 engine, by another instance or machine — inserts nothing: the dedupe record is the table
 itself, wherever it lives (a path, ``s3a://``, any Hadoop file system).
 
-Where the engine numbers batches durably (the Spark engine's micro-batch id, kept in the
-query's checkpoint) the commit also carries Delta's idempotent-write pair ``(txnAppId,
-txnVersion)``: a replayed micro-batch is skipped by Delta before any join. The supervisor
-engine gives the worker no number that survives a resend, so there the MERGE alone makes a
+Where a batch has a durable identity the commit also carries Delta's idempotent-write pair
+``(txnAppId, txnVersion)``, so a replayed batch is skipped by Delta before any join: the
+Spark engine's micro-batch id (the query's id, version the micro-batch's number, kept in
+its checkpoint) and, under the supervisor, the batch id of a stage with ``batch_id: true``
+(application ``etlstage-batch-<id>``, version 0: the id is the same whenever the same
+messages are sent again, never for other messages). Without one the MERGE alone makes a
 resent batch a no-op (see docs/workers/spark.md, "Delta tables").
 """
 
@@ -54,6 +56,11 @@ DELTA_SESSION = {
     # A table's state is rebuilt with this many tasks (Delta's default 50 is for clusters
     # reading huge logs: here it is most of a small batch's fixed cost).
     "spark.databricks.delta.snapshotPartitions": "2",
+    # Each commit under an idempotent-write pair keeps its application id in the table's
+    # state; the supervisor's batch ids are one application each, so tables this session
+    # creates drop a pair after a week (at a checkpoint). A batch sent again later than that
+    # is merged by key as before: nothing is loaded twice either way.
+    "spark.databricks.delta.properties.defaults.setTransactionRetentionDuration": "interval 7 days",
 }
 TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION = "spark.databricks.delta.write.txnVersion"

@@ -216,6 +216,11 @@ class SparkLoader(Loader):
         """
         with self._counts_lock:
             self._report["messages"] += len(messages)
+        batch = self._batch_name()
+        if batch is None:  # its id is recorded committed: loaded before, nothing to do
+            done: Future[None] = Future()
+            done.set_result(None)
+            return done
         self._session.begin()  # the first batch starts Spark, while it is parsed here
         clock = _Clock()
         prepared = prepare(messages, self.config)
@@ -224,8 +229,11 @@ class SparkLoader(Loader):
         for pos, key in enumerate(prepared.keys):
             first.setdefault(key, pos)
         if self.store is None:  # a Delta table: merged by key, nothing staged
-            return self._writer.submit(self._merge, prepared, list(first.values()), len(messages), clock)
-        batch = self.batch_prefix + uuid.uuid4().hex[:16]
+            # With a batch id, each table's commit carries Delta's idempotent-write pair for
+            # it: a batch sent again is skipped by Delta before any join (the MERGE by key
+            # alone would insert nothing either, at the cost of the join).
+            txn = lake.Txn(f"etlstage-batch-{self.batch_id}", 0) if self.batch_id else None
+            return self._writer.submit(self._merge, prepared, list(first.values()), len(messages), clock, txn)
         # The claim runs while the rows are staged, optimistically: almost always every key
         # is new; if not, the writer stages the input again without the duplicates.
         claim = self._claimer.submit(self.store.claim, batch, self.scenario.instance, first)
@@ -239,13 +247,31 @@ class SparkLoader(Loader):
         clock.lap("stage")
         return self._writer.submit(self._finish, _Job(batch, prepared, first, len(messages), claim, clock))
 
-    def _merge(self, prepared: Prepared, positions: list[int], messages: int, clock: _Clock) -> None:
+    def _batch_name(self) -> str | None:
+        """The name the key index knows this batch by: after its id when it has one (stage key
+        ``batch_id: true``; the id is the same whenever the same messages are sent again),
+        else a fresh one. None: the id is recorded committed, so the batch was loaded before
+        and is acknowledged without a parse, a claim or a Spark job. An id in flight in the
+        index (not possible within one process) gets a fresh name: the keys still decide."""
+        fresh = self.batch_prefix + uuid.uuid4().hex[:16]
+        if self.store is None or not self.batch_id:
+            return fresh
+        named = f"{self.batch_prefix}{self.batch_id}"
+        state = self.store.state_of(named)
+        if state == COMMITTED:
+            log.info("batch %s was loaded before (its id is recorded): acknowledged, nothing written", named)
+            return None
+        return named if state is None else fresh
+
+    def _merge(
+        self, prepared: Prepared, positions: list[int], messages: int, clock: _Clock, txn: lake.Txn | None
+    ) -> None:
         """One batch into its Delta tables (:func:`.lake.commit_batch`): durable when this returns."""
         if self._failed_write is not None:
             # a later batch is not committed before an earlier one that failed (it comes again first)
             raise RuntimeError("batch not written: an earlier batch failed") from self._failed_write
         try:
-            counts = lake.commit_batch(self.session, self.config, self.output, prepared, positions, lap=clock.lap)
+            counts = lake.commit_batch(self.session, self.config, self.output, prepared, positions, txn, lap=clock.lap)
         except BaseException as exc:
             self._failed_write = self._failed_write or exc
             raise

@@ -63,6 +63,48 @@ print(json.dumps({"first": first, "again": again}))
 """
 
 
+LOADER = """
+import io, os
+from deltalake import DeltaTable
+from etlstage_workers.spark.loader import SparkLoader
+from etlstage.protocol.scenario import Scenario
+from etlstage.worker import serve
+
+def batches(*pairs):  # (id, first message number): three valid RDSS messages each
+    return io.BytesIO(b"".join(
+        b"etlstage-batch-id " + bid.encode() + b"\\n" + b"".join(rdss(i) + b"\\n" for i in range(f, f + 3)) + b"\\x17"
+        for bid, f in pairs))
+
+os.makedirs(out + "-state")
+
+def load(*pairs):
+    scenario = Scenario(type="L", mode="batch", batch_size=1000, stage="load", state_dir=out + "-state", batch_id=True)
+    acks = io.BytesIO()
+    serve(SparkLoader(config, spark=spark), stdin=batches(*pairs), stdout=acks, scenario=scenario)
+    ids = DeltaTable(out + "/valid").to_pyarrow_table(columns=["messageId"]).column("messageId").to_pylist()
+    return {"acks": len(acks.getvalue()), "numbers": sorted(int(m.rsplit("-", 1)[1]) for m in ids)}
+
+x, y = "a" * 32, "b" * 32
+print(json.dumps({
+    "first": load((x, 1), (x, 11)),  # the second carries new keys under a committed id
+    "after a restart": load((x, 11), (y, 11)),
+    "retention": DeltaTable(out + "/valid").metadata().configuration.get("delta.setTransactionRetentionDuration"),
+}))
+"""
+
+
+def test_the_loaders_batch_id_is_the_pair_on_the_supervisor_engine(tmp_path: Path) -> None:
+    """Under the supervisor, a batch with an id (stage key ``batch_id: true``) commits under
+    Delta's pair (the id, 0): a batch sent again with that id — here with new keys, which
+    the MERGE alone would insert — is skipped by Delta, in the same process or a new one;
+    another id loads them. The tables keep the pairs for 7 days (the session's default for
+    the tables it creates), so a pair per batch does not grow their state for ever."""
+    got = run_lake_script(LOADER, tmp_path / "rdss")
+    assert got["first"] == {"acks": 2, "numbers": [1, 2, 3]}, got
+    assert got["after a restart"] == {"acks": 2, "numbers": [1, 2, 3, 11, 12, 13]}, got
+    assert got["retention"] == "interval 7 days", got
+
+
 def test_each_table_of_a_batch_merged_at_once_carries_the_pair(tmp_path: Path) -> None:
     """A batch's three tables are merged at the same time, each in its own session: every
     one of them commits under the batch's pair, so a replay with new keys inserts nothing in

@@ -229,3 +229,38 @@ def test_id_like_columns_are_written_without_a_dictionary(spark, tmp_path) -> No
     encodings = {meta.column(i).path_in_schema: meta.column(i).encodings for i in range(meta.num_columns)}
     assert not any("DICTIONARY" in e for e in encodings["id"]), encodings
     assert any("DICTIONARY" in e for e in encodings["kind"]), encodings
+
+
+def serve_with_ids(loader: SparkLoader, batches: list[tuple[str, list[bytes]]], state_dir: str) -> bytes:
+    """Batches with their ids (stage key ``batch_id: true``: each opens with its header)."""
+    stdin = io.BytesIO(
+        b"".join(
+            b"etlstage-batch-id " + bid.encode() + b"\n" + b"".join(m + b"\n" for m in batch) + b"\x17"
+            for bid, batch in batches
+        )
+    )
+    stdout = io.BytesIO()
+    scenario = Scenario(type="L", mode="batch", batch_size=1000, stage="load", state_dir=state_dir, batch_id=True)
+    serve(loader, stdin=stdin, stdout=stdout, scenario=scenario)
+    return stdout.getvalue()
+
+
+def test_a_batch_whose_id_is_committed_is_acknowledged_without_loading(spark, tmp_path) -> None:
+    """Plain files: the key index records each batch under its id, and a batch sent again
+    (to a new process, as after a crash) with a committed id is acknowledged without a
+    parse, a claim or a Spark job. The "again" here carries keys the index lacks (which the
+    keys alone would load): only the id can skip it. A new id loads them."""
+    config = LoaderConfig(output=str(tmp_path / "out"), columns=(parse_column("id=/id"),), key="/id").check()
+    state = str(tmp_path / "state")
+    x, y = "a" * 32, "b" * 32
+    assert serve_with_ids(SparkLoader(config, spark=spark), [(x, events(5))], state) == b"\x00"
+    acks = serve_with_ids(SparkLoader(config, spark=spark), [(x, events(5, start=5))], state)
+    assert acks == b"\x00"
+    assert sorted(r["id"] for r in spark.read.parquet(str(tmp_path / "out")).collect()) == [f"e{i}" for i in range(5)]
+    acks = serve_with_ids(SparkLoader(config, spark=spark), [(x, events(5, start=5)), (y, events(5, start=5))], state)
+    assert acks == b"\x00\x00"
+    ids = sorted(r["id"] for r in spark.read.parquet(str(tmp_path / "out")).collect())
+    assert ids == sorted(f"e{i}" for i in range(10)), ids
+    (index,) = [n for n in os.listdir(state) if n.endswith(".sqlite")]
+    names = sqlite3.connect(os.path.join(state, index)).execute("SELECT batch FROM batches ORDER BY id").fetchall()
+    assert names == [(f"i0-{x}",), (f"i0-{y}",)]
