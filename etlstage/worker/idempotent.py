@@ -10,13 +10,17 @@ data makes loading exactly-once:
   not at all, and a batch whose file is there is not written again.
 - :class:`SQLiteSink`: the batch's rows and its id go in one transaction; a batch whose
   id is recorded is not loaded again.
+- :class:`AppendSink`: every batch appended to one file, each id recorded after its data
+  in a journal beside it; opening the file cuts off what was appended but not recorded.
 
 Both return False for a batch they skipped, True for one they loaded.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
+import re
 import sqlite3
 import tempfile
 from collections.abc import Callable, Iterable
@@ -119,4 +123,71 @@ class SQLiteSink:
         self.db.close()
 
 
-__all__ = ["NO_ID", "FileSink", "SQLiteSink"]
+class AppendSink:
+    """Appends each batch to one file (each message then ``separator``), exactly once by id.
+
+    The journal ``<file>.batches`` gets a line ``<id> <the file's length after it>`` once a
+    batch's data is durable; the batch is durable with that line. Opening the sink cuts
+    the file back to the last recorded length: a batch appended but not recorded (the
+    process died between) was not acknowledged either, so it comes again, and is appended
+    once. A file shorter than its journal says is refused (someone cut it: the ids would
+    skip data it no longer has). One process per file: a second is refused (a lock).
+    """
+
+    LINE = re.compile(rb"([0-9a-f]{32}) ([0-9]+)\n")
+
+    def __init__(self, path: str | os.PathLike[str], separator: bytes = b"\n") -> None:
+        self.path, self.separator = Path(path), separator
+        self.journal = self.path.with_name(self.path.name + ".batches")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(self.fd)
+            raise RuntimeError(f"{self.path} is being loaded by another process: one loader per file") from None
+        self.ids: set[str] = set()
+        length, kept = 0, 0
+        raw = self.journal.read_bytes() if self.journal.exists() else b""
+        for m in self.LINE.finditer(raw):
+            if m.start() != kept:
+                break  # a torn line (the process died writing it): it and what follows never counted
+            self.ids.add(m.group(1).decode())
+            length, kept = int(m.group(2)), m.end()
+        self.jfd = os.open(self.journal, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        os.truncate(self.journal, kept)
+        size = os.fstat(self.fd).st_size
+        if size < length:
+            raise RuntimeError(
+                f"{self.path} holds {size} bytes, but its journal {self.journal} records {length}: the file "
+                "was cut, and batches the journal names are no longer in it (move both aside to start afresh)"
+            )
+        if size > length:
+            os.truncate(self.path, length)  # appended, never recorded, never acknowledged
+            os.fsync(self.fd)
+        self.length = length
+
+    def committed(self, batch_id: str) -> bool:
+        return batch_id in self.ids
+
+    def commit(self, batch_id: str | None, messages: Iterable[bytes]) -> bool:
+        """Append the batch, then record its id: False (nothing written) if it is recorded."""
+        ident = _need(batch_id)
+        if ident in self.ids:
+            return False
+        data = memoryview(b"".join(m + self.separator for m in messages))
+        while data:
+            data = data[os.write(self.fd, data) :]
+        os.fsync(self.fd)
+        self.length = os.fstat(self.fd).st_size
+        os.write(self.jfd, b"%s %d\n" % (ident.encode(), self.length))
+        os.fsync(self.jfd)
+        self.ids.add(ident)
+        return True
+
+    def close(self) -> None:
+        os.close(self.jfd)
+        os.close(self.fd)
+
+
+__all__ = ["NO_ID", "AppendSink", "FileSink", "SQLiteSink"]

@@ -113,6 +113,14 @@ def test_check_worker_batch_id_passes_the_example_and_fails_a_naive_appender(tmp
     assert "was loaded again: naive.txt went from" in r.stdout
 
 
+def test_the_append_example_appends_each_batch_once_with_batch_ids(tmp_path):
+    """workers/examples/append.py: with ids, one file and a journal beside it (AppendSink)."""
+    append = [sys.executable, str(ROOT / "workers/examples/append.py")]
+    r = etlstage(tmp_path, "check-worker", "--type", "L", "--batch-id", "--", *append, "lines.txt")
+    assert r.code == 0, r.stdout
+    assert "PASS  batch ids: a batch sent again with its id" in r.stdout and "partly" not in r.stdout
+
+
 def test_a_stage_with_batch_id_true_is_checked_with_batch_ids(tmp_path):
     (tmp_path / "stages.yaml").write_text(
         "name: p\nstages:\n"

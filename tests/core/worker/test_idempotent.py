@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from etlstage.worker.idempotent import NO_ID, FileSink, SQLiteSink
+from etlstage.worker.idempotent import NO_ID, AppendSink, FileSink, SQLiteSink
 
 
 def test_file_sink_commits_a_batch_once_and_skips_its_id_after(tmp_path: Path) -> None:
@@ -78,3 +78,59 @@ def test_the_harness_gives_a_loader_batch_ids_the_same_for_the_same_batches(tmp_
     other = h.run(Files(), inputs=[b"a", b"x", b"c"], **kw)
     assert other.ids[0] != first.ids[0] and other.ids[1] == first.ids[1]
     assert sorted(FileSink(tmp_path / "out").lines()) == [b"a", b"a", b"b", b"c", b"x"]
+
+
+A, B, C = "a" * 32, "b" * 32, "c" * 32
+
+
+def test_append_sink_appends_a_batch_once_and_skips_its_id_after_a_restart(tmp_path: Path) -> None:
+    out = tmp_path / "out" / "lines.txt"
+    sink = AppendSink(out)
+    assert sink.commit(A, [b"1", b"2"])
+    assert not sink.commit(A, [b"1", b"2"])  # sent again: skipped
+    sink.close()
+    again = AppendSink(out)  # a new process
+    assert again.committed(A) and not again.commit(A, [b"1", b"2"])
+    assert again.commit(B, [b"3"])
+    again.close()
+    assert out.read_bytes() == b"1\n2\n3\n"
+    assert (tmp_path / "out" / "lines.txt.batches").read_bytes() == f"{A} 4\n{B} 6\n".encode()
+
+
+def test_append_sink_cuts_off_a_batch_appended_but_never_recorded(tmp_path: Path) -> None:
+    """The process died between the data and the journal line (or in the middle of either):
+    the batch was not acknowledged, so it comes again and must be appended once."""
+    out = tmp_path / "lines.txt"
+    sink = AppendSink(out)
+    assert sink.commit(A, [b"1"])
+    sink.close()
+    with open(out, "ab") as f:
+        f.write(b"2\n3")  # B's data, part of it, then the crash
+    with open(tmp_path / "lines.txt.batches", "ab") as f:
+        f.write(f"{B} 6".encode())  # a torn journal line (no newline): never counted
+    again = AppendSink(out)
+    assert not again.committed(B)
+    assert again.commit(B, [b"2", b"3"])
+    again.close()
+    assert out.read_bytes() == b"1\n2\n3\n"
+    assert (tmp_path / "lines.txt.batches").read_bytes() == f"{A} 2\n{B} 6\n".encode()
+
+
+def test_append_sink_refuses_a_file_cut_shorter_than_its_journal(tmp_path: Path) -> None:
+    out = tmp_path / "lines.txt"
+    sink = AppendSink(out)
+    sink.commit(A, [b"1", b"2"])
+    sink.close()
+    out.write_bytes(b"1\n")  # someone cut it: A's id would skip data the file lacks
+    with pytest.raises(RuntimeError, match=r"holds 2 bytes, but its journal .* records 4"):
+        AppendSink(out)
+
+
+def test_append_sink_allows_one_process_per_file(tmp_path: Path) -> None:
+    first = AppendSink(tmp_path / "lines.txt")
+    with pytest.raises(RuntimeError, match="another process"):
+        AppendSink(tmp_path / "lines.txt")
+    first.close()
+    AppendSink(tmp_path / "lines.txt").close()
+    with pytest.raises(ValueError, match="batch_id: true"):
+        AppendSink(tmp_path / "other.txt").commit(None, [b"x"])
