@@ -9,7 +9,8 @@
  *
  * An L-worker's EOP says "durably loaded": the supervisor commits offsets upstream on
  * it.  So the batches a chunk of input closes are appended with one write(2) and
- * fsync(2)'ed BEFORE their EOPs are written.  A replay after a crash may append a batch twice (at-least-once).
+ * fsync(2)'ed BEFORE their EOPs are written.  A replay after a crash may append a batch twice (at-least-once);
+ * a stage with batch_id: true is refused (exit 2): append.py appends each batch once by its id.
  * stdout carries protocol bytes only; every diagnostic goes to stderr.
  */
 #include <errno.h>
@@ -86,6 +87,11 @@ int main(int argc, char **argv) {
     int worker_driven = batch && strcmp(driver, "worker") == 0;
     if (batch && !worker_driven && strcmp(driver, "supervisor") != 0)
         die(2, "ETLSTAGE_BATCH_DRIVER: expected supervisor or worker, got", driver);
+    /* A stage with batch_id: true opens each batch with a header message this loader would
+       append as data: refused (append.py, or a FileSink in an SDK, commits by batch id). */
+    if (strcmp(env_or("ETLSTAGE_BATCH_ID", "0"), "1") == 0)
+        die(2, "ETLSTAGE_BATCH_ID=1", "append.c does not commit by batch id (it would append each batch's "
+            "header as a line): use append.py, or give the stage batch_id: false");
     long batch_size = strtol(env_or("ETLSTAGE_BATCH_SIZE", "1"), NULL, 10);
     if (batch_size < 1) die(2, "ETLSTAGE_BATCH_SIZE: expected an integer >= 1", getenv("ETLSTAGE_BATCH_SIZE"));
 

@@ -281,6 +281,8 @@ def test_count_cyclic_supervisor_offsets(counter: str, tmp_path: Path) -> None:
         (("sh", str(EXAMPLES / "count.sh"), "5"), {"ETLSTAGE_EOM": "7c"}, b"EOM must be 0a"),
         (("sh", str(EXAMPLES / "count.sh"), "-1"), {}, b"usage"),
         (("{c_build}/append",), {}, b"usage"),
+        # a batch's id header would be appended as a line: refused, naming append.py
+        (("{c_build}/append", "/dev/null"), {"ETLSTAGE_MODE": "batch", "ETLSTAGE_BATCH_ID": "1"}, b"use append.py"),
         (("{c_build}/upper",), {"ETLSTAGE_MODE": "batchy"}, b"batchy"),
         (("{c_build}/upper",), {"ETLSTAGE_EOB": "0a"}, b"distinct"),
     ],
