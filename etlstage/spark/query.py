@@ -366,8 +366,10 @@ def spark_log_level() -> str:
 
 
 def missing_programs(spark: SparkSession, plan: Plan) -> list[str]:
-    """Stages whose program cannot be found where their tasks run: checked by a small job
-    with a task per core, before the query starts (driver-side extractors: on the driver)."""
+    """Stages whose program cannot be found where their tasks run, before the query starts:
+    on the driver for driver-side extractors, and for every stage under a ``local`` master
+    (its tasks run in this host's processes, with this environment); elsewhere by a small
+    job with a task per core (which also warms up the Python processes the query reuses)."""
     from etlstage.spark.native import natives
     from etlstage.spark.probe import find_programs, probe_job
 
@@ -376,6 +378,10 @@ def missing_programs(spark: SparkSession, plan: Plan) -> list[str]:
     workers = [s for s in config.stages if s.name not in native]
     on_driver = [s for s in workers if s.type == "E" and not (s.mode == "cyclic" and s.offsets == "supervisor")]
     on_executors = [s for s in workers if s not in on_driver]
+    master = config.engine.master
+    if master == "local" or master.startswith("local["):
+        # a job here was most of a run's pre-flight (about 6 s), even a run with nothing to do
+        return find_programs(plan, workers)
     problems = find_programs(plan, on_driver)
     if on_executors:
         problems += probe_job(spark, plan, [s.name for s in on_executors])
