@@ -80,7 +80,8 @@ class Unconfirmed:
             self.windows[p.window] += 1
             p.window.hold()
         self.empty.clear()
-        while self.bytes > self.limit_bytes and len(self.jobs) > 1:
+        # (never one whose results are still going on: a failure must find it to send it again)
+        while self.bytes > self.limit_bytes and len(self.jobs) > 1 and self.jobs[0].released:
             old = self.jobs.pop(0)  # its windows stay held; its input cannot be sent again
             into = self.let_go
             if self.suspects:
@@ -154,8 +155,10 @@ class Unconfirmed:
         for job in jobs:
             job.reset()
             for p in job.pieces:
-                p.window.add(self.level, p.count)
+                if job.released:  # in flight again (one cut short while handing on never let go)
+                    p.window.add(self.level, p.count)
                 p.window.unhold()
+            job.released = False
         self.empty.set()
         return jobs
 

@@ -385,13 +385,22 @@ class TransformDriver(_Driver):
 
     # --- completion -----------------------------------------------------------------------
 
-    async def _complete(self, job: Job, held: Unconfirmed, instance: int, arrived: float | None) -> None:
-        """``job`` answered; its answer arrived at ``arrived`` (None: at some time unseen)."""
+    def _answered(self, job: Job, held: Unconfirmed, arrived: float | None) -> None:
+        """``job`` answered; its answer arrived at ``arrived`` (None: at some time unseen).
+
+        Held until the worker is known to be in step, an L-worker's EOP as a T's answer: a
+        stray EOP may have acknowledged a batch the worker then dies on (docs/protocol.md).
+        Held at once, before its results go on (:meth:`_hand_on`, which may wait for room
+        downstream): a failure meanwhile finds it among the answered, and sends it again."""
         now = time.monotonic()
         self.stats.in_flight -= 1
         self.stats.answered(now - job.started)
         if self.on_job_done is not None:
             self.on_job_done(job)
+        held.add(job, now - job.started, arrived, now)
+
+    async def _hand_on(self, job: Job, instance: int) -> None:
+        """An answered job's results to the next stage, then its input let go at this level."""
         if job.results:
             block = b"".join(job.results) if len(job.results) > 1 else job.results[0]
             job.results.clear()  # handed on; a job held for confirmation keeps its input only
@@ -406,16 +415,16 @@ class TransformDriver(_Driver):
             else:
                 log.warning(handed.MISMATCH, self.stage.name, n)
             if block:
-                if job.handed is not None:
-                    job.handed.handing(block)
                 self.stats.produced(instance, n, len(block))
                 await self.emit(Piece(block, n, job.oldest_window()))
-        # Held until the worker is known to be in step, an L-worker's EOP as a T's answer: a
-        # stray EOP may have acknowledged a batch the worker then dies on (docs/protocol.md).
-        held.add(job, now - job.started, arrived, now)
+                # counted handed on only once it all went (a failure in the middle sends the
+                # job again, and its re-answer goes on whole: at-least-once, never lost)
+                if job.handed is not None:
+                    job.handed.handing(block)
         self._release(job)
 
     def _release(self, job: Job) -> None:
+        job.released = True
         for p in job.pieces:
             p.window.release(self.level, p.count)
 
@@ -548,8 +557,14 @@ class _Conversation:
                 continue
             reading = session.rules.feed(tokens)
             arrived = session.tokens_arrived
+            for job in reading.completed:  # each held before anything awaits
+                self._answered(job, arrived)
+            if reading.completed and session.scenario.worker_driven:
+                # the worker waits for its next batch (nothing of it may be written before
+                # this answer): let the feed write it while these results go on
+                await asyncio.sleep(0)
             for job in reading.completed:
-                await self._answered(job, arrived)
+                await self.driver._hand_on(job, session.scenario.instance)
             if not session.inflight:
                 self.drained.set()
                 if self.held:
@@ -569,9 +584,9 @@ class _Conversation:
             pressing = held.wanted or held.due()
             session.quiet_until = time.monotonic() + (held.settle() if pressing else RECHECK)
 
-    async def _answered(self, job: Job, arrived: float | None) -> None:
+    def _answered(self, job: Job, arrived: float | None) -> None:
         self.unanswered_bytes -= job.size
-        await self.driver._complete(job, self.held, self.session.scenario.instance, arrived)
+        self.driver._answered(job, self.held, arrived)
         self.session.completed += 1
         self.slots.release()
         self.answered.set()

@@ -233,6 +233,7 @@ class Job(Exchange):
     handed: Handed | None = None  # the results it handed on (a T-job sent again hands on only new ones)
     places: list[tuple[str, int, int]] | None = None  # L with batch ids: where its pieces sit in their windows
     ident: str | None = None  # L with batch ids: its id, kept when it is sent again
+    released: bool = False  # answered and its results handed on: its input let go at its level
 
     def __post_init__(self) -> None:
         self.messages = sum(p.count for p in self.pieces)

@@ -12,11 +12,13 @@ LEVEL = 1
 
 
 def answered(w: Window, held: Unconfirmed, text: bytes = b"m\n") -> Job:
-    """A job of one message of ``w`` that passed this stage and was answered."""
+    """A job of one message of ``w`` that passed this stage and was answered: held first,
+    then its results handed on and its input let go at this level (as the T driver does)."""
     w.add(LEVEL, 1)
     job = Job(pieces=[Piece(text, 1, w)], requests=1, batch=False)
-    w.release(LEVEL, 1)
     held.add(job, 0.001, None, 0.0)  # arrival unseen: doubtful, two checks
+    w.release(LEVEL, 1)
+    job.released = True
     return job
 
 
@@ -189,5 +191,28 @@ def test_an_answer_in_a_fraction_of_the_usual_time_or_unseen_is_doubtful():
         w2.release(LEVEL, 1)
         unseen.add(job, 1.5, None, 101.5)  # read from a queue: it may have come right behind
         assert unseen.pace.doubt
+
+    run(go)
+
+
+def test_a_job_cut_short_while_handing_on_is_sent_again_and_counted_once():
+    """A failure while an answered job's results go on (waiting for room downstream): the
+    job is held already, so it is sent again; its input was never let go at this level, so
+    taking it back does not count it twice (its window would never end), and a later job
+    over the replay budget does not push it out of reach."""
+
+    async def go() -> None:
+        held = Unconfirmed(LEVEL, 3)  # room for one one-message job of 2 bytes
+        w = Window("src", 0, 3)
+        done = answered(w, held, b"a\n")
+        w.add(LEVEL, 1)
+        cut = Job(pieces=[Piece(b"b\n", 1, w)], requests=1, batch=False)
+        held.add(cut, 0.001, None, 0.0)  # held; its results never all went on: not released
+        later = answered(w, held, b"c\n")  # over the budget: the released first job goes, not ``cut``
+        assert held.input_let_go()
+        assert held.take_back() == [cut, later]
+        assert w.live[LEVEL] == 2  # cut's one (never let go) and later's (taken back)
+        assert not cut.released and not later.released
+        assert done.released
 
     run(go)
