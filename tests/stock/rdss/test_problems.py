@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from typing import Any
 
 import pytest
@@ -58,6 +59,9 @@ def sets() -> dict[str, Any]:
     return _Sets()
 
 
+AT_DELIVERY = re.compile(r"at delivery \([^)]*\)")
+
+
 def test_the_demo_invalid_mix_gets_the_same_code_and_description() -> None:
     records, expected = generate(3000, seed=5)
     compiled = MessageValidator(load_schema_set("3.0.2"))
@@ -66,7 +70,9 @@ def test_the_demo_invalid_mix_gets_the_same_code_and_description() -> None:
     codes: dict[str, int] = {}
     for raw in records:
         fast, reference = compiled.check(raw), jsonschema_only.check(raw)
-        assert (fast.code, fast.description) == (reference.code, reference.description), raw[:300]
+        # each check reads the clock for "had passed at delivery (...)": a second may tick between them
+        same = [(r.code, AT_DELIVERY.sub("at delivery (now)", r.description or "")) for r in (fast, reference)]
+        assert same[0] == same[1], raw[:300]
         if fast.code is not None:
             codes[fast.code] = codes.get(fast.code, 0) + 1
     # Every kind of rejection the demo makes was compared, as often as the demo makes it (or more: re-deliveries).
