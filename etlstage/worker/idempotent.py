@@ -13,7 +13,7 @@ data makes loading exactly-once:
 - :class:`AppendSink`: every batch appended to one file, each id recorded after its data
   in a journal beside it; opening the file cuts off what was appended but not recorded.
 
-Both return False for a batch they skipped, True for one they loaded.
+Each returns False for a batch it skipped, True for one it loaded.
 """
 
 from __future__ import annotations
@@ -176,9 +176,14 @@ class AppendSink:
         if ident in self.ids:
             return False
         data = memoryview(b"".join(m + self.separator for m in messages))
-        while data:
-            data = data[os.write(self.fd, data) :]
-        os.fsync(self.fd)
+        try:
+            while data:
+                data = data[os.write(self.fd, data) :]
+            os.fsync(self.fd)
+        except BaseException:
+            # a write cut short (a full disk): the next batch must not land after half of this one
+            os.ftruncate(self.fd, self.length)
+            raise
         self.length = os.fstat(self.fd).st_size
         os.write(self.jfd, b"%s %d\n" % (ident.encode(), self.length))
         os.fsync(self.jfd)

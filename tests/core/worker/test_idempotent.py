@@ -134,3 +134,23 @@ def test_append_sink_allows_one_process_per_file(tmp_path: Path) -> None:
     AppendSink(tmp_path / "lines.txt").close()
     with pytest.raises(ValueError, match="batch_id: true"):
         AppendSink(tmp_path / "other.txt").commit(None, [b"x"])
+
+
+def test_append_sink_takes_back_a_write_cut_short(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failed append (a full disk) leaves nothing of its batch for the next one to follow."""
+    sink = AppendSink(tmp_path / "lines.txt")
+    assert sink.commit(A, [b"1"])
+    real_write = os.write
+
+    def half_then_full(fd: int, data: bytes | memoryview) -> int:
+        if fd == sink.fd and len(data) > 2:
+            return real_write(fd, bytes(data[:2]))  # part of the batch, then the disk is full
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "write", half_then_full)
+    with pytest.raises(OSError, match="No space"):
+        sink.commit(B, [b"2", b"3"])
+    monkeypatch.setattr(os, "write", real_write)
+    assert sink.commit(C, [b"4"])
+    sink.close()
+    assert (tmp_path / "lines.txt").read_bytes() == b"1\n4\n"
