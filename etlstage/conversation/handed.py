@@ -54,6 +54,11 @@ class Handed:
         self.block: bytes | None = None  # handed on, not yet fingerprinted
         self.prints: set[bytes] = set()
 
+    @property
+    def went_on(self) -> bool:
+        """Whether any answer of the job went on whole (one cut short by a failure did not)."""
+        return self.block is not None or bool(self.prints)
+
     def handing(self, block: bytes) -> None:
         """``block`` goes on to the next stage now."""
         if self.block is not None:

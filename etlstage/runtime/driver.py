@@ -409,6 +409,8 @@ class TransformDriver(_Driver):
                 pass  # every answer goes on: nothing to remember
             elif job.handed is None:
                 job.handed = Handed()
+            elif not job.handed.went_on:
+                pass  # its earlier answer never went on (a failure cut it short): this one does
             elif not job.handed.hand_on(block, deterministic=True):
                 self.stats.withheld += n  # a re-answer equal to what went on before
                 block = b""

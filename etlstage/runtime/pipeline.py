@@ -134,10 +134,14 @@ class Pipeline:
                     continue
                 if t.type == StageType.L:
                     self.taps.offer(t.name, block, count)  # a loader's tap: what it is given
-                piece.window.add(level + 1, count)
                 boxes = self.inputs[t.name]
                 for i, part, n in _routed(block, count, t):
-                    await boxes[i].put(Piece(part, n, piece.window))
+                    piece.window.add(level + 1, n)
+                    try:
+                        await boxes[i].put(Piece(part, n, piece.window))
+                    except BaseException:  # cut short (its worker failed): never delivered, the
+                        piece.window.release(level + 1, n)  # job is sent again and counted then
+                        raise
 
         return emit
 
