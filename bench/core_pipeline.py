@@ -335,6 +335,11 @@ def main() -> None:
     ap.add_argument("--http-only", action="store_true", help="only batch 1000 with --http off and on, alternately")
     ap.add_argument("--drivers-only", action="store_true", help="only supervisor- against worker-driven batches")
     ap.add_argument("--sdk", action="store_true", help="with --drivers-only: the T of each SDK in turn")
+    ap.add_argument(
+        "--worker-driven-here-only",
+        action="store_true",
+        help="the worker-driven row on this code only, not on --compare revisions (before write-ahead: minutes a run)",
+    )
     a = ap.parse_args()
     n = a.n
     work = Path(tempfile.mkdtemp(prefix="etlstage-bench-"))
@@ -358,7 +363,8 @@ def main() -> None:
     for tag, env in envs:
         runs[f"batch{tag}"] = lambda env=env: supervised(work, n, 100, "batch", 1000, env=env)
         runs[f"cyclic{tag}"] = lambda env=env: supervised(work, n, 100, "batch", 1000, cyclic=True, env=env)
-        runs[f"worker{tag}"] = lambda env=env: supervised(work, n, 100, "batch", 1000, env=env, driver="worker")
+        if not (tag and a.worker_driven_here_only):
+            runs[f"worker{tag}"] = lambda env=env: supervised(work, n, 100, "batch", 1000, env=env, driver="worker")
     if a.http:
         runs["http"] = lambda: supervised(work, n, 100, "batch", 1000, extra=("--http",))
     got = interleaved(runs, a.repeat)
@@ -370,7 +376,8 @@ def main() -> None:
     if a.http:
         rows.append(("etlstage run, batch 1000, --http on, scraped", n, got["http"][0], base))
     for tag, _ in envs:
-        rows.append((f"etlstage run, batch 1000, worker-driven (BNC){tag}", n, got[f"worker{tag}"][0], base))
+        if f"worker{tag}" in got:
+            rows.append((f"etlstage run, batch 1000, worker-driven (BNC){tag}", n, got[f"worker{tag}"][0], base))
     for tag, _ in envs:
         rows.append((f"etlstage run, batch 1000, cyclic E (10 windows){tag}", n, got[f"cyclic{tag}"][0], base))
     n_single = max(1, n // 5)
