@@ -336,6 +336,11 @@ def main() -> None:
     ap.add_argument("--drivers-only", action="store_true", help="only supervisor- against worker-driven batches")
     ap.add_argument("--sdk", action="store_true", help="with --drivers-only: the T of each SDK in turn")
     ap.add_argument(
+        "--relay-only",
+        action="store_true",
+        help="only the baseline and the batch 1000 rows (plain and cyclic E): the relay at sustained load",
+    )
+    ap.add_argument(
         "--worker-driven-here-only",
         action="store_true",
         help="the worker-driven row on this code only, not on --compare revisions (before write-ahead: minutes a run)",
@@ -353,8 +358,7 @@ def main() -> None:
     if a.drivers_only:
         drivers(work, n, a.repeat, envs, sdk_transforms(work) if a.sdk else [("", None)])
         shutil.rmtree(work, ignore_errors=True)
-        for _, tree, _ in old:
-            subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=HERE.parent, capture_output=True)
+        remove_worktrees(old)
         return
     rows = []  # (name, messages, seconds, baseline seconds for that many messages)
     # Every row of a group runs once per round, in turn, so a change in the machine's load
@@ -363,7 +367,7 @@ def main() -> None:
     for tag, env in envs:
         runs[f"batch{tag}"] = lambda env=env: supervised(work, n, 100, "batch", 1000, env=env)
         runs[f"cyclic{tag}"] = lambda env=env: supervised(work, n, 100, "batch", 1000, cyclic=True, env=env)
-        if not (tag and a.worker_driven_here_only):
+        if not a.relay_only and not (tag and a.worker_driven_here_only):
             runs[f"worker{tag}"] = lambda env=env: supervised(work, n, 100, "batch", 1000, env=env, driver="worker")
     if a.http:
         runs["http"] = lambda: supervised(work, n, 100, "batch", 1000, extra=("--http",))
@@ -380,6 +384,11 @@ def main() -> None:
             rows.append((f"etlstage run, batch 1000, worker-driven (BNC){tag}", n, got[f"worker{tag}"][0], base))
     for tag, _ in envs:
         rows.append((f"etlstage run, batch 1000, cyclic E (10 windows){tag}", n, got[f"cyclic{tag}"][0], base))
+    if a.relay_only:
+        print_rows(a.repeat, rows)
+        shutil.rmtree(work, ignore_errors=True)
+        remove_worktrees(old)
+        return
     n_single = max(1, n // 5)
     runs = {"base": lambda: shell_baseline(work, n_single, 100, 1000)}
     for tag, env in envs:
@@ -396,10 +405,7 @@ def main() -> None:
     for tag, _ in envs:
         rows.append((f"64 KiB: etlstage run, batch 16{tag}", n64, got[f"t64{tag}"][0], got["base"][0]))
 
-    print(f"core pipeline, best of {a.repeat}; machine: {os.cpu_count()} cores\n")
-    print(f"{'run':<56} {'messages':>10} {'seconds':>8} {'msg/s':>12} {'vs baseline':>11}")
-    for name, count, secs, ref in rows:
-        print(f"{name:<56} {count:>10,} {secs:>8.2f} {count / secs:>12,.0f} {secs / ref:>10.2f}x")
+    print_rows(a.repeat, rows)
     n_big = max(16, n // 50 // 16 * 16)
     gb = n_big * 65536 / 1e9
     pipe, supervised_big = big_messages(work, n_big)
@@ -422,6 +428,17 @@ def main() -> None:
                 secs, rss = supervised(work, count, size - 1, "batch", 1000, env=env)
                 print(f"  {size:>8,} B x {count:>9,}{tag:<12} {rss / 1e6:>6.0f} MB  ({secs:.1f} s)")
     shutil.rmtree(work, ignore_errors=True)
+    remove_worktrees(old)
+
+
+def print_rows(repeat: int, rows: list[tuple[str, int, float, float]]) -> None:
+    print(f"core pipeline, best of {repeat}; machine: {os.cpu_count()} cores\n")
+    print(f"{'run':<56} {'messages':>10} {'seconds':>8} {'msg/s':>12} {'vs baseline':>11}")
+    for name, count, secs, ref in rows:
+        print(f"{name:<56} {count:>10,} {secs:>8.2f} {count / secs:>12,.0f} {secs / ref:>10.2f}x")
+
+
+def remove_worktrees(old: list[tuple[str, Path, dict[str, str]]]) -> None:
     for _, tree, _ in old:
         subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=HERE.parent, capture_output=True)
 

@@ -42,7 +42,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -305,8 +305,8 @@ def mutants_of(path: str) -> list[Mutant]:
                 start, _ = _span(first, starts)
                 indent = " " * first.col_offset
                 out.append(Mutant(path, first.lineno, "return", "", f"return\n{indent}", start, start))
-        for field in ("body", "orelse", "finalbody"):
-            block = getattr(node, field, None)
+        for attr in ("body", "orelse", "finalbody"):
+            block = getattr(node, attr, None)
             for stmt in block if isinstance(block, list) else []:
                 if not isinstance(stmt, ast.stmt) or _is_docstring(stmt) or _quiet(stmt):
                     continue
@@ -400,11 +400,13 @@ def has_coverage() -> bool:
     return True
 
 
-def baseline_with_coverage(copy: Path, tests: list[str], timeout: float, into: LineTests) -> tuple[str, float]:
+def baseline_with_coverage(
+    copy: Path, tests: list[str], timeout: float, into: LineTests, more: tuple[str, ...] = ()
+) -> tuple[str, float]:
     """The unmutated run of ``tests``, recording into ``into`` which test executes which line."""
     import coverage
 
-    extra = ("--cov=etlstage", "--cov-context=test", "--cov-report=")
+    extra = ("--cov=etlstage", "--cov-context=test", "--cov-report=", *more)
     result, seconds = run_tests(copy, tests, timeout, extra)
     data = coverage.CoverageData(basename=str(copy / COVERAGE))
     data.read()
@@ -415,6 +417,47 @@ def baseline_with_coverage(copy: Path, tests: list[str], timeout: float, into: L
             # pytest-cov names a context "<node id>|setup", "|run" or "|teardown"
             lines.setdefault(line, set()).update(c.rpartition("|")[0] for c in contexts if "|" in c)
     return result, seconds
+
+
+Durations = dict[str, float]  # test node id -> its seconds in the baseline run
+BASELINE_XML = ".mutation-baseline.xml"
+SLACK = 4.0  # a mutant's run may take this many times its tests' baseline time before it is a hang
+
+
+def read_durations(xml: Path) -> Durations:
+    """Each test's seconds in the baseline run, by node id, from pytest's JUnit XML (its
+    ``classname`` is the module's dotted path, then any classes)."""
+    import xml.etree.ElementTree as ET
+
+    out: Durations = {}
+    if not xml.exists():
+        return out
+    for case in ET.parse(xml).iter("testcase"):
+        parts = case.get("classname", "").split(".")
+        # the module is up to its last segment named like a test module; classes follow it
+        cut = max((i for i, p in enumerate(parts) if p.startswith("test_")), default=len(parts) - 1) + 1
+        node = "/".join(parts[:cut]) + ".py::" + "::".join([*parts[cut:], case.get("name", "")])
+        out[node] = float(case.get("time", 0) or 0)
+    return out
+
+
+def limit_for(tests: list[str], durations: Durations, start: float, ceiling: float) -> float:
+    """The time limit of one run of ``tests`` (node ids or whole files): ``start`` (a test
+    run's own start-up) and SLACK times what they took in the baseline, within ``ceiling``;
+    the ceiling itself when a test's time is not known (a hang then costs the full limit,
+    as before). A hang is cut off in seconds where a flat limit waited minutes."""
+    total = 0.0
+    for t in tests:
+        if "::" in t:
+            if t not in durations:
+                return ceiling
+            total += durations[t]
+        else:
+            times = [d for node, d in durations.items() if node.startswith(t + "::")]
+            if not times:
+                return ceiling
+            total += sum(times)
+    return min(ceiling, start + SLACK * total)
 
 
 def covering(m: Mutant, line_tests: LineTests) -> list[str]:
@@ -432,14 +475,27 @@ def apply(copy: Path, m: Mutant) -> bytes:
     return original
 
 
-def evaluate(copy: Path, mutants: list[Mutant], timeout: float, line_tests: LineTests) -> Iterator[Outcome]:
+@dataclass
+class Limits:
+    """How long one run of a mutant's tests may take: by the baseline's times of those tests."""
+
+    ceiling: float  # --timeout, or the default from the whole baseline
+    durations: Durations = field(default_factory=dict)
+    start: float = 0.0  # a test run's own start-up (the baseline's time outside its tests), doubled
+
+    def of(self, tests: list[str]) -> float:
+        return limit_for(tests, self.durations, self.start, self.ceiling) if self.durations else self.ceiling
+
+
+def evaluate(copy: Path, mutants: list[Mutant], limits: Limits, line_tests: LineTests) -> Iterator[Outcome]:
     for m in mutants:
         original = apply(copy, m)
         try:
             selected = covering(m, line_tests)
-            result, seconds = run_tests(copy, selected, timeout) if selected else ("passed", 0.0)
+            result, seconds = run_tests(copy, selected, limits.of(selected)) if selected else ("passed", 0.0)
             if result in ("passed", "error"):  # not killed by the tests that run its lines: the whole list decides
-                result, more = run_tests(copy, tests_for(m.path), timeout)
+                whole = tests_for(m.path)
+                result, more = run_tests(copy, whole, limits.of(whole))
                 seconds += more
         finally:
             (copy / m.path).write_bytes(original)
@@ -447,13 +503,13 @@ def evaluate(copy: Path, mutants: list[Mutant], timeout: float, line_tests: Line
 
 
 def evaluate_in_parallel(
-    copies: list[Path], mutants: list[Mutant], timeout: float, line_tests: LineTests
+    copies: list[Path], mutants: list[Mutant], limits: Limits, line_tests: LineTests
 ) -> Iterator[Outcome]:
     """``evaluate`` with one copy of the checkout per job, each taking the next mutant when it
     is free; outcomes in the order they finish. Each job's copy is its own, so a mutant never
     sees another's change."""
     if len(copies) == 1:
-        yield from evaluate(copies[0], mutants, timeout, line_tests)
+        yield from evaluate(copies[0], mutants, limits, line_tests)
         return
     import queue
     import threading
@@ -470,7 +526,7 @@ def evaluate_in_parallel(
                     m = todo.get_nowait()
                 except queue.Empty:
                     return
-                done.put(next(evaluate(copy, [m], timeout, line_tests)))
+                done.put(next(evaluate(copy, [m], limits, line_tests)))
         except BaseException as exc:  # reported by the caller, not lost in a thread
             done.put(exc)
 
@@ -499,14 +555,20 @@ def main(argv: list[str] | None = None) -> int:
         "--timeout",
         type=float,
         default=0.0,
-        help="seconds for one run of a mutant's tests (default: 1.5 times the unmutated run of every test, at "
-        "least 300): a survivor's whole list must never run into it, or a slow machine counts it killed",
+        help="the most seconds one run of a mutant's tests may take (default: 1.5 times the unmutated run of "
+        "every test, at least 300); within it, a run is stopped after 4 times its tests' baseline time and their "
+        "start-up: a survivor's run must never reach its limit, or a slow machine counts it killed",
     )
     ap.add_argument(
         "--jobs",
         type=int,
         default=os.cpu_count() or 1,
         help="mutants evaluated at once, each in its own copy of the checkout (default: the number of cores)",
+    )
+    ap.add_argument(
+        "--flat-limit",
+        action="store_true",
+        help="every run of a mutant's tests gets the whole --timeout (no limit by its tests' baseline times)",
     )
     ap.add_argument("--list", action="store_true", help="list the mutants and stop")
     ap.add_argument("--json", type=Path, help="also write every outcome to this file")
@@ -549,17 +611,25 @@ def main(argv: list[str] | None = None) -> int:
         # the unmutated code must pass every test a mutant may run, or every mutant looks killed
         every = list(dict.fromkeys(t for m in mutants for t in tests_for(m.path)))
         line_tests: LineTests = {}
+        timing = (f"--junitxml={copy / BASELINE_XML}",)
         if has_coverage() and not args.no_select:
-            result, seconds = baseline_with_coverage(copy, every, (args.timeout or 300.0) * 4, line_tests)
+            result, seconds = baseline_with_coverage(copy, every, (args.timeout or 300.0) * 4, line_tests, timing)
         else:
-            result, seconds = run_tests(copy, every, (args.timeout or 300.0) * 4)
+            result, seconds = run_tests(copy, every, (args.timeout or 300.0) * 4, timing)
         print(f"baseline {result} in {seconds:.0f}s: {' '.join(t.removeprefix(CORE) for t in every)}", flush=True)
         if result != "passed":
             return 2
-        timeout = args.timeout or max(300.0, 1.5 * seconds)
-        print(f"a mutant's test run is stopped after {timeout:.0f}s (then counted killed: a hang)", flush=True)
+        limits = Limits(args.timeout or max(300.0, 1.5 * seconds))
+        if not args.flat_limit:
+            limits.durations = read_durations(copy / BASELINE_XML)
+            limits.start = 10.0 + 2 * max(0.0, seconds - sum(limits.durations.values()))
+        print(
+            f"a mutant's test run is stopped after {SLACK:.0f}x its tests' baseline time + {limits.start:.0f}s, "
+            f"at most {limits.ceiling:.0f}s (then counted killed: a hang)",
+            flush=True,
+        )
         outcomes = []
-        for i, o in enumerate(evaluate_in_parallel(copies, mutants, timeout, line_tests), 1):
+        for i, o in enumerate(evaluate_in_parallel(copies, mutants, limits, line_tests), 1):
             outcomes.append(o)
             print(f"[{i}/{len(mutants)}] {o.status:8} {o.seconds:5.1f}s {describe(o.mutant)}", flush=True)
 

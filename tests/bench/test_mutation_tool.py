@@ -97,10 +97,55 @@ def test_parallel_jobs_each_mutate_only_their_own_copy_and_every_outcome_is_repo
     flipped = mutation.Mutant("m.py", 2, "flip", "<", ">=", at, at + 1)  # f(1) false: killed
     moved = mutation.Mutant("m.py", 2, "boundary", "<", "<=", at, at + 1)  # f(2) true: killed
     same = mutation.Mutant("m.py", 2, "noop", "<", "<", at, at + 1)  # the same code: survives
-    outcomes = list(mutation.evaluate_in_parallel(copies, [flipped, moved, same], 60, {}))
+    outcomes = list(mutation.evaluate_in_parallel(copies, [flipped, moved, same], mutation.Limits(60), {}))
     assert sorted((o.mutant.kind, o.status) for o in outcomes) == [
         ("boundary", "killed"),
         ("flip", "killed"),
         ("noop", "survived"),
     ]
     assert all((c / "m.py").read_text() == source for c in copies)  # every copy put back
+
+
+def test_a_run_is_limited_by_its_tests_baseline_times_and_an_unknown_test_gets_the_ceiling() -> None:
+    durations = {"tests/a/test_x.py::test_1": 2.0, "tests/a/test_x.py::T::test_2[p]": 3.0, "tests/b/test_y.py::t": 50.0}
+    assert mutation.limit_for(["tests/a/test_x.py::test_1"], durations, 10.0, 300.0) == 10.0 + mutation.SLACK * 2
+    assert mutation.limit_for(["tests/a/test_x.py"], durations, 10.0, 300.0) == 10.0 + mutation.SLACK * 5
+    assert mutation.limit_for(["tests/b/test_y.py"], durations, 10.0, 100.0) == 100.0  # within the ceiling
+    assert mutation.limit_for(["tests/a/test_x.py::gone"], durations, 10.0, 300.0) == 300.0
+    assert mutation.limit_for(["tests/c/test_new.py"], durations, 10.0, 300.0) == 300.0
+    assert mutation.Limits(300.0).of(["tests/a/test_x.py::test_1"]) == 300.0  # no baseline times: the ceiling
+
+
+def test_baseline_times_are_read_under_the_node_ids_coverage_names(tmp_path: Path) -> None:
+    """The JUnit report's class names map back to the node ids the per-test coverage
+    contexts use (a module in a package, a class, a parametrized test)."""
+    (tmp_path / "tests" / "pkg").mkdir(parents=True)
+    (tmp_path / "tests" / "__init__.py").write_text("")
+    (tmp_path / "tests" / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "tests" / "pkg" / "test_m.py").write_text(
+        "import pytest\n"
+        "def test_plain():\n    pass\n"
+        "class TestGroup:\n"
+        "    @pytest.mark.parametrize('x', [1, 2])\n"
+        "    def test_each(self, x):\n        pass\n"
+    )
+    xml = tmp_path / "base.xml"
+    assert mutation.run_tests(tmp_path, ["tests/pkg/test_m.py"], 60, (f"--junitxml={xml}",))[0] == "passed"
+    assert sorted(mutation.read_durations(xml)) == [
+        "tests/pkg/test_m.py::TestGroup::test_each[1]",
+        "tests/pkg/test_m.py::TestGroup::test_each[2]",
+        "tests/pkg/test_m.py::test_plain",
+    ]
+
+
+def test_a_hang_is_stopped_by_its_tests_baseline_time_not_the_ceiling(tmp_path: Path, monkeypatch) -> None:
+    source = "def done(x):\n    return x > 0\n"
+    (tmp_path / "m.py").write_text(source)
+    (tmp_path / "test_m.py").write_text("from m import done\ndef test_f():\n    while not done(1):\n        pass\n")
+    monkeypatch.setattr(mutation, "tests_for", lambda path: ["test_m.py"])
+    at = source.index(">")
+    hangs = mutation.Mutant("m.py", 2, "flip", ">", "<=", at, at + 1)
+    limits = mutation.Limits(600.0, {"test_m.py::test_f": 0.01}, start=3.0)
+    (outcome,) = mutation.evaluate(tmp_path, [hangs], limits, {})
+    assert outcome.status == "timeout"
+    assert outcome.seconds < 60, outcome.seconds  # its 3-s limit, not the 600-s ceiling
