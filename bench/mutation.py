@@ -400,6 +400,14 @@ def has_coverage() -> bool:
     return True
 
 
+def has_xdist() -> bool:
+    try:
+        import xdist  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def baseline_with_coverage(
     copy: Path, tests: list[str], timeout: float, into: LineTests, more: tuple[str, ...] = ()
 ) -> tuple[str, float]:
@@ -441,23 +449,42 @@ def read_durations(xml: Path) -> Durations:
     return out
 
 
+def times_of(tests: list[str], durations: Durations) -> list[float] | None:
+    """The baseline times of ``tests`` (node ids, or whole files: each of their tests); None
+    when any of them was not timed."""
+    out: list[float] = []
+    for t in tests:
+        if "::" in t:
+            if t not in durations:
+                return None
+            out.append(durations[t])
+        else:
+            times = [d for node, d in durations.items() if node.startswith(t + "::")]
+            if not times:
+                return None
+            out += times
+    return out
+
+
 def limit_for(tests: list[str], durations: Durations, start: float, ceiling: float) -> float:
     """The time limit of one run of ``tests`` (node ids or whole files): ``start`` (a test
     run's own start-up) and SLACK times what they took in the baseline, within ``ceiling``;
     the ceiling itself when a test's time is not known (a hang then costs the full limit,
     as before). A hang is cut off in seconds where a flat limit waited minutes."""
-    total = 0.0
-    for t in tests:
-        if "::" in t:
-            if t not in durations:
-                return ceiling
-            total += durations[t]
-        else:
-            times = [d for node, d in durations.items() if node.startswith(t + "::")]
-            if not times:
-                return ceiling
-            total += sum(times)
-    return min(ceiling, start + SLACK * total)
+    times = times_of(tests, durations)
+    return ceiling if times is None else min(ceiling, start + SLACK * sum(times))
+
+
+TEST_FLOOR = 20.0  # no test of a mutant's run is stopped sooner (pytest-timeout)
+
+
+def per_test_limit(tests: list[str], durations: Durations) -> float | None:
+    """Each test's own limit in a run of ``tests``: SLACK times the slowest of them in the
+    baseline, at least TEST_FLOOR; None when any was not timed. A hang in one test of a
+    long list is stopped by it, not by the whole list's limit. (A test's own timeout mark
+    stands: pytest-timeout lets a mark override the command line.)"""
+    times = times_of(tests, durations)
+    return None if times is None else max(TEST_FLOOR, SLACK * max(times, default=0.0))
 
 
 def covering(m: Mutant, line_tests: LineTests) -> list[str]:
@@ -486,16 +513,25 @@ class Limits:
     def of(self, tests: list[str]) -> float:
         return limit_for(tests, self.durations, self.start, self.ceiling) if self.durations else self.ceiling
 
+    def options(self, tests: list[str]) -> tuple[str, ...]:
+        """pytest's options for the run: each test's own limit, where the baseline timed them all."""
+        each = per_test_limit(tests, self.durations) if self.durations else None
+        return () if each is None else (f"--timeout={each:.0f}",)
+
 
 def evaluate(copy: Path, mutants: list[Mutant], limits: Limits, line_tests: LineTests) -> Iterator[Outcome]:
     for m in mutants:
         original = apply(copy, m)
         try:
             selected = covering(m, line_tests)
-            result, seconds = run_tests(copy, selected, limits.of(selected)) if selected else ("passed", 0.0)
+            result, seconds = (
+                run_tests(copy, selected, limits.of(selected), limits.options(selected))
+                if selected
+                else ("passed", 0.0)
+            )
             if result in ("passed", "error"):  # not killed by the tests that run its lines: the whole list decides
                 whole = tests_for(m.path)
-                result, more = run_tests(copy, whole, limits.of(whole))
+                result, more = run_tests(copy, whole, limits.of(whole), limits.options(whole))
                 seconds += more
         finally:
             (copy / m.path).write_bytes(original)
@@ -611,7 +647,10 @@ def main(argv: list[str] | None = None) -> int:
         # the unmutated code must pass every test a mutant may run, or every mutant looks killed
         every = list(dict.fromkeys(t for m in mutants for t in tests_for(m.path)))
         line_tests: LineTests = {}
-        timing = (f"--junitxml={copy / BASELINE_XML}",)
+        # the baseline on every job's core at once (pytest-xdist; coverage's per-test contexts
+        # and the JUnit report are gathered from its processes): it is the run's longest step
+        workers = len(copies) if len(copies) > 1 and has_xdist() else 1
+        timing = (f"--junitxml={copy / BASELINE_XML}", *(("-n", str(workers)) if workers > 1 else ()))
         if has_coverage() and not args.no_select:
             result, seconds = baseline_with_coverage(copy, every, (args.timeout or 300.0) * 4, line_tests, timing)
         else:
@@ -619,13 +658,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"baseline {result} in {seconds:.0f}s: {' '.join(t.removeprefix(CORE) for t in every)}", flush=True)
         if result != "passed":
             return 2
-        limits = Limits(args.timeout or max(300.0, 1.5 * seconds))
+        durations = read_durations(copy / BASELINE_XML)
+        # the ceiling as before: 1.5 times every test run one after the other
+        limits = Limits(args.timeout or max(300.0, 1.5 * max(seconds, sum(durations.values()))))
         if not args.flat_limit:
-            limits.durations = read_durations(copy / BASELINE_XML)
-            limits.start = 10.0 + 2 * max(0.0, seconds - sum(limits.durations.values()))
+            limits.durations = durations
+            # a run's own start-up: the baseline's time beyond its tests' share of each process
+            limits.start = 10.0 + 2 * max(0.0, seconds - sum(durations.values()) / workers)
         print(
             f"a mutant's test run is stopped after {SLACK:.0f}x its tests' baseline time + {limits.start:.0f}s, "
-            f"at most {limits.ceiling:.0f}s (then counted killed: a hang)",
+            f"at most {limits.ceiling:.0f}s, and each test after {SLACK:.0f}x its own, at least {TEST_FLOOR:.0f}s "
+            "(then counted killed: a hang)",
             flush=True,
         )
         outcomes = []

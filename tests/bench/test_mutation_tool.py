@@ -149,3 +149,21 @@ def test_a_hang_is_stopped_by_its_tests_baseline_time_not_the_ceiling(tmp_path: 
     (outcome,) = mutation.evaluate(tmp_path, [hangs], limits, {})
     assert outcome.status == "timeout"
     assert outcome.seconds < 60, outcome.seconds  # its 3-s limit, not the 600-s ceiling
+
+
+def test_a_hang_in_one_test_of_a_long_list_is_stopped_by_that_tests_own_limit(tmp_path: Path, monkeypatch) -> None:
+    """The run's limit is the whole list's (here 43 s); each test's is its slowest one's (3 s)."""
+    source = "def done(x):\n    return x > 0\n"
+    (tmp_path / "m.py").write_text(source)
+    (tmp_path / "test_m.py").write_text("from m import done\ndef test_f():\n    while not done(1):\n        pass\n")
+    monkeypatch.setattr(mutation, "tests_for", lambda path: ["test_m.py"])
+    monkeypatch.setattr(mutation, "TEST_FLOOR", 3.0)
+    at = source.index(">")
+    hangs = mutation.Mutant("m.py", 2, "flip", ">", "<=", at, at + 1)
+    durations = {"test_m.py::test_f": 0.01, **{f"test_m.py::t{i}": 0.5 for i in range(20)}}
+    limits = mutation.Limits(600.0, durations, start=3.0)
+    assert limits.of(["test_m.py"]) > 40 and limits.options(["test_m.py"]) == ("--timeout=3",)
+    (outcome,) = mutation.evaluate(tmp_path, [hangs], limits, {})
+    assert outcome.status == "killed"  # its test failed by its own limit
+    assert outcome.seconds < 30, outcome.seconds
+    assert mutation.per_test_limit(["test_m.py::gone"], durations) is None  # not timed: no limit of its own
