@@ -376,3 +376,15 @@ def test_an_exit_ends_the_output_a_child_holds_open_after_what_was_written_is_re
     assert asyncio.run(scenario()) == 5_000_000
     child = int(pid_file.read_text())
     wait_for(lambda: _gone(child), 10, f"the worker's child {child} to be gone")
+
+
+@pytest.mark.parametrize("pgid", [None, 0, 1])
+def test_killing_the_group_of_no_worker_signals_nothing(pgid: int | None) -> None:
+    """``kill_group`` with no group (None), or 0 or 1, signals nothing: ``killpg(0)`` would
+    kill the caller's own group (the supervisor), 1 init's. Run in a session of its own, so
+    a mistake kills only that process."""
+    import subprocess
+
+    code = f"from etlstage.kit.exits import kill_group\nkill_group({pgid})\nprint('alive')\n"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, start_new_session=True)
+    assert (r.returncode, r.stdout.strip()) == (0, "alive"), r.stderr[-2000:]

@@ -242,3 +242,12 @@ def test_a_markers_option_of_the_wrong_shape_says_what_is_wrong_with_it(text: st
     of bytes and a byte that is no number are told apart."""
     with pytest.raises(MarkerError, match=rf"markers option {re.escape(repr(text))}: {why}"):
         Markers.from_option(text)
+
+
+@pytest.mark.parametrize("text", ["messageHeader/messageId", "#/messageHeader", "m"])
+def test_a_json_pointer_without_its_leading_slash_is_refused_by_name(text: str) -> None:
+    from etlstage.protocol.pointer import parse_pointer
+
+    with pytest.raises(ValueError, match=re.escape(repr(text)) + ".*must start with '/'"):
+        parse_pointer(text)
+    assert parse_pointer("/" + text) == tuple(text.split("/"))  # the same with it: its tokens

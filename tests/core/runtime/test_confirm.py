@@ -216,3 +216,22 @@ def test_a_job_cut_short_while_handing_on_is_sent_again_and_counted_once():
         assert done.released
 
     run(go)
+
+
+def test_a_window_is_not_due_here_while_a_stage_before_still_holds_its_messages():
+    """An L-stage (level 2) holding a job of a closed window: no quiet check is due while
+    the T-stage (level 1) still has a message of that window; it is once the T let it go."""
+
+    async def go() -> None:
+        held = Unconfirmed(2, 1 << 20)
+        w = Window("src", 0, 3)
+        w.add(1, 1)  # one message still at the T
+        w.add(2, 1)
+        held.add(Job(pieces=[Piece(b"m\n", 1, w)], requests=1, batch=False), 0.001, None, 0.0)
+        w.release(2, 1)
+        w.close()
+        assert not held.due()
+        w.release(1, 1)
+        assert held.due()
+
+    run(go)
