@@ -322,3 +322,31 @@ def test_once_a_worker_has_answered_its_requests_meet_the_request_limit_not_the_
     assert len(run_through(worker)) == 20
     assert worker.tally.stats.failures == {"timeout": 1}
     assert [e for _, e in worker.tally.stats.last_errors] == ["t did not answer within its request timeout of 0.2s"]
+
+
+def test_a_task_gives_each_batch_of_an_l_stage_its_id_by_its_place(tmp_path):
+    """``batch_id: true`` on an L-stage: each batch a task cuts opens with the id of its
+    place in the task and of its messages (the supervisor's rule, conversation/batchid.py);
+    outside a Spark task the place's source is ``spark``."""
+    from etlstage.conversation.batchid import batch_id
+
+    stage = StageConfig(
+        "l",
+        StageType.L,
+        [sys.executable, str(FIXTURES / "tw.py"), "ledger", str(tmp_path / "ledger")],
+        Mode.BATCH,
+        Markers(),
+        batch_size=2,
+        batch_id=True,
+        timeouts=Timeouts(startup=30, request=30),
+        restart=RestartPolicy(max_restarts=0),
+    )
+    scenario = stage.scenario(0, str(tmp_path))
+    worker = StageWorker(stage, scenario, worker_env(stage, scenario), None, "l")
+    try:
+        assert list(worker.transform(iter([b"a\nb\nc\n", b"d\ne\n"]))) == []
+    finally:
+        worker.stop()
+    got = [line.split()[0] for line in (tmp_path / "ledger" / "ids.log").read_text().splitlines()]
+    blocks = [(0, b"a\nb\n"), (2, b"c\nd\n"), (4, b"e\n")]
+    assert got == [batch_id(worker.pipeline, "l", 0, [("spark", 0, at)], block) for at, block in blocks]
