@@ -350,3 +350,27 @@ def test_a_task_gives_each_batch_of_an_l_stage_its_id_by_its_place(tmp_path):
     got = [line.split()[0] for line in (tmp_path / "ledger" / "ids.log").read_text().splitlines()]
     blocks = [(0, b"a\nb\n"), (2, b"c\nd\n"), (4, b"e\n")]
     assert got == [batch_id(worker.pipeline, "l", 0, [("spark", 0, at)], block) for at, block in blocks]
+
+
+def test_a_batch_is_said_to_be_tried_one_by_one_only_when_it_is(tmp_path, caplog):
+    """A crash once (the batch's first failure) restarts and sends it again whole: no line
+    says its messages are tried one by one; a batch that keeps failing is isolated, and
+    that line says so once."""
+    import logging
+
+    with caplog.at_level(logging.WARNING, logger="etlstage"):
+        assert sorted(run_through(misbehaving(tmp_path, "crash@3"))) == [b"m%03d" % i for i in range(20)]
+    assert "one by one" not in caplog.text
+    caplog.clear()
+    (tmp_path / "again").mkdir()
+    worker = t_worker(
+        tmp_path / "again",
+        [sys.executable, str(FIXTURES / "tw.py"), "poison", "m002"],
+        batch_size=4,
+        restart=RestartPolicy(max_restarts=1, backoff=0.01),
+        on_failure=OnFailure.DEADLETTER,
+    )
+    worker.deadletter = lambda st, job, error: None
+    with caplog.at_level(logging.WARNING, logger="etlstage"):
+        assert sorted(run_through(worker, 8)) == [b"m%03d" % i for i in range(8) if i != 2]
+    assert caplog.text.count("trying its messages one by one") == 1, caplog.text
