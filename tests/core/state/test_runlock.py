@@ -97,3 +97,18 @@ def test_each_run_writes_itself_as_the_last_run_and_a_deadletter_command_keeps_t
     take("supervisor", "/c.yaml")
     last = runlock.last_holder(tmp_path)
     assert last is not None and (last.last_engine, last.last_file) == ("supervisor", "/c.yaml")
+
+
+def test_a_claim_refused_for_a_shared_state_lets_the_lock_go(tmp_path: Path) -> None:
+    """``claim`` takes the lock, then finds another pipeline file sharing the state and
+    refuses: the lock is let go, so the next claim (the right file) is not told a run holds it."""
+    from etlstage.state.claim import claim
+
+    state = tmp_path / "state"
+    a, b = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    a.write_text("")
+    b.write_text("")
+    claim(state, "supervisor", str(a), lambda other: False).release()  # a ran last
+    with pytest.raises(StateError, match="share one state"):
+        claim(state, "supervisor", str(b), lambda other: True)  # a still leads here
+    claim(state, "supervisor", str(b), lambda other: False).release()
