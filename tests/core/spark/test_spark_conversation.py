@@ -374,3 +374,48 @@ def test_a_batch_is_said_to_be_tried_one_by_one_only_when_it_is(tmp_path, caplog
     with caplog.at_level(logging.WARNING, logger="etlstage"):
         assert sorted(run_through(worker, 8)) == [b"m%03d" % i for i in range(8) if i != 2]
     assert caplog.text.count("trying its messages one by one") == 1, caplog.text
+
+
+POISONED_LEDGER = """\
+import os, sys
+from etlstage.worker import Loader, main
+class Ledger(Loader):
+    def load(self, messages):
+        if b"m002" in messages:
+            os._exit(7)
+        with open(sys.argv[1], "a") as f:
+            f.write(f"{self.batch_id} {b','.join(messages).decode()}\\n")
+main(Ledger())
+"""
+
+
+def test_a_batch_isolated_under_batch_ids_gives_each_message_its_own_id(tmp_path):
+    """An L-stage with ``batch_id: true`` whose batch keeps failing: its messages go one by
+    one, each with the id of its own place and content, so none is taken for the batch
+    (whose id would skip the rest once one of them loaded)."""
+    from etlstage.conversation.batchid import batch_id
+
+    script = tmp_path / "ledger.py"
+    script.write_text(POISONED_LEDGER)
+    stage = StageConfig(
+        "l",
+        StageType.L,
+        [sys.executable, str(script), str(tmp_path / "ids.txt")],
+        Mode.BATCH,
+        Markers(),
+        batch_size=4,
+        batch_id=True,
+        on_failure=OnFailure.DEADLETTER,
+        timeouts=Timeouts(startup=30, request=30),
+        restart=RestartPolicy(max_restarts=1, backoff=0.01),
+    )
+    scenario = stage.scenario(0, str(tmp_path))
+    worker = StageWorker(stage, scenario, worker_env(stage, scenario), None, "l")
+    worker.deadletter = lambda st, job, error: None
+    try:
+        assert list(worker.transform(iter([b"m000\nm001\nm002\nm003\n"]))) == []
+    finally:
+        worker.stop()
+    loaded = dict(line.split(" ") for line in (tmp_path / "ids.txt").read_text().splitlines())
+    want = {batch_id(worker.pipeline, "l", 0, [("spark", 0, k)], b"m%03d\n" % k): "m%03d" % k for k in (0, 1, 3)}
+    assert loaded == want
