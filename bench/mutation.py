@@ -121,6 +121,7 @@ TESTS: list[tuple[str, list[str]]] = [
     ("etlstage/kit/progress.py", ["kit/test_progress.py", *SUPERVISOR]),
     ("etlstage/kit/transport.py", ["kit/test_transport.py", *SUPERVISOR]),
     ("etlstage/kit/admit.py", ["kit/test_admit.py", *SUPERVISOR]),
+    ("etlstage/kit/exits.py", ["kit/test_transport.py", *SUPERVISOR]),
     ("etlstage/kit/", SUPERVISOR),  # what both engines use: the supervisor's tests reach it
     ("etlstage/runtime/runner.py", ["observe/test_instance_metrics.py", *SUPERVISOR]),  # the final metrics
     ("etlstage/runtime/", SUPERVISOR),

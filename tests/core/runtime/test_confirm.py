@@ -235,3 +235,19 @@ def test_a_window_is_not_due_here_while_a_stage_before_still_holds_its_messages(
         assert held.due()
 
     run(go)
+
+
+def test_a_window_is_due_at_a_stage_it_has_passed_while_a_later_stage_still_works_on_it():
+    """A T-stage (level 1) holding a job of a closed window it has passed: its quiet check
+    is due although the L after it still has messages of the window (they wait on the
+    T's confirmation to commit, not the other way round)."""
+
+    async def go() -> None:
+        held = Unconfirmed(1, 1 << 20)
+        w = Window("src", 0, 3)
+        answered(w, held)
+        w.add(2, 1)  # its result at the L
+        w.close()
+        assert held.due()
+
+    run(go)

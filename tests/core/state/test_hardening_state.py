@@ -394,3 +394,11 @@ def test_the_folders_above_are_checked_as_written_and_as_resolved(tmp_path: Path
     problem = ancestors_problem(tmp_path / "link" / "etl")
     assert problem is not None and f"{open_dir} is writable by its group or by others" in problem, problem
     assert ancestors_problem(tmp_path / "fine" / "deeper" / "etl") is None  # missing levels: made ours
+
+
+def test_a_state_store_that_cannot_be_opened_is_a_clear_error_naming_it(tmp_path: Path) -> None:
+    """state.db that is a directory (or anything os.open refuses): a StateError naming the
+    file and why, not a traceback."""
+    (tmp_path / "state.db").mkdir()
+    with pytest.raises(StateError, match=r"cannot open the state store .*state\.db: Is a directory"):
+        StateStore(tmp_path)
