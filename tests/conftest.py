@@ -68,15 +68,22 @@ def c_build(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """The one local[2] SparkSession of a test run, set up as the engine sets up its own.
 
     Every test shares it: a test never stops it (the next test would find it stopped)."""
     from etlstage.spark.query import ENGINE_CONF
     from etlstage.spark.session import quiet_spark, start_session
+    from etlstage.spark.worker_python import spark_python
 
     quiet_spark()
-    session = start_session("local[2]", "etlstage-tests", ENGINE_CONF, connect_timeout=10, log_level="WARN")
+    theirs = os.environ.get("PYSPARK_PYTHON")
+    python = spark_python("local[2]", tmp_path_factory.mktemp("spark-state"))
+    session = start_session(
+        "local[2]", "etlstage-tests", ENGINE_CONF, connect_timeout=10, log_level="WARN", python=python
+    )
+    if theirs is None:  # the session has read it; the CLI runs that tests start choose their own
+        os.environ.pop("PYSPARK_PYTHON", None)
     yield session
     session.stop()
 

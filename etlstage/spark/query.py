@@ -281,6 +281,7 @@ def _run_query(
     from etlstage.spark.native import session_conf
     from etlstage.spark.plan import Plan
     from etlstage.spark.session import SparkStartError, start_session
+    from etlstage.spark.worker_python import spark_python
 
     engine = config.engine
     plain_only = all(s.mode == "plain" for s in config.stages if s.type == "E")
@@ -291,6 +292,11 @@ def _run_query(
         connector_conf = connectors(config)
     except EtlstageError as exc:
         log.error("engine.checkpoint: %s", exc)
+        return exc.exit_code
+    try:
+        python = spark_python(engine.master, config.state_dir)
+    except EtlstageError as exc:
+        log.error("%s", exc)
         return exc.exit_code
     counts = Counts(config, plan.run_id)
     try:
@@ -319,6 +325,7 @@ def _run_query(
             connect_timeout=10,
             log_level=spark_log_level(),
             on_jvm=lambda: counts.phase("session"),
+            python=python,
         )
     except SparkStartError as exc:
         stop_http()

@@ -146,8 +146,10 @@ def start_session(
     connect_timeout: float,
     log_level: str,
     on_jvm: Callable[[], None] = lambda: None,
+    python: str | None = None,
 ) -> SparkSession:
-    """One SparkSession for the life of this process; ``on_jvm`` is called once its JVM runs."""
+    """One SparkSession for the life of this process; ``on_jvm`` is called once its JVM runs;
+    ``python`` is what Spark's Python processes run (default: this Python)."""
     quiet_spark()
     try:
         from pyspark.sql import SparkSession
@@ -161,7 +163,7 @@ def start_session(
     # Spark's Python processes run `python3` from PATH unless told: with etlstage in a venv
     # not activated (`.venv/bin/etlstage`, a service's unit), that Python lacks etlstage
     # and pyspark, and every task fails in Spark's worker.py.  This Python has both.
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_PYTHON", python or sys.executable)
     from pyspark import SparkContext
 
     if SparkContext._gateway is None:  # this process starts its JVM now (else its options are set)
