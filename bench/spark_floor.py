@@ -5,7 +5,10 @@
 Each round runs, one after the other, each in a fresh folder:
   bare Spark     bench/workers/spark_floor_job.py: a PySpark session on local[2], a Python
                  streaming source of COUNT numbers and a Python streaming writer appending
-                 them to a file, availableNow: the least any PySpark-based engine runs
+                 them to a file, availableNow: the least a PySpark engine of this design runs
+  lean Spark     bench/workers/spark_lean_floor_job.py: Spark's own text-file source over
+                 a file of COUNT numbers, a foreachBatch function appending them, availableNow:
+                 the leanest PySpark streaming job that reads a source and appends its records
   spark engine   ``etlstage run --engine spark --master local[2] --once``, E (COUNT numbers)
                  → L (append to a file), both plain Python programs
   supervisor     the same pipeline on the supervisor engine, for scale
@@ -37,6 +40,7 @@ from bench.timed_run import startup_phases
 ROOT = Path(__file__).resolve().parents[1]
 TW = ROOT / "tests" / "fixtures" / "tw.py"
 FLOOR_JOB = ROOT / "bench" / "workers" / "spark_floor_job.py"
+LEAN_FLOOR_JOB = ROOT / "bench" / "workers" / "spark_lean_floor_job.py"
 
 
 def pipeline(count: int) -> str:
@@ -79,6 +83,7 @@ def main() -> None:
     spark_run = [*run, "--engine", "spark", "--master", "local[2]"]
     arms: dict[str, tuple[list[str], dict[str, str]]] = {
         "bare Spark": ([sys.executable, str(FLOOR_JOB), "out.txt", str(a.count)], env),
+        "lean Spark": ([sys.executable, str(LEAN_FLOOR_JOB), "out.txt", str(a.count)], env),
         "spark engine": (spark_run, env),
         **{name: (spark_run, {**env, "PYTHONPATH": path}) for name, path in (arm.split("=", 1) for arm in a.arm)},
         "supervisor": (run, env),
@@ -110,8 +115,9 @@ def main() -> None:
         for arm, found in phases.items():
             if found:
                 print(f"  {arm}'s phases: " + ", ".join(f"{p} {statistics.median(v):.1f}s" for p, v in found.items()))
-        over = statistics.median(firsts["spark engine"]) - statistics.median(firsts["bare Spark"])
-        print(f"  the engine's own share before the first record: {over:+.1f} s over bare Spark")
+        for floor in ("bare Spark", "lean Spark"):
+            over = statistics.median(firsts["spark engine"]) - statistics.median(firsts[floor])
+            print(f"  the engine's own share before the first record: {over:+.1f} s over {floor}")
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
