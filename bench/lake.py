@@ -5,8 +5,10 @@ and S3 (moto's server on loopback), in one run.
     python bench/lake.py --stock        # the stock pipeline (stages.yaml, 5,000 demo messages):
                                         # one whole run with Delta, one with plain Parquet
     python bench/lake.py --ab spark.databricks.delta.merge.materializeSource=auto [--rounds 10]
+                         [--base spark.sql.adaptive.enabled=false]
                                         # the loader's MERGE with its settings and with one
-                                        # changed, and plain Parquet, batch after batch in turn
+                                        # changed (KEY=VALUE,...), and plain Parquet, batch
+                                        # after batch in turn; --base: set for every row
     python bench/lake.py --floor [--rounds 10] [--sizes 5000,50000]
                                         # the loader's batch (three RDSS tables) against a
                                         # bare PySpark insert-only MERGE of the same rows
@@ -103,16 +105,25 @@ def fresh(prepared: Any, n: int) -> Any:
     return dataclasses.replace(prepared, keys=[f"{k}-{n}" for k in prepared.keys])
 
 
-def ab(setting: str, rounds: int, n: int, master: str) -> None:
+def settings(text: str) -> dict[str, str]:
+    """``KEY=VALUE[,KEY=VALUE...]`` as a dict (no value here holds a comma)."""
+    return dict(item.split("=", 1) for item in text.split(",") if item)
+
+
+def ab(setting: str, rounds: int, n: int, master: str, base: str = "") -> None:
     """The loader's MERGE with the loader's session settings, the same with ``setting``
-    (KEY=VALUE) changed, and plain Parquet: one batch of each in turn (a busy machine slows
-    all three alike), each into its own growing table; medians after two warm-up rounds."""
-    key, value = setting.split("=", 1)
+    (KEY=VALUE, several separated by commas) changed, and plain Parquet: one batch of each
+    in turn (a busy machine slows all three alike), each into its own growing table; medians
+    after two warm-up rounds.  ``base`` (the same form) is set for every row first: e.g.
+    the Spark engine's ``spark.sql.adaptive.enabled=false``."""
+    changed = settings(setting)
     spark = session(master, {})
+    for k, v in settings(base).items():
+        spark.conf.set(k, v)
     config = LoaderConfig(output="unused", format="delta", rdss=True).check()
     prepared = prepare(make_messages(n), config)
     write = writers(spark, config)
-    rows = {"delta merge (loader's settings)": ("delta merge", {}), f"delta merge, {setting}": ("delta merge", {key: value}),
+    rows = {"delta merge (loader's settings)": ("delta merge", {}), f"delta merge, {setting}": ("delta merge", changed),
             "parquet": ("parquet", {})}  # fmt: skip
     roots = {name: tempfile.mkdtemp(prefix="bench-lake-ab-") for name in rows}
     times: dict[str, list[float]] = {name: [] for name in rows}
@@ -311,6 +322,7 @@ def main() -> None:
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--no-s3", action="store_true")
     ap.add_argument("--ab", metavar="KEY=VALUE", help="the MERGE with this Spark setting against without it")
+    ap.add_argument("--base", metavar="KEY=VALUE", default="", help="--ab: settings every row runs with")
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--tables", action="store_true", help="the tables of a batch merged at once against in turn")
     ap.add_argument("--cold", type=int, default=3, help="--tables: first batches in new JVMs, per arm")
@@ -328,7 +340,7 @@ def main() -> None:
         tables(a.rounds, a.cold, a.small, a.master)
         return
     if a.ab:
-        ab(a.ab, a.rounds, a.small, a.master)
+        ab(a.ab, a.rounds, a.small, a.master, a.base)
         return
     if a.stock:
         for fmt in ("delta", "parquet"):
