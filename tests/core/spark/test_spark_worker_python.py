@@ -21,20 +21,19 @@ PYSPARK_ZIP = "/opt/py spark's/lib/pyspark.zip"  # a space and a quote: quoted i
 PY4J_ZIP = "/opt/py spark's/lib/py4j-1-src.zip"
 
 
+def _output(python: Path | str, code: str, *args: str, env: dict[str, str] | None = None) -> str:
+    """What ``python -c code args`` prints (``python``: a launcher or an interpreter)."""
+    return subprocess.run(
+        [str(python), "-c", code, *args], env=env, capture_output=True, text=True, check=True, timeout=60
+    ).stdout.rstrip("\n")
+
+
 def _path_seen(launcher: Path, pythonpath: str | None) -> list[str]:
-    """sys.path as a Python started through ``launcher`` sees it (its own entries left out)."""
+    """PYTHONPATH as a Python started through ``launcher`` sees it."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     if pythonpath is not None:
         env["PYTHONPATH"] = pythonpath
-    out = subprocess.run(
-        [str(launcher), "-c", "import os; print(os.environ.get('PYTHONPATH', '<unset>'))"],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=30,
-    ).stdout
-    return out.rstrip("\n").split(":")
+    return _output(launcher, "import os; print(os.environ.get('PYTHONPATH', '<unset>'))", env=env).split(":")
 
 
 def _write(tmp_path: Path, zips: list[str]) -> Path:
@@ -59,14 +58,7 @@ def test_the_launcher_takes_sparks_zips_off_the_front_and_keeps_the_rest(tmp_pat
 def test_the_launcher_passes_its_arguments_on_untouched(tmp_path: Path) -> None:
     script = _write(tmp_path, [PYSPARK_ZIP])
     args = ["a b", "$HOME", "'q'", ""]
-    out = subprocess.run(
-        [str(script), "-c", "import sys; print(repr(sys.argv[1:]))", *args],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=30,
-    ).stdout
-    assert out.strip() == repr(args)
+    assert _output(script, "import sys; print(repr(sys.argv[1:]))", *args) == repr(args)
 
 
 def test_a_process_started_through_the_launcher_imports_the_installed_pyspark(tmp_path: Path) -> None:
@@ -76,25 +68,10 @@ def test_a_process_started_through_the_launcher_imports_the_installed_pyspark(tm
     assert zips and zips[0].endswith("/python/lib/pyspark.zip") and os.path.exists(zips[0])
     script = _write(tmp_path, zips)
     env = {**os.environ, "PYTHONPATH": ":".join([*zips, "/elsewhere"])}
-    where = subprocess.run(
-        [str(script), "-c", "import pyspark; print(pyspark.__file__)"],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    ).stdout.strip()
-    assert where == os.path.abspath(pyspark.__file__)
+    where = "import pyspark; print(pyspark.__file__)"
+    assert _output(script, where, env=env) == os.path.abspath(pyspark.__file__)
     # and without the launcher Spark's processes take it from the zip: what this avoids
-    zipped = subprocess.run(
-        [sys.executable, "-c", "import pyspark; print(pyspark.__file__)"],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    ).stdout.strip()
-    assert zipped.startswith(zips[0])
+    assert _output(sys.executable, where, env=env).startswith(zips[0])
 
 
 def test_written_owner_only_in_the_state_folder_for_local_masters_only(
