@@ -43,9 +43,19 @@ def fetch_kclpy() -> Path:
         _download_sdist("amazon-kclpy", sdist)
     with tarfile.open(sdist) as tar:
         wanted = tuple(f"amazon_kclpy-{KCLPY_VERSION}/{folder}/" for folder in ("amazon_kclpy", "samples"))
-        members = [m for m in tar.getmembers() if m.name.startswith(wanted)]
-        tar.extractall(cache, members=members, filter="data")
+        members = [m for m in tar.getmembers() if m.name.startswith(wanted) and _plain(m)]
+        if hasattr(tarfile, "data_filter"):  # Python 3.11.4 and later
+            tar.extractall(cache, members=members, filter="data")
+        else:  # Debian 12's 3.11.2: the members are checked by _plain instead
+            tar.extractall(cache, members=members)
     return target
+
+
+def _plain(member: tarfile.TarInfo) -> bool:
+    """A file or folder that stays inside the folder it is unpacked into (no link, device,
+    absolute path or ``..``): what ``filter="data"`` allows, for Pythons without it."""
+    parts = Path(member.name).parts
+    return (member.isfile() or member.isdir()) and not member.name.startswith("/") and ".." not in parts
 
 
 PYPI_SIMPLE = os.environ.get("ETLSTAGE_PYPI_SIMPLE", "https://pypi.org/simple")
