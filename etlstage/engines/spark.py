@@ -28,7 +28,7 @@ class SparkEngine:
         choose_lock_base()  # the lock folder of this host's Spark processes, before Spark starts
 
     def run(self, config: PipelineConfig, options: RunOptions) -> int:
-        from etlstage.spark.query import run_query
+        from etlstage.spark.run import run_query
         from etlstage.spark.takeover import take_over
 
         take_over(config.engine.checkpoint, options.previous_engine)

@@ -43,7 +43,7 @@ class Engine:
         from etlstage.config.loader import parse_config
         from etlstage.spark.config import apply_flags
         from etlstage.spark.plan import Plan
-        from etlstage.spark.query import run_in
+        from etlstage.spark.run import run_in
 
         spark = self.request.getfixturevalue("spark")
         caplog: pytest.LogCaptureFixture = self.request.getfixturevalue("caplog")

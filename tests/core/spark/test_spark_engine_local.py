@@ -26,7 +26,7 @@ PIDLOG = str(FIXTURES / "pidlog.py")
 
 def run(spark, tmp: Path, stages: str, once: bool = True) -> int:
     from etlstage.spark.plan import Plan
-    from etlstage.spark.query import run_in
+    from etlstage.spark.run import run_in
 
     text = stages.replace("{PY}", PY).replace("{TW}", TW).replace("{PIDLOG}", PIDLOG)
     (tmp / "stages.yaml").write_text(text)
@@ -475,7 +475,7 @@ engine: {{kind: spark, ship: [{gone.name}]}}
     config = apply_flags(parse_config(text, str(tmp_path / "stages.yaml"), base_dir=str(tmp_path)), "spark", None)
     gone.unlink()
     from etlstage.spark.plan import Plan
-    from etlstage.spark.query import run_in
+    from etlstage.spark.run import run_in
 
     assert run_in(spark, Plan(config, once=True), progress=False) == 2
     assert f"engine.ship: cannot ship {gone} to the executors" in caplog.text, caplog.text

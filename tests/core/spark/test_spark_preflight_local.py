@@ -13,7 +13,7 @@ from etlstage.config.loader import parse_config
 from etlstage.spark import probe
 from etlstage.spark.config import apply_flags
 from etlstage.spark.plan import Plan
-from etlstage.spark.query import missing_programs
+from etlstage.spark.run import missing_programs
 
 PIPELINE = """
 stages:

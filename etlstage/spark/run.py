@@ -1,10 +1,5 @@
-"""The pipeline as one Spark Structured Streaming query: build it, run it, report it.
-
-E-stages are sources (:mod:`etlstage.spark.source`), unioned; each T-stage is a
-``mapInArrow`` over the binary ``value`` column (:mod:`etlstage.spark.transform`) on
-``instances`` partitions; the L-stages are the sink (:mod:`etlstage.spark.sink`).
-Spark's checkpoint holds the offsets and commits: a micro-batch is a window.
-"""
+"""Run the pipeline's query: services, the session, the pre-flight checks, the loop that
+waits for the query, signals, and the summary at its end (:mod:`build` builds the query)."""
 
 from __future__ import annotations
 
@@ -12,7 +7,6 @@ import contextlib
 import dataclasses
 import logging
 import os
-import re
 import signal
 import socket
 import sys
@@ -20,15 +14,16 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from etlstage.config.model import PipelineConfig, StageConfig
+from etlstage.config.model import PipelineConfig
 from etlstage.errors import EtlstageError
-from etlstage.protocol.markers import Markers
+from etlstage.spark.build import build
 from etlstage.spark.checkpoint import check_checkpoint, is_local, own_path, remove_abandoned
+from etlstage.spark.explain import explain
 from etlstage.spark.report import Counts
 from etlstage.state.store import ensure_private_dir
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
     from etlstage.spark.plan import Plan
@@ -40,201 +35,6 @@ ENGINE_CONF = {
     # the checkpoint's files hold message data: owner-only (0600, folders 0700), like the state directory
     "spark.hadoop.fs.permissions.umask-mode": "077",
 }
-
-
-@dataclasses.dataclass(frozen=True)
-class Layout:
-    """Where each stage runs in the query, decided from the stages alone (no DataFrame yet)."""
-
-    extractors: list[StageConfig]
-    transforms: list[StageConfig]
-    load: StageConfig  # the first L-stage: the sink's own instances
-    consumer: StageConfig  # the stage the sources feed
-    spool_partitions: int  # partitions of a driver-side extractor's spool
-    native: frozenset[str]  # stages that run as Spark itself (a source, a sink) instead of a worker
-    bare: bool  # native sources straight into a native sink: bare messages all the way, never framed
-    fused: list[StageConfig]  # the last T-stages, run inside the sink's tasks
-    handoff: bool  # the sink's tasks read the one extractor's spool files themselves
-    markers: Markers  # what the sources' messages are framed with for their consumer
-
-    def source_parts(self, e: StageConfig) -> int:
-        """The partitions an extractor's messages arrive on."""
-        return e.instances if e.mode == "cyclic" and e.offsets == "supervisor" else self.spool_partitions
-
-
-def layout(config: PipelineConfig, native: set[str] | frozenset[str]) -> Layout:
-    """How ``config`` runs as one query, ``native`` naming the stages that run as Spark itself.
-
-    >>> from etlstage.config.loader import parse_config
-    >>> config = parse_config(
-    ...     "stages:\\n"
-    ...     "  - {name: src, type: E, command: [cat, in.txt]}\\n"
-    ...     "  - {name: up, type: T, command: [tr, a-z, A-Z]}\\n"
-    ...     "  - {name: sink, type: L, command: [tee, out.txt]}\\n"
-    ... )
-    >>> plain = layout(config, native=set())
-    >>> [t.name for t in plain.fused], plain.handoff, plain.bare
-    (['up'], True, False)
-    >>> natively = layout(config, native={"sink"})
-    >>> natively.fused, natively.handoff
-    ([], False)
-    """
-    extractors = [s for s in config.stages if s.type == "E"]
-    transforms = [s for s in config.stages if s.type == "T"]
-    load = next(s for s in config.stages if s.type == "L")
-    consumer = transforms[0] if transforms else load
-    spool_partitions = consumer.instances if not consumer.keyed else 1
-    native_sink = load.name in native
-    bare = native_sink and not transforms and all(e.name in native for e in extractors)
-
-    def parts(e: StageConfig) -> int:
-        return e.instances if e.mode == "cyclic" and e.offsets == "supervisor" else spool_partitions
-
-    fused = [] if native_sink else fusable(transforms, load, sum(parts(e) for e in extractors))
-    # One driver-side extractor whose spool partitions are the sink's and every T-stage in the
-    # sink's tasks: the tasks read the spool files themselves; no message crosses the JVM.
-    handoff = (
-        not native
-        and len(extractors) == 1
-        and parts(extractors[0]) == spool_partitions
-        and not (extractors[0].mode == "cyclic" and extractors[0].offsets == "supervisor")
-        and len(fused) == len(transforms)
-        and spool_partitions == load.instances
-        and not (load.keyed and load.instances > 1)
-    )
-    markers = extractors[0].markers
-    if any(e.markers != markers for e in extractors):
-        markers = consumer.markers  # each extractor's messages admitted to the consumer, as under the supervisor
-    return Layout(
-        extractors, transforms, load, consumer, spool_partitions, frozenset(native), bare, fused, handoff, markers
-    )
-
-
-def build(spark: SparkSession, plan: Plan) -> Any:
-    """The query's DataStreamWriter, ready to start."""
-    from etlstage.spark.native import natives
-
-    native = natives(plan)
-    lay = layout(plan.config, set(native))
-    encoded = plan.encode()
-    df, parts = _sources(spark, plan, encoded, lay, native)
-    markers = lay.markers
-    for t in lay.transforms[: len(lay.transforms) - len(lay.fused)]:
-        df, parts, markers = _transform(df, parts, plan, t, markers)
-    native_sink = native.get(lay.load.name)
-    if native_sink is not None:
-        from etlstage.spark.native import context_for
-
-        if not lay.bare:  # the sink takes messages without their EOM
-            from pyspark.sql import functions as F
-
-            df = df.select(F.expr("substring(value, 1, length(value) - 1)").alias("value"))
-        df = _observed(df, lay.load)
-        writer = native_sink(df, context_for(lay.load, plan, spark))
-        return _started_by_engine(writer.option("checkpointLocation", plan.config.engine.checkpoint), plan)
-    return _started_by_engine(_sink(df, parts, plan.config, encoded, lay, markers), plan)
-
-
-def _observed(df: DataFrame, stage: StageConfig) -> DataFrame:
-    """``df`` counted (rows, bytes) for the stage's figures."""
-    from pyspark.sql import functions as F
-
-    return df.observe(Counts.metric(stage), F.count(F.lit(1)).alias("rows"), F.sum(F.length("value")).alias("bytes"))
-
-
-def _sources(
-    spark: SparkSession, plan: Plan, encoded: str, lay: Layout, native: dict[str, Any]
-) -> tuple[DataFrame, int]:
-    """Every extractor's messages, unioned, framed with ``lay.markers``; and their partitions."""
-    from etlstage.spark.native import context_for, frame_task
-    from etlstage.spark.transform import reframe_task
-
-    frames: list[tuple[DataFrame, int]] = []
-    for e in lay.extractors:
-        if e.name in native:
-            df = _observed(native[e.name](spark, context_for(e, plan, spark)), e)
-            if not lay.bare:  # rows become messages framed for their consumer
-                df = df.mapInArrow(frame_task(plan, lay.consumer.name, lay.markers.eom), "value binary")
-            frames.append((df, 0))  # its partitions are the source's own: placed anew below
-            continue
-        df = (
-            spark.readStream.format("etlstage-extract")
-            .option("plan", encoded)
-            .option("stage", e.name)
-            .option("partitions", str(lay.spool_partitions))
-            .option("handoff", "1" if lay.handoff else "")
-            .load()
-        )
-        if not lay.handoff:  # with the handoff, the sink's tasks count the extracted messages
-            df = _observed(df, e)
-        if e.markers != lay.markers:
-            df = df.mapInArrow(reframe_task(plan, e.markers, lay.consumer.name), "value binary")
-        frames.append((df, lay.source_parts(e)))
-    df, parts = frames[0]
-    for other, n in frames[1:]:
-        df, parts = df.unionAll(other), parts + n
-    return df, parts
-
-
-def _transform(
-    df: DataFrame, parts: int, plan: Plan, t: StageConfig, markers: Markers
-) -> tuple[DataFrame, int, Markers]:
-    """A T-stage on its own partitions: its output, their number, its markers."""
-    from etlstage.spark.transform import place, transform_task
-
-    df, parts = place(df, parts, t, markers)
-    df = _observed(df.mapInArrow(transform_task(plan, t.name, markers), "value binary"), t)
-    return df, parts, t.markers
-
-
-def _sink(df: DataFrame, parts: int, config: PipelineConfig, encoded: str, lay: Layout, markers: Markers) -> Any:
-    """The workers' sink (the fused T-stages in its tasks), its writer ready to start."""
-    from etlstage.spark.transform import place
-
-    if not lay.fused:
-        df, parts = place(df, parts, lay.load, markers)
-    return (
-        df.writeStream.format("etlstage-load")
-        .option("plan", encoded)
-        .option("markers", markers.to_option())
-        .option("chain", ",".join(t.name for t in lay.fused))
-        .option("handoff", lay.extractors[0].name if lay.handoff else "")
-        .option("checkpointLocation", config.engine.checkpoint)
-    )
-
-
-def _started_by_engine(writer: Any, plan: Plan) -> Any:
-    """The query's name and trigger: the engine's, whoever wrote the sink."""
-    writer = writer.queryName(_query_name(plan.config))
-    if plan.once:
-        return writer.trigger(availableNow=True)
-    if plan.config.engine.trigger > 0:
-        return writer.trigger(processingTime=f"{plan.config.engine.trigger:g} seconds")
-    return writer
-
-
-def fusable(transforms: list[StageConfig], load: StageConfig, parts: int) -> list[StageConfig]:
-    """The T-stages at the end of the chain that keep their input's partitions (as the L-stage
-    does): they run inside the sink's tasks, with no trip through the JVM between them."""
-    n = load.instances
-    keeps = not (load.keyed and n > 1)
-    fused: list[StageConfig] = []
-    for t in reversed(transforms):
-        if not keeps or t.instances != n or (t.keyed and n > 1):
-            break
-        fused.insert(0, t)
-    if not keeps:
-        return []
-    upstream = transforms[: len(transforms) - len(fused)]
-    if not upstream and parts != n:
-        return []  # the sources' partitions differ: the chain needs a repartition first
-    if upstream and upstream[-1].instances != n:
-        return fused[1:] if fused else []
-    return fused
-
-
-def _query_name(config: PipelineConfig) -> str:
-    return "etlstage_" + "".join(c if c.isalnum() else "_" for c in config.name)
 
 
 def run_query(
@@ -536,33 +336,6 @@ def _retire_workers(spark: SparkSession, plan: Plan) -> None:
         log.warning("could not ask the Spark Connect server to stop the workers: %s", explain(exc))
 
 
-def explain(exc: BaseException) -> str:
-    """The etlstage error inside a Spark exception (a worker's report), else its first lines."""
-    text = str(exc)
-    for marker in (
-        "etlstage.errors.PipelineError: ",
-        "etlstage.errors.WorkerError: ",
-        "etlstage.errors.WorkerGone: ",
-        "etlstage.errors.WorkerTimeout: ",
-        "etlstage.errors.MarkerInMessage: ",
-        "etlstage.errors.ProtocolViolation: ",
-    ):
-        at = text.find(marker)
-        if at >= 0:
-            body = text[at + len(marker) :]
-            lines = []
-            for line in body.splitlines():
-                if line.startswith(("\tat ", "at org.", "Traceback", "JVM stacktrace", "=== Streaming Query")) or (
-                    "org.apache.spark" in line
-                ):
-                    break
-                line = re.sub(r"(\s*SQLSTATE: \w+)+\s*$", "", line)  # Spark's error classes, appended
-                if line:
-                    lines.append(line)
-            return "\n".join(lines).rstrip()
-    return "\n".join(text.strip().splitlines()[:6])
-
-
 def _on_signals(stop: threading.Event) -> Any:
     """SIGINT/SIGTERM stop the query after a graceful request; the previous handlers come back after."""
     if threading.current_thread() is not threading.main_thread():
@@ -583,4 +356,4 @@ def _on_signals(stop: threading.Event) -> Any:
     return restore
 
 
-__all__ = ["build", "explain", "run_in", "run_query"]
+__all__ = ["ENGINE_CONF", "run_in", "run_query"]
