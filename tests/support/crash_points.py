@@ -47,16 +47,24 @@ def point(state: Path, at_start: tuple[int, int]) -> str:
 
 
 def kill_at(
-    proc: subprocess.Popen[bytes], state: Path, aim: str, rng: random.Random, within: float = 300
+    proc: subprocess.Popen[bytes],
+    state: Path,
+    aim: str,
+    rng: random.Random,
+    within: float = 300,
+    inside: Callable[[], bool] = lambda: True,
 ) -> str | None:
-    """SIGKILL ``proc``'s process group once the run reaches ``aim``; the point the kill hit
-    (read once the run is dead, so nothing moves after it), or None when the run ended first."""
+    """SIGKILL ``proc``'s process group once the run reaches ``aim`` (``mid-batch``: and
+    ``inside()`` holds, e.g. the batch's output has begun); the point the kill hit (read once
+    the run is dead, so nothing moves after it), or None when the run ended first."""
     at_start = progress(state)
     deadline = time.monotonic() + within
     if aim == "start-up":
         time.sleep(rng.uniform(1.0, 3.0))  # the JVM takes longer than this to log a first batch
     else:
-        while time.monotonic() < deadline and proc.poll() is None and point(state, at_start) != aim:
+        while time.monotonic() < deadline and proc.poll() is None:
+            if point(state, at_start) == aim and (aim != "mid-batch" or inside()):
+                break
             time.sleep(0.05)
         if aim == "mid-batch":
             time.sleep(rng.uniform(0.0, 0.5))  # somewhere in the batch, seeded
@@ -73,15 +81,17 @@ def kill_at_each_point(
     seed: int,
     most: int = 5,
     after_kill: Callable[[str], None] = lambda hit: None,
+    inside: Callable[[], bool] = lambda: True,
 ) -> list[str]:
     """Runs started by ``start``, each killed at a point of :data:`POINTS` not hit yet, until
     every point is hit or ``most`` kills have landed; the points hit, in order. A run that
-    ends before its kill stops the matrix (the caller's final run finds nothing left)."""
+    ends before its kill stops the matrix (the caller's final run finds nothing left).
+    ``inside``: what the mid-batch kill waits for too (see :func:`kill_at`)."""
     rng = random.Random(seed)
     hit: list[str] = []
     while len(hit) < most and not set(POINTS) <= set(hit):
         aim = next(p for p in POINTS if p not in hit)
-        got = kill_at(start(), state, aim, rng)
+        got = kill_at(start(), state, aim, rng, inside=inside)
         if got is None:
             break
         hit.append(got)

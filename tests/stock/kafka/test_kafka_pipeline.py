@@ -14,6 +14,7 @@ import time
 import psutil
 import pytest
 
+from tests.support.crash_points import POINTS, kill_at_each_point
 from tests.support.kafka import consume_all, produce
 from tests.support.run_cli import RUN_ONCE
 from tests.support.waiting import wait_for
@@ -115,7 +116,7 @@ def test_every_record_once_across_kills_of_the_supervisor_and_the_workers(broker
 def test_every_record_once_across_kills_of_the_spark_driver(broker, topic, pdir, native):
     """The same pipeline under `--engine spark`, the Kafka stages as their worker processes
     or native (Spark's own Kafka source; the loader's code in the driver): the driver and
-    its JVM killed (SIGKILL to the process group) while windows are on their way."""
+    its JVM killed (SIGKILL to the process group) once at each point of a run."""
     src, dst = topic(3), topic(1)
     # librdkafka settings are the worker's: Spark's source refuses them
     client = ", --config, session.timeout.ms=6000, --config, heartbeat.interval.ms=1000" if not native else ""
@@ -139,29 +140,26 @@ def test_every_record_once_across_kills_of_the_spark_driver(broker, topic, pdir,
         engine: {{kind: spark, master: "local[2]"}}
     """)
     env = {**os.environ, "ETLSTAGE_KAFKA_BOOTSTRAP": broker.bootstrap}
-    rng = random.Random(37)
+    seed = int(os.environ.get("ETLSTAGE_CRASH_SEED", "37"))
     busy = pdir.path / "t-busy"
-    hits = 0
+    runs: list[int] = []
+
+    def start() -> subprocess.Popen[bytes]:
+        runs.append(_end(broker.bootstrap, dst))  # the output's end when the run starts
+        busy.unlink(missing_ok=True)  # the T of a killed run died with it
+        return subprocess.Popen(RUN_ONCE, cwd=pdir.path, stdout=log, stderr=log, env=env, start_new_session=True)
+
+    def committed_and_busy() -> bool:
+        """This run committed a transaction (the output grew) and a window is inside the T:
+        the mid-batch kill leaves transactions committed that Spark's checkpoint has not."""
+        return busy.exists() and _end(broker.bootstrap, dst) > runs[-1]
+
     with open(pdir.path / "log.txt", "ab") as log:
-        for _ in range(3):
-            before = _end(broker.bootstrap, dst)
-            proc = subprocess.Popen(RUN_ONCE, cwd=pdir.path, stdout=log, stderr=log, env=env, start_new_session=True)
-            wait_for(
-                lambda proc=proc, before=before: (
-                    proc.poll() is not None or (_end(broker.bootstrap, dst) > before and busy.exists())
-                ),
-                within=240,
-                what="records flowing",
-                every=0.05,
-            )
-            time.sleep(rng.uniform(0.0, 0.2))  # somewhere in the T's 0.3 s, not as synchronisation
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)  # the driver and its JVM
-                hits += 1
-            proc.wait(30)
-            busy.unlink(missing_ok=True)
+        # once at each point of a run (tests/support/crash_points.py): in its start-up, inside a
+        # micro-batch, between two
+        hit = kill_at_each_point(start, pdir.path / ".etlstage", seed, inside=committed_and_busy)
         final = subprocess.run(RUN_ONCE, cwd=pdir.path, stdout=log, stderr=log, env=env, timeout=600)
-    assert hits >= 2, f"the pipeline finished before most kills: {hits}"
+    assert set(hit) == set(POINTS), f"seed {seed}: the kills hit {hit}, not every point of a run"
     assert final.returncode == 0, (pdir.path / "log.txt").read_text()[-3000:]
     got = consume_all(broker.bootstrap, dst, idle=1.0)
     assert len(got) == len(set(got)) == len(records), (len(got), len(set(got)))
