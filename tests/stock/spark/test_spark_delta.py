@@ -28,7 +28,7 @@ def write_input(tmp: Path, ids: list[int]) -> Path:
     return data
 
 
-def pipeline(tmp: Path, data: Path, output: str = "out", per_cycle: int = 10) -> None:
+def pipeline(tmp: Path, data: Path, output: str = "out", per_cycle: int = 20) -> None:
     (tmp / "stages.yaml").write_text(
         f"""
 stages:
