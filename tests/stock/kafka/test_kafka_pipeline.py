@@ -150,8 +150,8 @@ def test_every_record_once_across_kills_of_the_spark_driver(broker, topic, pdir,
         return subprocess.Popen(RUN_ONCE, cwd=pdir.path, stdout=log, stderr=log, env=env, start_new_session=True)
 
     def committed_and_busy() -> bool:
-        """This run committed a transaction (the output grew) and a window is inside the T:
-        the mid-batch kill leaves transactions committed that Spark's checkpoint has not."""
+        """This run has committed a transaction (the output grew) and a window is inside the
+        T: the mid-batch kill lands while records flow, with this run's output in Kafka."""
         return busy.exists() and _end(broker.bootstrap, dst) > runs[-1]
 
     with open(pdir.path / "log.txt", "ab") as log:

@@ -1,0 +1,99 @@
+"""The Spark engine's steady state against what a Spark user would write instead: Spark's
+own ``RDD.pipe()`` running the same T program over the same lines on the same master
+(issue 59, target 4: at least 0.9x its throughput).
+
+- ``RDD.pipe()``: ``textFile`` of N lines of SIZE bytes, each partition piped through
+  ``bench/workers/passthru.py --lines`` (the T's transform over plain lines: pipe has no
+  protocol, no windows, no acknowledgements; at-least-once), counted;
+- ``spark engine``: ``etlstage run --engine spark --once`` of E (the same N messages) →
+  T (``passthru.py``, the same transform through the worker SDK, batches of 1,000) → L (a
+  counting loader), as bench/spark_engine.py runs it;
+- ``supervisor``: the same stages.yaml without Spark (CPU-bound on 2 cores; no target).
+
+Rates: messages per second of the job alone for pipe (its session already started) and of
+the query alone for the engine (``query ran`` in its summary: its JVM start left out, its
+Python workers' start-up in), and over the whole command for each. The arms run in turn,
+``--repeat`` times, so a change of load falls on all of them.
+
+    python bench/spark_pipe.py [--n 10000000] [--size 100] [--repeat 2] [--master local[2]]
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.spark_engine import W, loaded, pipeline, run
+
+PY = sys.executable
+
+
+def write_lines(path: Path, n: int, size: int) -> None:
+    """The lines gen.py's messages are (``%010d`` then x's, ``size`` bytes), newline-ended."""
+    base = b"x" * (size - 10) + b"\n"
+    with open(path, "wb", buffering=1 << 20) as f:
+        for start in range(0, n, 4096):
+            f.write(b"".join(b"%010d" % i + base for i in range(start, min(n, start + 4096))))
+
+
+def rdd_pipe(master: str, path: Path, parts: int) -> tuple[float, float, int]:
+    """(whole command s, job alone s, lines counted)."""
+    t0 = time.perf_counter()
+    done = subprocess.run(
+        [PY, str(W / "spark_pipe_job.py"), master, str(path), str(parts), PY, str(W / "passthru.py"), "--lines"],
+        capture_output=True,
+        text=True,
+    )
+    wall = time.perf_counter() - t0
+    if done.returncode != 0:
+        raise SystemExit(f"RDD.pipe job failed:\n{done.stderr[-3000:]}")
+    m = re.search(r"^job ([0-9.]+) (\d+)$", done.stdout, re.M)
+    assert m, done.stdout
+    return wall, float(m.group(1)), int(m.group(2))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--n", type=int, default=10_000_000)
+    ap.add_argument("--size", type=int, default=100)
+    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--parts", type=int, default=2, help="RDD.pipe: partitions (programs) of the input")
+    ap.add_argument("--no-supervisor", action="store_true")
+    args = ap.parse_args()
+    n = args.n
+    with tempfile.TemporaryDirectory(prefix="etlstage-spark-pipe-") as tmp:
+        work = Path(tmp)
+        lines = work / "lines.txt"
+        write_lines(lines, n, args.size)
+        pipeline(work, n, args.size)
+        spark = ("--engine", "spark", "--master", args.master)
+        print(f"{n:,} x {args.size} B, {args.master}: messages per second (seconds)")
+        print(f"{'arm':<14} {'whole command':>22} {'job / query alone':>22}   vs RDD.pipe (alone)")
+        for rep in range(args.repeat):
+            wall, alone, count = rdd_pipe(args.master, lines, args.parts)
+            assert count == n, f"RDD.pipe counted {count} lines, not {n}"
+            pipe_rate = n / alone
+            print(f"{'RDD.pipe':<14} {n / wall:>12,.0f} ({wall:6.1f}) {pipe_rate:>12,.0f} ({alone:6.1f})")
+            wall, query, _ = run(work, *spark)
+            assert loaded(work, n) == n, "spark engine: tally count"
+            q = query or wall
+            print(
+                f"{'spark engine':<14} {n / wall:>12,.0f} ({wall:6.1f}) {n / q:>12,.0f} ({q:6.1f})   "
+                f"{(n / q) / pipe_rate:.2f}x (rep {rep + 1})"
+            )
+            if not args.no_supervisor:
+                wall, _, _ = run(work)
+                assert loaded(work, n) == n, "supervisor: tally count"
+                print(f"{'supervisor':<14} {n / wall:>12,.0f} ({wall:6.1f}) {'':>22}   {(n / wall) / pipe_rate:.2f}x")
+
+
+if __name__ == "__main__":
+    main()

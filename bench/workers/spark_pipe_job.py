@@ -1,0 +1,24 @@
+"""Spark's own way to run an external program over data: ``RDD.pipe()`` (bench/spark_pipe.py).
+
+    python spark_pipe_job.py MASTER INPUT PARTITIONS PROGRAM [ARG ...]
+
+Reads INPUT's lines (``textFile``), pipes each partition through PROGRAM, counts what it
+writes back. Prints ``session S`` (seconds to a session) and ``job S COUNT`` (the job alone)."""
+
+import sys
+import time
+
+from pyspark.sql import SparkSession
+
+if __name__ == "__main__":
+    master, path, parts, *program = sys.argv[1:]
+    t0 = time.perf_counter()
+    spark = (
+        SparkSession.builder.master(master).appName("bench-rdd-pipe").config("spark.ui.enabled", "false").getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    print(f"session {time.perf_counter() - t0:.3f}", flush=True)
+    t1 = time.perf_counter()
+    count = spark.sparkContext.textFile(path, int(parts)).pipe(program).count()
+    print(f"job {time.perf_counter() - t1:.3f} {count}", flush=True)
+    spark.stop()
