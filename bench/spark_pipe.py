@@ -12,8 +12,10 @@ own ``RDD.pipe()`` running the same T program over the same lines on the same ma
 
 Rates: messages per second of the job alone for pipe (its session already started) and of
 the query alone for the engine (``query ran`` in its summary: its JVM start left out, its
-Python workers' start-up in), and over the whole command for each. The arms run in turn,
-``--repeat`` times, so a change of load falls on all of them.
+Python workers' start-up in), and over the whole command for each; and the machine's
+CPU-seconds over each whole command (measure on an otherwise quiet machine: on 2 cores a
+CPU-bound run's rate is about 2 / its CPU per message). The arms run in turn, ``--repeat`` times, so a
+change of load falls on all of them.
 
     python bench/spark_pipe.py [--n 10000000] [--size 100] [--repeat 2] [--master local[2]]
 """
@@ -21,6 +23,7 @@ Python workers' start-up in), and over the whole command for each. The arms run 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import subprocess
 import sys
@@ -41,6 +44,15 @@ def write_lines(path: Path, n: int, size: int) -> None:
     with open(path, "wb", buffering=1 << 20) as f:
         for start in range(0, n, 4096):
             f.write(b"".join(b"%010d" % i + base for i in range(start, min(n, start + 4096))))
+
+
+def cpu() -> float:
+    """The whole machine's busy CPU-seconds so far (/proc/stat): a run's JVM and Python
+    workers are not all waited for by this process, so its own children's rusage misses
+    some; on an otherwise quiet machine the difference is the run's."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]  # idle, iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
 def rdd_pipe(master: str, path: Path, parts: int) -> tuple[float, float, int]:
@@ -76,23 +88,32 @@ def main() -> None:
         pipeline(work, n, args.size)
         spark = ("--engine", "spark", "--master", args.master)
         print(f"{n:,} x {args.size} B, {args.master}: messages per second (seconds)")
-        print(f"{'arm':<14} {'whole command':>22} {'job / query alone':>22}   vs RDD.pipe (alone)")
+        print(f"{'arm':<14} {'whole command':>22} {'job / query alone':>22} {'CPU-s':>7}   vs RDD.pipe (alone)")
         for rep in range(args.repeat):
+            c0 = cpu()
             wall, alone, count = rdd_pipe(args.master, lines, args.parts)
+            used = cpu() - c0
             assert count == n, f"RDD.pipe counted {count} lines, not {n}"
             pipe_rate = n / alone
-            print(f"{'RDD.pipe':<14} {n / wall:>12,.0f} ({wall:6.1f}) {pipe_rate:>12,.0f} ({alone:6.1f})")
+            print(f"{'RDD.pipe':<14} {n / wall:>12,.0f} ({wall:6.1f}) {pipe_rate:>12,.0f} ({alone:6.1f}) {used:>7.1f}")
+            c0 = cpu()
             wall, query, _ = run(work, *spark)
+            used = cpu() - c0
             assert loaded(work, n) == n, "spark engine: tally count"
             q = query or wall
             print(
-                f"{'spark engine':<14} {n / wall:>12,.0f} ({wall:6.1f}) {n / q:>12,.0f} ({q:6.1f})   "
+                f"{'spark engine':<14} {n / wall:>12,.0f} ({wall:6.1f}) {n / q:>12,.0f} ({q:6.1f}) {used:>7.1f}   "
                 f"{(n / q) / pipe_rate:.2f}x (rep {rep + 1})"
             )
             if not args.no_supervisor:
+                c0 = cpu()
                 wall, _, _ = run(work)
+                used = cpu() - c0
                 assert loaded(work, n) == n, "supervisor: tally count"
-                print(f"{'supervisor':<14} {n / wall:>12,.0f} ({wall:6.1f}) {'':>22}   {(n / wall) / pipe_rate:.2f}x")
+                print(
+                    f"{'supervisor':<14} {n / wall:>12,.0f} ({wall:6.1f}) {'':>22} {used:>7.1f}   "
+                    f"{(n / wall) / pipe_rate:.2f}x"
+                )
 
 
 if __name__ == "__main__":

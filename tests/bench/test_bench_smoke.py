@@ -31,6 +31,7 @@ SMOKE = [
     ("kafka.py", ["--records", "2000", "--runs", "1"], "extractor / bare consume: best"),
     ("spark_floor.py", ["--rounds", "1", "--count", "5"], "the engine's own share before the first record"),
     ("spark_engine.py", ["--repeat", "1", "--sizes", "2000x100", "--cycles", "0"], "of the supervisor: wall"),
+    ("spark_pipe.py", ["--n", "2000", "--repeat", "1", "--no-supervisor"], "x (rep 1)"),
 ]
 
 
