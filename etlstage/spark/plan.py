@@ -94,10 +94,11 @@ class Plan:
     def worker(self, stage: StageConfig, partition: int) -> StageWorker:
         """This Python process's worker for (stage, partition), started on first use.
 
-        For a stage with ``partition_by`` (state kept per key), taking the partition over
-        from another Python process on this host waits until that one has stopped its
-        worker (:mod:`etlstage.spark.ownership`); other stages may have an idle worker
-        per Python process.
+        For a stage with ``partition_by`` (state kept per key) and for a loader
+        (:func:`one_live_worker`), taking the partition over from another Python process on
+        this host takes its worker over, or waits until that one has stopped it
+        (:mod:`etlstage.spark.ownership`); other stages may have an idle worker per Python
+        process.
         """
         REGISTRY.keep_only(self.run_id)
         for old in [k for k in _TALLIES if k[0] != self.run_id]:
@@ -108,7 +109,7 @@ class Plan:
             return found
         label = stage.name if stage.instances == 1 else f"{stage.name}#{partition}"
         ownership = None
-        if stage.keyed:  # keyed state: never two live workers for one partition on a host
+        if one_live_worker(stage):
             ownership = Ownership(self.run_id, stage.name, partition)
             ownership.acquire(stage.stop_timeout + 5.0 + WATCHDOG_GRACE + 5.0, label)
         scenario = stage.scenario(partition, self.stage_dir(stage, partition))
@@ -162,6 +163,15 @@ class Plan:
 
     def deadletter(self, stage: StageConfig, job: Job, error: str) -> None:
         DriverStore(self.inbox).set_aside(stage.name, job.attempts, error, job.block, job.messages, stage.markers.eom)
+
+
+def one_live_worker(stage: StageConfig) -> bool:
+    """Never two live workers for one partition of ``stage`` on a host (the worker moves
+    between Spark's Python processes instead, :mod:`etlstage.spark.ownership`): a stage with
+    keyed state, and every loader — what it holds is one per instance, as under the
+    supervisor (a Kafka transactional id: two alive fence each other's transactions; a file
+    lock; a database session)."""
+    return stage.keyed or stage.type == "L"
 
 
 ERROR_CHARS = 64 << 10  # of a dead letter's error: JSON-escaped, well within the inbox's MAX_HEADER

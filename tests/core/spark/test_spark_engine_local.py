@@ -188,6 +188,28 @@ stages:
     assert re.search(r"^keyed: seen 95\b", err, re.M), err  # every report of the run's workers counted
 
 
+def test_a_loader_has_one_live_worker_per_partition_over_many_micro_batches(spark, tmp_path: Path, capsys) -> None:
+    """A loader often holds what must be one per instance (a Kafka transactional id, a file
+    lock): as under the supervisor, one live loader worker per partition, which follows the
+    tasks between Spark's Python processes running (handed over, not a second one started).
+    Two at once fenced each other's Kafka transactions at every move."""
+    code = run(
+        spark,
+        tmp_path,
+        """
+stages:
+  - {name: ext, type: E, mode: cyclic, command: [{PY}, {TW}, count, "95", "8"]}
+  - {name: load, type: L, mode: batch, batch_size: 5, command: [{PY}, {PIDLOG}, load.pids, {PY}, {TW}, append, out.txt]}
+""",
+    )
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert sorted(lines(tmp_path / "out.txt"), key=int) == [str(i) for i in range(95)]
+    assert len(list((tmp_path / ".etlstage" / "stages" / "spark-checkpoint" / "commits").glob("[0-9]*"))) == 12
+    starts = [line.split() for line in lines(tmp_path / "load.pids")]
+    assert [partition for _, _, partition in starts] == ["0"], starts
+
+
 def test_custom_markers_between_stages(spark, tmp_path: Path) -> None:
     code = run(
         spark,
