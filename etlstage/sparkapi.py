@@ -19,7 +19,7 @@ worker does not reach into the engine's modules (which may move):
 Importing this module imports neither pyspark nor the JVM: each function does when called.
 """
 
-from etlstage.spark.inbox import KeepOnce
+from etlstage.spark.driver_line import KeepOnce
 from etlstage.spark.jars import PACKAGES, JarFetchError, fetch_named, given_by
 from etlstage.spark.listener import progress_listener
 from etlstage.spark.session import (

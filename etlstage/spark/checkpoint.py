@@ -154,8 +154,8 @@ def is_local(checkpoint: str) -> bool:
 def engine_dir(config: PipelineConfig) -> Path:
     """The driver's folder for the engine's own files (spooled windows, counts, tallies):
     ``etlstage/`` inside a local checkpoint, else one per checkpoint URI under ``state_dir``.
-    Only processes on the driver's host use it; tasks reach it through the driver's inbox
-    (:mod:`etlstage.spark.inbox`)."""
+    Only processes on the driver's host use it; tasks reach it through the driver line
+    (:mod:`etlstage.spark.driver_line`)."""
     checkpoint = config.engine.checkpoint
     if is_local(checkpoint):
         return Path(checkpoint) / "etlstage"

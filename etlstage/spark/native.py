@@ -42,7 +42,7 @@ from etlstage.kit.transport import worker_env
 from etlstage.native import NativeContext
 from etlstage.protocol.vocabulary import StageType
 from etlstage.spark.checkpoint import own_path, private_folder
-from etlstage.spark.inbox import KeepOnce
+from etlstage.spark.driver_line import KeepOnce
 from etlstage.spark.plan import Plan
 from etlstage.spark.transform import partition_id
 
@@ -125,7 +125,7 @@ def context_for(stage: StageConfig, plan: Plan, spark: SparkSession | None) -> N
         once=plan.once,
         cwd=str(Path(stage.cwd or plan.config.base_dir).resolve()),
         spark=spark,
-        keep=KeepOnce(plan.inbox, stage.name) if plan.inbox is not None else None,
+        keep=KeepOnce(plan.driver_line, stage.name) if plan.driver_line is not None else None,
     )
 
 

@@ -22,8 +22,8 @@ from etlstage.errors import PipelineError
 from etlstage.kit.transport import worker_env
 from etlstage.spark.checkpoint import engine_dir, own_path
 from etlstage.spark.conversation import Job, StageWorker
+from etlstage.spark.driver_line import LineAddress
 from etlstage.spark.extract import ExtractWorker
-from etlstage.spark.inbox import InboxAddress
 from etlstage.spark.ownership import Ownership
 from etlstage.spark.pool import REGISTRY
 from etlstage.spark.process import WATCHDOG_GRACE
@@ -45,7 +45,7 @@ class Plan:
     extra_env: dict[str, str] = field(default_factory=dict)
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     shipped: Shipped = ()  # engine.ship as added to the context: (path here, name of the copy)
-    inbox: InboxAddress | None = None  # the driver's, while the query runs (tasks reach the driver there)
+    driver_line: LineAddress | None = None  # the driver's, while the query runs (tasks reach the driver there)
 
     def encode(self) -> str:
         return base64.b64encode(pickle.dumps(self)).decode()
@@ -69,7 +69,7 @@ class Plan:
         return engine_dir(self.config)
 
     def spool_dir(self, stage: StageConfig) -> Path:
-        """Driver-side extractors' output by batch; tasks read it through the driver's inbox."""
+        """Driver-side extractors' output by batch; tasks read it through the driver line."""
         return own_path(self.config, "spool", stage.name)
 
     def counts_dir(self, stage: StageConfig) -> Path:
@@ -83,11 +83,11 @@ class Plan:
         path = base if stage.instances == 1 else base / f"partition-{partition}"
         return str(ensure_private_dir(path))
 
-    def reach(self) -> InboxAddress:
-        """The driver's inbox, as a task reaches it."""
-        if self.inbox is None:
-            raise PipelineError("this plan has no driver inbox: its query was not started by run_in")
-        return self.inbox
+    def reach(self) -> LineAddress:
+        """The driver line, as a task reaches it."""
+        if self.driver_line is None:
+            raise PipelineError("this plan has no driver line: its query was not started by run_in")
+        return self.driver_line
 
     # --- workers -------------------------------------------------------------------------------
 
@@ -150,19 +150,20 @@ class Plan:
 
     def record(self, worker: StageWorker) -> None:
         """Publish what ``worker`` did so far for the driver (:mod:`etlstage.spark.tally`); never fails a task."""
-        if self.inbox is not None:
+        if self.driver_line is not None:
             with contextlib.suppress(PipelineError):
-                self.inbox.call("tally", {"owner": owner_name(worker.tally)}, worker.tally.to_json().encode())
+                self.driver_line.call("tally", {"owner": owner_name(worker.tally)}, worker.tally.to_json().encode())
 
     def refuse(self, stage: StageConfig, refused: list[tuple[bytes, str]], where: str) -> None:
         """Messages ``stage`` cannot take (a marker of its own inside, over its size limit):
         dead letters in the driver's state, or the error that fails the task and stops the query."""
         from etlstage.kit.admit import refuse
 
-        refuse(cast("StateStore", DriverStore(self.inbox)), stage, refused, where)
+        refuse(cast("StateStore", DriverStore(self.driver_line)), stage, refused, where)
 
     def deadletter(self, stage: StageConfig, job: Job, error: str) -> None:
-        DriverStore(self.inbox).set_aside(stage.name, job.attempts, error, job.block, job.messages, stage.markers.eom)
+        store = DriverStore(self.driver_line)
+        store.set_aside(stage.name, job.attempts, error, job.block, job.messages, stage.markers.eom)
 
 
 def one_live_worker(stage: StageConfig) -> bool:
@@ -174,7 +175,7 @@ def one_live_worker(stage: StageConfig) -> bool:
     return stage.keyed or stage.type == "L"
 
 
-ERROR_CHARS = 64 << 10  # of a dead letter's error: JSON-escaped, well within the inbox's MAX_HEADER
+ERROR_CHARS = 64 << 10  # of a dead letter's error: JSON-escaped, well within the driver line's MAX_HEADER
 
 
 @dataclass(frozen=True)
@@ -182,7 +183,7 @@ class DriverStore:
     """The dead-letter part of the pipeline's state, in the driver's ``state_dir``, as a task
     reaches it: each call returns once the driver has written it."""
 
-    inbox: InboxAddress | None
+    driver_line: LineAddress | None
 
     def add_deadletter(self, stage: str, attempts: int, error: str, inputs: bytes, messages: int, eom: int) -> int:
         return self._put(False, stage, attempts, error, inputs, messages, eom)
@@ -191,11 +192,11 @@ class DriverStore:
         return self._put(True, stage, attempts, error, inputs, messages, eom)
 
     def _put(self, logged: bool, stage: str, attempts: int, error: str, inputs: bytes, messages: int, eom: int) -> int:
-        if self.inbox is None:
-            raise PipelineError(f"stage {stage!r}: a dead letter, and no driver inbox to send it to (not run_in)")
-        error = error if len(error) <= ERROR_CHARS else error[:ERROR_CHARS] + " …(cut)"  # the inbox's MAX_HEADER
+        if self.driver_line is None:
+            raise PipelineError(f"stage {stage!r}: a dead letter, and no driver line to send it to (not run_in)")
+        error = error if len(error) <= ERROR_CHARS else error[:ERROR_CHARS] + " …(cut)"  # the driver line's MAX_HEADER
         header = {"stage": stage, "attempts": attempts, "error": error, "messages": messages, "eom": eom}
-        answer, _ = self.inbox.call("deadletter", {**header, "log": logged}, inputs)
+        answer, _ = self.driver_line.call("deadletter", {**header, "log": logged}, inputs)
         return int(answer["id"])
 
 

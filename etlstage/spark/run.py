@@ -204,7 +204,7 @@ def run_in(spark: SparkSession, plan: Plan, *, progress: bool = True, counts: Co
 
 
 def _run(spark: SparkSession, plan: Plan, progress: bool, counts: Counts | None) -> int:
-    from etlstage.spark.driver_inbox import driver_inbox
+    from etlstage.spark.driver_requests import open_driver_line
     from etlstage.spark.replay import replay_deadletters
     from etlstage.spark.shipping import ship
     from etlstage.spark.sink import LoadSink
@@ -249,8 +249,8 @@ def _run(spark: SparkSession, plan: Plan, progress: bool, counts: Counts | None)
     code = 0
     query: StreamingQuery | None = None
     stop = threading.Event()
-    inbox = driver_inbox(plan, *_inbox_places(spark)).__enter__()  # tasks reach the driver's files there
-    plan = dataclasses.replace(plan, inbox=inbox.address)
+    line = open_driver_line(plan, *_line_places(spark)).__enter__()  # tasks reach the driver's files there
+    plan = dataclasses.replace(plan, driver_line=line.address)
     restore = _on_signals(stop)
     try:
         if is_local(config.engine.checkpoint):
@@ -290,13 +290,13 @@ def _run(spark: SparkSession, plan: Plan, progress: bool, counts: Counts | None)
             counts.finish(query)
             spark.streams.removeListener(counts.listener())
         _retire_workers(spark, plan)
-        inbox.__exit__(None, None, None)
+        line.__exit__(None, None, None)
     print(counts.summary(), file=sys.stderr)
     return code
 
 
-def _inbox_places(spark: SparkSession) -> tuple[str, str]:
-    """(address the driver's inbox listens on, host the tasks reach it at): loopback for a
+def _line_places(spark: SparkSession) -> tuple[str, str]:
+    """(address the driver line listens on, host the tasks reach it at): loopback for a
     local master; else the address of the host Spark's executors reach the driver at
     (``spark.driver.bindAddress`` when set, as Spark's own driver port; through Spark
     Connect the client's host, whose executors reach the client), never every interface."""
@@ -313,8 +313,8 @@ def _inbox_places(spark: SparkSession) -> tuple[str, str]:
 
 
 def listen_address(host: str) -> str:
-    """The local address ``host`` names (the inbox listens there only); ``host`` itself
-    when it does not resolve (the inbox then says so and listens on every interface)."""
+    """The local address ``host`` names (the driver line listens there only); ``host`` itself
+    when it does not resolve (the driver line then says so and listens on every interface)."""
     try:
         return str(socket.getaddrinfo(host, None, socket.AF_INET, socket.SOCK_STREAM)[0][4][0])
     except (OSError, IndexError):

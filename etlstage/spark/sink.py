@@ -84,8 +84,8 @@ class LoadWriter(DataSourceStreamArrowWriter):
 
             names = (n.decode() for batch in iterator for n in batch.column(0).to_pylist())
             eom = markers.eom  # bound now: the generator runs after `markers` moves on down the chain
-            inbox, source = self.plan.reach(), self.handoff
-            extracted = _Counter((b for n in names for b in spool_blocks(inbox.read(source, n), eom, n)), eom)
+            line, source = self.plan.reach(), self.handoff
+            extracted = _Counter((b for n in names for b in spool_blocks(line.read(source, n), eom, n)), eom)
             counters.append((self.handoff, extracted))
             blocks = extracted
         for name in self.chain:

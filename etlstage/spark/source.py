@@ -60,7 +60,7 @@ class ExtractSource(DataSource):
 
 
 class SpoolPartition(InputPartition):
-    """Spool files by name (in the driver's spool of ``stage``, read through its inbox)."""
+    """Spool files by name (in the driver's spool of ``stage``, read through the driver line)."""
 
     def __init__(self, stage: str, files: list[str], eom: int) -> None:
         super().__init__(files)
@@ -146,9 +146,9 @@ class DriverReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self.handoff:
             yield pa.RecordBatch.from_arrays([pa.array([f.encode() for f in partition.files], pa.binary())], ["value"])
             return
-        inbox = self.plan.reach()
+        line = self.plan.reach()
         for name in partition.files:
-            for block in spool_blocks(inbox.read(partition.stage, name), partition.eom, name):
+            for block in spool_blocks(line.read(partition.stage, name), partition.eom, name):
                 yield from to_batches(block, partition.eom)
 
     def commit(self, end: dict) -> None:

@@ -31,7 +31,7 @@ def write_window(folder: Path, name: str, block: bytes, eom: int, parts: int) ->
 
 def spool_blocks(pieces: Iterable[bytes], eom: int, name: str) -> Iterator[bytes]:
     """A spooled window's messages in blocks, each ending with EOM, from the file's pieces as
-    the driver's inbox serves them (a task holds one piece, not the window)."""
+    the driver line serves them (a task holds one piece, not the window)."""
     carry = b""
     for piece in pieces:
         block = carry + piece

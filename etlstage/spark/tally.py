@@ -3,8 +3,8 @@
 A worker lives in one of Spark's Python processes, usually on another host than the
 driver, and its restarts happen inside tasks — some of which fail and are retried, so
 they never return a commit message.  Each Python process therefore sends one small JSON
-document per (stage, partition) it runs a worker for to the driver's inbox
-(:mod:`etlstage.spark.inbox`): after every task, and at once when its worker fails.  The
+document per (stage, partition) it runs a worker for to the driver line
+(:mod:`etlstage.spark.driver_line`): after every task, and at once when its worker fails.  The
 driver keeps the latest of each as a file in its engine folder and sums its run's files
 for the progress display, the summary and ``/metrics``.
 """

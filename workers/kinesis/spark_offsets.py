@@ -108,7 +108,7 @@ class ReachedLog:
 
     ``checkpoint`` is the stage's folder on the driver. Tasks, which need not see it, pass
     ``keep`` (the context's :class:`~etlstage.native.Keep`): their reads and writes
-    then go through the driver's inbox, with the same write-once rule.
+    then go through the driver line, with the same write-once rule.
     """
 
     def __init__(self, checkpoint: str, keep: Keep | None = None) -> None:

@@ -69,7 +69,7 @@ class KinesisReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.s = settings
         self.o = settings.options
         self.reached = ReachedLog(settings.checkpoint)  # the driver's planning: its own folder
-        # the tasks': through the driver's inbox (they need not see the driver's folders)
+        # the tasks': through the driver line (they need not see the driver's folders)
         self.task_reached = ReachedLog(settings.checkpoint, KeepOnce.from_option(settings.keep))
         self.available_now = settings.once
         self._api: KinesisApi | None = None

@@ -25,7 +25,7 @@ Exact replay
     where a batch will end.  Instead the task that reads shard S in batch B writes where it
     stopped (last sequence and sub-sequence number, whether the shard ended or the limit
     cut it short) to ``<ctx.checkpoint>/kinesis-reached/B/S.json`` on the driver, through its
-    inbox (``ctx.keep``) — fsync'd, written once
+    line (``ctx.keep``) — fsync'd, written once
     (a hard link: a second attempt never replaces it) — before its rows leave the task.
     The driver plans batch B+1 (``latestOffset``) only after batch B committed, from those
     reached positions.  When Spark replays batch B (its commit was not logged), each task

@@ -1,4 +1,4 @@
-"""The driver's inbox: how Spark tasks reach the driver's files without sharing a mount.
+"""The driver line: how Spark tasks reach the driver's files without sharing a mount.
 
 Tasks run on executors that need not see any path of the driver's.  What they used to
 write or read under the driver's ``state_dir`` and the checkpoint goes through this
@@ -63,11 +63,11 @@ Handler = Callable[[dict[str, Any], bytes], tuple[dict[str, Any], bytes]]
 
 
 class _Dropped(Exception):
-    """The inbox accepted the connection and closed it without an answer (busy: unread)."""
+    """The driver line accepted the connection and closed it without an answer (busy: unread)."""
 
 
 class Refused(Exception):
-    """A request the inbox does not read on: the reason goes back to the caller."""
+    """A request the driver line does not read on: the reason goes back to the caller."""
 
 
 def _send(sock: socket.socket, header: dict[str, Any], payload: bytes = b"") -> None:
@@ -111,15 +111,15 @@ def _receive(
 
 
 @dataclass(frozen=True)
-class InboxAddress:
-    """Where tasks reach the driver's inbox (travels with the plan to every task)."""
+class LineAddress:
+    """Where tasks reach the driver line (travels with the plan to every task)."""
 
     host: str
     port: int
     token: str
 
     def __repr__(self) -> str:  # the token stays out of logs and error messages
-        return f"InboxAddress({self.host}:{self.port})"
+        return f"LineAddress({self.host}:{self.port})"
 
     def call(self, op: str, header: dict[str, Any], payload: bytes = b"") -> tuple[dict[str, Any], bytes]:
         """One request; its answer, or :class:`PipelineError` naming what failed."""
@@ -135,7 +135,7 @@ class InboxAddress:
                 break
             if time.monotonic() >= give_up:
                 raise self._unreachable(op, answer.get("dropped") or "its threads stayed busy") from None
-            time.sleep(pause)  # every thread of the inbox was serving: the request was not read
+            time.sleep(pause)  # every thread of the driver line was serving: the request was not read
             pause = min(pause * 2, 1.0)
         if "error" in answer:
             raise PipelineError(str(answer["error"]))
@@ -147,7 +147,7 @@ class InboxAddress:
                 sock.sendall(self.token.encode())
                 _send(sock, {**header, "op": op}, payload)
             except (BrokenPipeError, ConnectionResetError) as exc:
-                try:  # a busy inbox answers unread and closes: its answer may be there all the same
+                try:  # a busy line answers unread and closes: its answer may be there all the same
                     return _receive(sock)
                 except (OSError, ValueError, struct.error):
                     raise _Dropped() from exc
@@ -162,7 +162,7 @@ class InboxAddress:
 
     def _unreachable(self, op: str, why: object) -> PipelineError:
         return PipelineError(
-            f"the task cannot reach the driver's inbox at {self.host}:{self.port} ({op}): {why}; "
+            f"the task cannot reach the driver line at {self.host}:{self.port} ({op}): {why}; "
             "executors must reach the driver's host (as for Spark's own driver port)"
         )
 
@@ -178,7 +178,7 @@ class InboxAddress:
                 return
 
 
-class Inbox:
+class DriverLine:
     """The server side, in the driver's process, for the ``with`` block: ``handlers`` by op.
 
     ``bind``: the local address to listen on (an address no interface has: every one,
@@ -197,12 +197,12 @@ class Inbox:
         self.token = secrets.token_hex(TOKEN_BYTES // 2)
         self.max_payload = max_payload
         self.active = 0  # requests being served now
-        inbox = self
+        line = self
         lock = threading.Lock()
 
         class Serve(socketserver.BaseRequestHandler):
             def handle(self) -> None:
-                inbox._serve(self.request)
+                line._serve(self.request)
 
         class Server(socketserver.ThreadingTCPServer):
             daemon_threads = True
@@ -211,9 +211,9 @@ class Inbox:
 
             def process_request(self, request: Any, client_address: Any) -> None:
                 with lock:
-                    full = inbox.active >= max_connections
+                    full = line.active >= max_connections
                     if not full:
-                        inbox.active += 1
+                        line.active += 1
                 if full:  # answered without a thread and unread; the caller tries again
                     with contextlib.suppress(OSError):
                         request.setblocking(False)
@@ -227,45 +227,45 @@ class Inbox:
                     super().process_request_thread(request, client_address)
                 finally:
                     with lock:
-                        inbox.active -= 1
+                        line.active -= 1
 
         try:
             self._server = Server((bind, 0), Serve)
         except OSError as exc:  # the driver's host name names no local interface (a NAT, a service)
-            log.warning("the driver's inbox cannot listen on %s (%s): listening on every interface", bind, exc)
+            log.warning("the driver line cannot listen on %s (%s): listening on every interface", bind, exc)
             self._server = Server(("0.0.0.0", 0), Serve)
-        self.address = InboxAddress(advertise, self._server.server_address[1], self.token)
-        self._thread = threading.Thread(target=self._server.serve_forever, name="etlstage inbox", daemon=True)
+        self.address = LineAddress(advertise, self._server.server_address[1], self.token)
+        self._thread = threading.Thread(target=self._server.serve_forever, name="etlstage line", daemon=True)
 
     def _serve(self, sock: socket.socket) -> None:
         with contextlib.suppress(OSError, ValueError, struct.error):
             # The token first, in a short time, before any length it could announce is read.
             token = _exactly(sock, TOKEN_BYTES, time.monotonic() + AUTH_DEADLINE)
             if not hmac.compare_digest(token, self.token.encode()):
-                log.warning("the driver's inbox refused a request without this run's token")
+                log.warning("the driver line refused a request without this run's token")
                 _send(sock, {"error": "refused: not this run's token"})
                 return
             sock.settimeout(IDLE)
             try:
                 header, payload = _receive(sock, MAX_HEADER, self.max_payload)
             except Refused as exc:
-                log.warning("the driver's inbox refused %s", exc)
-                _send(sock, {"error": f"the driver's inbox refused {exc}"})
+                log.warning("the driver line refused %s", exc)
+                _send(sock, {"error": f"the driver line refused {exc}"})
                 return
             sock.settimeout(TIMEOUT)
             handler = self.handlers.get(str(header.get("op")))
             if handler is None:
-                _send(sock, {"error": f"the driver's inbox has no operation {header.get('op')!r}"})
+                _send(sock, {"error": f"the driver line has no operation {header.get('op')!r}"})
                 return
             try:
                 answer, data = handler(header, payload)
             except Exception as exc:  # the task fails with it; the driver goes on
-                log.debug("inbox %s failed: %s", header.get("op"), exc)
+                log.debug("line %s failed: %s", header.get("op"), exc)
                 _send(sock, {"error": str(exc)})
                 return
             _send(sock, answer, data)
 
-    def __enter__(self) -> Inbox:
+    def __enter__(self) -> DriverLine:
         self._thread.start()
         return self
 
@@ -330,17 +330,17 @@ class KeepOnce:
     ``keep(name, data)`` returns what the file holds (``data``, or an earlier attempt's);
     ``keep(name, None)`` only reads it (None: no such file)."""
 
-    inbox: InboxAddress
+    driver_line: LineAddress
     stage: str
 
     def __call__(self, name: str, data: bytes | None) -> bytes | None:
         header = {"stage": self.stage, "name": name, "peek": data is None}
-        answer, held = self.inbox.call("once", header, data or b"")
+        answer, held = self.driver_line.call("once", header, data or b"")
         return held if answer.get("found") else None
 
     def to_option(self) -> str:
         """As a data source option (JSON), for a native source whose options are strings."""
-        i = self.inbox
+        i = self.driver_line
         return json.dumps({"host": i.host, "port": i.port, "token": i.token, "stage": self.stage})
 
     @classmethod
@@ -348,7 +348,7 @@ class KeepOnce:
         if not text:
             return None
         doc = json.loads(text)
-        return cls(InboxAddress(str(doc["host"]), int(doc["port"]), str(doc["token"])), str(doc["stage"]))
+        return cls(LineAddress(str(doc["host"]), int(doc["port"]), str(doc["token"])), str(doc["stage"]))
 
 
-__all__ = ["Handler", "Inbox", "InboxAddress", "KeepOnce", "keep_once", "read_piece", "relative"]
+__all__ = ["DriverLine", "Handler", "KeepOnce", "LineAddress", "keep_once", "read_piece", "relative"]

@@ -1,8 +1,8 @@
-"""What the driver's inbox (:mod:`etlstage.spark.inbox`) does for a run: each request's
+"""What the driver line (:mod:`etlstage.spark.driver_line`) does for a run: each request's
 handler over the run's plan, in the driver's folders.
 
-Apart from the inbox itself: the plan carries the inbox's address to every task
-(:mod:`etlstage.spark.plan` imports the inbox), and these handlers read the plan.
+Apart from the driver line itself: the plan carries the driver line's address to every task
+(:mod:`etlstage.spark.plan` imports the driver line), and these handlers read the plan.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from etlstage.errors import PipelineError
-from etlstage.spark.inbox import COUNT_NAME, Handler, Inbox, keep_once, read_piece, relative
+from etlstage.spark.driver_line import COUNT_NAME, DriverLine, Handler, keep_once, read_piece, relative
 
 if TYPE_CHECKING:
     from etlstage.config.model import StageConfig
@@ -25,8 +25,8 @@ def native_dir(plan: Plan, stage: StageConfig) -> Path:
     return own_path(plan.config, "native", stage.name)
 
 
-def driver_inbox(plan: Plan, bind: str, advertise: str) -> Inbox:
-    """The inbox of ``plan``'s run: what each request does in the driver's folders."""
+def open_driver_line(plan: Plan, bind: str, advertise: str) -> DriverLine:
+    """The driver line of ``plan``'s run: what each request does in the driver's folders."""
     from etlstage.spark.checkpoint import owner_only, private_folder
     from etlstage.spark.tally import Tally, tally_dir, write
     from etlstage.state.store import StateStore
@@ -72,7 +72,7 @@ def driver_inbox(plan: Plan, bind: str, advertise: str) -> Inbox:
         "spool": spool,
         "once": once,
     }
-    return Inbox(handlers, bind, advertise, max_payload=largest_payload(config.stages))
+    return DriverLine(handlers, bind, advertise, max_payload=largest_payload(config.stages))
 
 
 def largest_payload(stages: list[StageConfig]) -> int:
@@ -81,4 +81,4 @@ def largest_payload(stages: list[StageConfig]) -> int:
     return max([2 * (s.batch_bytes + s.max_message_bytes) + (1 << 20) for s in stages] or [64 << 20])
 
 
-__all__ = ["driver_inbox", "largest_payload", "native_dir"]
+__all__ = ["largest_payload", "native_dir", "open_driver_line"]
