@@ -35,7 +35,7 @@ def one_jvm(options: str, n: int, batches: int) -> dict[str, float]:
 
     from bench.lake import at_once, fresh, mixed_batch
     from etlstage.spark.jars import fetch_named
-    from etlstage.spark.session import start_session
+    from etlstage.spark.spark_session import start_session
 
     conf = {**lake.DELTA_SESSION, "spark.jars": ",".join(str(j) for j in fetch_named("delta")),
             "spark.ui.showConsoleProgress": "false"}  # fmt: skip

@@ -22,7 +22,7 @@ Importing this module imports neither pyspark nor the JVM: each function does wh
 from etlstage.spark.driver_line import KeepOnce
 from etlstage.spark.jars import PACKAGES, JarFetchError, fetch_named, given_by
 from etlstage.spark.listener import progress_listener
-from etlstage.spark.session import (
+from etlstage.spark.spark_session import (
     SparkStartError,
     check_java,
     check_master_reachable,

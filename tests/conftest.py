@@ -73,7 +73,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
     Every test shares it: a test never stops it (the next test would find it stopped)."""
     from etlstage.spark.run import ENGINE_CONF
-    from etlstage.spark.session import quiet_spark, start_session
+    from etlstage.spark.spark_session import quiet_spark, start_session
     from etlstage.spark.worker_python import spark_python
 
     quiet_spark()

@@ -13,8 +13,8 @@ from etlstage.config.model import StageConfig
 from etlstage.kit.transport import resolve_program, worker_env
 from etlstage.spark.ownership import retire
 from etlstage.spark.plan import Plan
-from etlstage.spark.session import default_parallelism
 from etlstage.spark.shipping import localize
+from etlstage.spark.spark_session import default_parallelism
 
 if TYPE_CHECKING:
     import pyarrow as pa

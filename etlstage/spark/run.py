@@ -50,7 +50,7 @@ def run_query(
     ``attach``: started with the run's counters before Spark starts (the CLI's HTTP
     endpoints); returns the function that stops it.
     """
-    from etlstage.spark.session import SparkStartError, require_pyspark
+    from etlstage.spark.spark_session import SparkStartError, require_pyspark
 
     try:
         require_pyspark()
@@ -80,7 +80,7 @@ def _run_query(
 ) -> int:
     from etlstage.spark.native import session_conf
     from etlstage.spark.plan import Plan
-    from etlstage.spark.session import SparkStartError, start_session
+    from etlstage.spark.spark_session import SparkStartError, start_session
     from etlstage.spark.worker_python import spark_python
 
     engine = config.engine
@@ -197,7 +197,7 @@ def missing_programs(spark: SparkSession, plan: Plan) -> list[str]:
 
 def run_in(spark: SparkSession, plan: Plan, *, progress: bool = True, counts: Counts | None = None) -> int:
     """Run ``plan``'s query in an existing session until it ends; print the summary."""
-    from etlstage.spark.session import active_in_this_thread
+    from etlstage.spark.spark_session import active_in_this_thread
 
     with active_in_this_thread(spark):  # where Spark looks the engine's source and sink up
         return _run(spark, plan, progress, counts)
@@ -300,7 +300,7 @@ def _line_places(spark: SparkSession) -> tuple[str, str]:
     local master; else the address of the host Spark's executors reach the driver at
     (``spark.driver.bindAddress`` when set, as Spark's own driver port; through Spark
     Connect the client's host, whose executors reach the client), never every interface."""
-    from etlstage.spark.session import is_connect
+    from etlstage.spark.spark_session import is_connect
 
     master = str(spark.conf.get("spark.master", "") or "")
     if master.startswith("local"):
@@ -325,7 +325,7 @@ def _retire_workers(spark: SparkSession, plan: Plan) -> None:
     """Through Spark Connect the server's Python processes, and the workers they run,
     outlive this query: ask them to stop the run's workers now, not at Spark's idle timeout."""
     from etlstage.spark.probe import retire_job
-    from etlstage.spark.session import is_connect
+    from etlstage.spark.spark_session import is_connect
 
     if not is_connect(spark):
         return  # stopping the session ends its executors' Python processes, and their workers

@@ -283,7 +283,7 @@ def test_the_public_names_are_the_engines_own_not_copies():
             "etlstage.spark.driver_line",
             "etlstage.spark.jars",
             "etlstage.spark.listener",
-            "etlstage.spark.session",
+            "etlstage.spark.spark_session",
         ],
         "etlstage.worker.sqlite": ["etlstage.state.sqlite"],
         "etlstage.worker.durable": ["etlstage.state.durable"],

@@ -224,7 +224,7 @@ def test_clean_up_keeps_the_recent_archives_and_drops_abandoned_parts(cache: Pat
 
 SESSION = """
 import json
-from etlstage.spark.session import start_session
+from etlstage.spark.spark_session import start_session
 spark = start_session("local[1]", "cds-test", {}, connect_timeout=10, log_level="ERROR")
 args = list(spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
 print(json.dumps({"args": args, "rows": spark.range(10).count()}))

@@ -1,4 +1,4 @@
-"""The start-up probe (etlstage/spark/session.py, ``_probe_executors``): a cluster with
+"""The start-up probe (etlstage/spark/spark_session.py, ``_probe_executors``): a cluster with
 no free executor stops the start with the cause (exit 2) instead of hanging on the first
 batch, also when the probe's job is submitted only after its deadline (a slow machine
 planning the first query): a cancel that finds no job yet is tried again."""
@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from etlstage.spark import session
-from etlstage.spark.session import SparkStartError
+from etlstage.spark import spark_session
+from etlstage.spark.spark_session import SparkStartError
 
 
 class _Cluster:
@@ -62,8 +62,8 @@ def test_a_cluster_without_a_free_executor_stops_the_start_even_when_the_job_com
     cluster = _Cluster(plan_seconds)
     started = time.monotonic()
     with pytest.raises(SparkStartError, match="no executor ran a task within 0.3s"):
-        session._probe_executors(cluster, "spark://127.0.0.1:7077", 0.3)  # type: ignore[arg-type]
-    assert time.monotonic() - started < plan_seconds + 3 * session.PROBE_RECHECK
+        spark_session._probe_executors(cluster, "spark://127.0.0.1:7077", 0.3)  # type: ignore[arg-type]
+    assert time.monotonic() - started < plan_seconds + 3 * spark_session.PROBE_RECHECK
     assert cluster.cancels_without_a_job == 0  # no cancel while no job: Spark would warn for each
 
 
@@ -74,6 +74,6 @@ def test_a_probe_that_runs_is_not_cancelled() -> None:
             return 2
 
     cluster = _Healthy(0.0)
-    session._probe_executors(cluster, "spark://127.0.0.1:7077", 0.3)  # type: ignore[arg-type]
+    spark_session._probe_executors(cluster, "spark://127.0.0.1:7077", 0.3)  # type: ignore[arg-type]
     time.sleep(0.5)
     assert not cluster.cancelled.is_set()

@@ -149,7 +149,7 @@ def test_settings_that_look_secret_stay_off_the_jvms_command_line(monkeypatch: p
     a secret-looking key of engine.conf is held back for the gateway (no JVM started here)."""
     from pyspark import SparkContext, java_gateway
 
-    from etlstage.spark import session
+    from etlstage.spark import spark_session
 
     launched: list[dict[str, str]] = []  # what the JVM's command line is made of
     started: list[dict[str, str]] = []
@@ -165,7 +165,7 @@ def test_settings_that_look_secret_stay_off_the_jvms_command_line(monkeypatch: p
         "_ensure_initialized",
         lambda gateway=None, conf=None: started.append(dict(conf.getAll())) if gateway is launched_gateway else None,
     )
-    session._launch_jvm(
+    spark_session._launch_jvm(
         {
             "spark.hadoop.fs.s3a.secret.key": "s3cret",
             "spark.hadoop.fs.s3a.access.key": "AKIA",
@@ -192,7 +192,7 @@ def test_sparks_python_processes_run_this_python_unless_told(monkeypatch: pytest
 
     from pyspark import SparkContext
 
-    from etlstage.spark import session
+    from etlstage.spark import spark_session
 
     seen: list[str | None] = []
 
@@ -203,11 +203,11 @@ def test_sparks_python_processes_run_this_python_unless_told(monkeypatch: pytest
         raise RuntimeError("no JVM in this test")
 
     monkeypatch.setattr(SparkContext, "_gateway", object())  # as if this process had its JVM: no class archive
-    monkeypatch.setattr(session, "_launch_jvm", launch)
+    monkeypatch.setattr(spark_session, "_launch_jvm", launch)
     monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
-    with pytest.raises(session.SparkStartError):
-        session.start_session("local[1]", "t", {}, connect_timeout=1, log_level="WARN")
+    with pytest.raises(spark_session.SparkStartError):
+        spark_session.start_session("local[1]", "t", {}, connect_timeout=1, log_level="WARN")
     monkeypatch.setenv("PYSPARK_PYTHON", "/opt/other/python3")
-    with pytest.raises(session.SparkStartError):
-        session.start_session("local[1]", "t", {}, connect_timeout=1, log_level="WARN")
+    with pytest.raises(spark_session.SparkStartError):
+        spark_session.start_session("local[1]", "t", {}, connect_timeout=1, log_level="WARN")
     assert seen == [sys.executable, "/opt/other/python3"]
