@@ -5,6 +5,7 @@
 Reads INPUT's lines (``textFile``), pipes each partition through PROGRAM, counts what it
 writes back. Prints ``session S`` (seconds to a session) and ``job S COUNT`` (the job alone)."""
 
+import shlex
 import sys
 import time
 
@@ -19,6 +20,6 @@ if __name__ == "__main__":
     spark.sparkContext.setLogLevel("ERROR")
     print(f"session {time.perf_counter() - t0:.3f}", flush=True)
     t1 = time.perf_counter()
-    count = spark.sparkContext.textFile(path, int(parts)).pipe(program).count()
+    count = spark.sparkContext.textFile(path, int(parts)).pipe(shlex.join(program)).count()
     print(f"job {time.perf_counter() - t1:.3f} {count}", flush=True)
     spark.stop()
