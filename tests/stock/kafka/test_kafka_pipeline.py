@@ -16,7 +16,7 @@ import pytest
 
 from tests.support.crash_points import POINTS, kill_at_each_point
 from tests.support.kafka import consume_all, produce
-from tests.support.run_cli import RUN_ONCE
+from tests.support.run_cli import ETLSTAGE, RUN_ONCE
 from tests.support.waiting import wait_for
 
 N = 1500
@@ -42,7 +42,26 @@ def _kafka_workers(pid: int) -> list[psutil.Process]:
         return []
 
 
+def _wait_or_say_why(proc: subprocess.Popen[bytes], folder, env: dict[str, str], kills: list[str]) -> None:
+    """The run killed last ends; one that does not is stopped (gracefully: nothing of it is
+    left running) and the test fails with what ``etlstage status`` said of it."""
+    try:
+        proc.wait(240)
+    except subprocess.TimeoutExpired:
+        status = subprocess.run(
+            [*ETLSTAGE, "status", "stages.yaml"], cwd=folder, env=env, capture_output=True, text=True
+        )
+        proc.terminate()  # its workers are stopped and reaped
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        pytest.fail(f"the run did not end 240 s after the kills {kills}; etlstage status said:\n{status.stdout}")
+
+
 @pytest.mark.slow  # a JVM broker and a minute of runs
+@pytest.mark.timeout(900)
 def test_every_record_once_across_kills_of_the_supervisor_and_the_workers(broker, topic, pdir):
     src, dst = topic(3), topic(1)
     records = [b"r%05d" % i for i in range(N)]
@@ -100,7 +119,7 @@ def test_every_record_once_across_kills_of_the_supervisor_and_the_workers(broker
                 kills.append(aim)
                 victim.kill()  # the supervisor starts it again; the run goes on
         if proc is not None:
-            proc.wait(300)
+            _wait_or_say_why(proc, pdir.path, env, kills)
         final = subprocess.run(RUN_ONCE, cwd=pdir.path, stdout=log, stderr=log, env=env, timeout=300)
     assert len(kills) >= 3, f"the pipeline finished before it was killed three times: {kills}"
     assert {"supervisor", "etlstage-kafka", "etlstage-kafka-load"} <= set(kills), kills
