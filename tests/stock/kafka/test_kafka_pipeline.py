@@ -10,6 +10,7 @@ import random
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -42,7 +43,7 @@ def _kafka_workers(pid: int) -> list[psutil.Process]:
         return []
 
 
-def _wait_or_say_why(proc: subprocess.Popen[bytes], folder, env: dict[str, str], kills: list[str]) -> None:
+def _wait_or_say_why(proc: subprocess.Popen[bytes], folder: Path, env: dict[str, str], kills: list[str]) -> None:
     """The run killed last ends; one that does not is stopped (gracefully: nothing of it is
     left running) and the test fails with what ``etlstage status`` said of it."""
     try:
