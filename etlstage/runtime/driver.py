@@ -275,11 +275,22 @@ class TransformDriver(_Driver):
     # --- assembling and framing jobs ------------------------------------------------------
 
     async def _assemble(self, inbox: Inbox, instance: int) -> Job | None:
-        """The next job from the inbox; None once it is closed and empty."""
+        """The next job from the inbox; None once it is closed and empty.
+
+        What it has gathered while it waits for more is still the inbox's: if the wait is
+        cut short (the worker failed, and the conversation's tasks are cancelled), it goes
+        back to the front, for the next worker (otherwise its window never completes)."""
+        pieces: list[Piece] = []
+        try:
+            return await self._gather(inbox, instance, pieces)
+        except BaseException:
+            inbox.put_back(pieces)
+            raise
+
+    async def _gather(self, inbox: Inbox, instance: int, pieces: list[Piece]) -> Job | None:
         st = self.stage
         single = st.mode == Mode.SINGLE
         want = st.single_job_size if single else st.batch_size
-        pieces: list[Piece] = []
         n = size = 0
         deadline: float | None = None
         loop = asyncio.get_running_loop()

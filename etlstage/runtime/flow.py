@@ -164,6 +164,16 @@ class Inbox:
         self.messages += piece.count
         self.changed.set()
 
+    def put_back(self, pieces: list[Piece]) -> None:
+        """``pieces``, taken from the front and not sent, back at the front in their order
+        (a job cut short before it was written: its messages must not leave with it)."""
+        for piece in reversed(pieces):
+            self._items.appendleft(piece)
+            self.bytes += len(piece.block)
+            self.messages += piece.count
+        if pieces:
+            self.changed.set()
+
     def take(self, max_messages: int, max_bytes: int | None = None, at_least_one: bool = True) -> list[Piece]:
         """Up to ``max_messages`` messages and up to ``max_bytes`` bytes from the front,
         splitting a piece if needed; ``at_least_one``: a first message longer than

@@ -40,6 +40,23 @@ def test_inbox_takes_across_and_within_pieces_and_keeps_counts():
     asyncio.run(scenario())
 
 
+def test_what_is_put_back_is_taken_again_first_in_its_order_with_counts_restored():
+    async def scenario():
+        w = Window("src", 0, 3)
+        box = Inbox(b"\n", 1 << 20)
+        box.put_nowait(Piece(b"a\nb\nc\n", 3, w))
+        box.put_nowait(Piece(b"d\ne\n", 2, w))
+        taken = box.take(4)  # a whole piece and the head of the next
+        box.changed.clear()
+        box.put_back(taken)
+        assert box.changed.is_set(), "a waiting stage must look again"
+        assert (box.messages, box.bytes, len(box)) == (5, 10, 3)
+        assert b"".join(p.block for p in box.take(10)) == b"a\nb\nc\nd\ne\n"
+        assert (box.messages, box.bytes) == (0, 0)
+
+    asyncio.run(scenario())
+
+
 def test_inbox_put_waits_for_room():
     async def scenario():
         w = Window("src", 0, 3)
