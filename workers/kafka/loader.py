@@ -15,6 +15,8 @@ commit and before its EOP, or the whole pipeline's, whose extractor then reads t
 window again, maybe cut into other batches — writes nothing twice; a loader killed inside
 a transaction leaves it open until the restarted loader (same ``transactional.id``) aborts
 it, and read_committed consumers never see it. Identical messages count as one record.
+A loader fenced by another producer of its ``transactional.id`` (two live loaders sharing
+one id) fails its batch with :class:`Fenced`, unacknowledged and not committed.
 """
 
 from __future__ import annotations
@@ -45,6 +47,11 @@ class LoadFailed(EtlstageError):
     """The broker did not take a batch (the batch stays unacknowledged)."""
 
 
+class Fenced(LoadFailed):
+    """Another producer with this loader's transactional id started: the broker fenced
+    this one, which can write nothing more (the open batch stays unacknowledged)."""
+
+
 class KafkaLoader(Loader):
     def __init__(self, options: LoadOptions) -> None:
         self.options = options
@@ -55,6 +62,7 @@ class KafkaLoader(Loader):
         self.skipped = 0
         self.batches = 0
         self._flusher: _Flusher | None = None
+        self.transactional_id: str | None = None
 
     def setup(self) -> None:
         from confluent_kafka import Producer
@@ -76,7 +84,7 @@ class KafkaLoader(Loader):
         conf.setdefault("linger.ms", o.linger_ms)
         if o.transactional:
             tid = o.transactional_id or f"{default_name(sc.state_dir, sc.stage)}.{sc.instance}"
-            conf["transactional.id"] = tid
+            conf["transactional.id"] = self.transactional_id = tid
             self.producer = Producer(conf, logger=client_logger())
             # fences an older producer of this id and aborts the transaction it left open
             self.producer.init_transactions(60)
@@ -189,20 +197,47 @@ class KafkaLoader(Loader):
         if not fresh:
             return 0
         p = self.producer
-        p.begin_transaction()
+        try:
+            p.begin_transaction()
+        except KafkaException as exc:
+            self._fail_if_fatal(exc.args[0])
+            raise
         try:
             self._produce_all(fresh)
             p.produce(self.ledger.topic, b"".join(digests), None)
             self._flush()
             self._commit()
-        except (KafkaException, LoadFailed):
+        except (KafkaException, LoadFailed, SystemError):
+            # once the producer has a fatal error (fenced), confluent-kafka's flush() raises a
+            # SystemError that does not say which; the abort then raises the fatal error
             try:
                 p.abort_transaction(60)
             except KafkaException as exc:
+                self._fail_if_fatal(exc.args[0])
                 log.warning("abort of the failed transaction: %s", exc)
             raise
         # the ledger record comes back with the next catch_up: noted once, in order
         return len(fresh)
+
+    def _fail_if_fatal(self, err: Any) -> None:
+        """``err`` (a KafkaError) fatal: the producer can write nothing more; raise a
+        LoadFailed that says why, and what to do when it was fenced."""
+        from confluent_kafka import KafkaError
+
+        if not err.fatal():
+            return
+        # librdkafka says _FENCED; the broker's own codes too, should one be the fatal error
+        if err.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH):
+            tid = self.transactional_id
+            if self.options.transactional_id:
+                advice = "give each instance its own --transactional-id, or run one instance"
+            else:  # the default id: one per pipeline, stage and instance
+                advice = "is this pipeline running twice? run it once, or give each its own --transactional-id"
+            raise Fenced(
+                f"another loader with transactional id {tid!r} started and fenced this one "
+                f"(two live loaders share one transactional id: {advice})"
+            ) from None
+        raise LoadFailed(f"the Kafka producer stopped on a fatal error: {err.name()}: {err.str()}") from None
 
     def _commit(self) -> None:
         from confluent_kafka import KafkaException

@@ -84,6 +84,36 @@ def test_a_transaction_left_open_by_a_killed_loader_is_never_seen(broker, topic,
     assert consume_all(broker.bootstrap, name, idle=1.0) == batch
 
 
+def test_a_fenced_loader_fails_its_batch_in_one_clear_line(broker, topic, spawn, tmp_path):
+    """Another producer with the loader's transactional id (two live loaders sharing one id)
+    fences it: the loader's next batch fails with a line that says so (no traceback of
+    confluent-kafka's), unacknowledged and not committed; the restarted loader writes it once."""
+    from confluent_kafka import Producer
+
+    name = topic(1)
+    tid = f"tx-{name}"
+    args = ["--bootstrap", broker.bootstrap, "--topic", name, "--transactional", "--transactional-id", tid]
+    w = spawn(LOAD, args, str(tmp_path), kind="L", mode="batch")
+    first = [b"f%d" % i for i in range(50)]
+    w.load(first)
+    other = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": tid})
+    other.init_transactions(30)  # the broker fences the loader's producer
+    second = [b"s%d" % i for i in range(50)]
+    with pytest.raises(EOFError):  # exits without the batch's EOP: the supervisor sends it again
+        w.load(second)
+    assert w.proc.wait(30) == 1
+    said = w.stderr()
+    assert f"another loader with transactional id '{tid}' started and fenced this one" in said, said
+    assert "give each instance its own --transactional-id" in said, said
+    assert "Traceback" not in said and "SystemError" not in said, said
+    assert sorted(consume_all(broker.bootstrap, name, idle=1.0)) == sorted(first)  # nothing of it committed
+    w = spawn(LOAD, args, str(tmp_path), kind="L", mode="batch")
+    w.load(second)  # sent again to the restarted loader
+    assert w.close_stdin() == 0
+    got = consume_all(broker.bootstrap, name, idle=1.0)
+    assert sorted(got) == sorted(first + second) and len(got) == len(first + second)
+
+
 def test_bad_options_exit_2(tmp_path):
     done = subprocess.run(
         [sys.executable, "-m", LOAD, "--bootstrap", "x:1", "--topic", "t", "--key", "nope", "--ledger-batches", "0"],
