@@ -6,7 +6,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.support.ordering import file_of, longest_first_dealt, record
+from tests.support.ordering import file_of, longest_first_dealt, record, shares
 
 
 @dataclass
@@ -29,6 +29,16 @@ def test_each_process_starts_on_a_long_file_and_gets_its_count() -> None:
     # the time is shared, not the count alone: neither process holds both long files
     assert not {"a.py", "c.py"} <= {file_of(i.nodeid) for i in first}
     assert not {"a.py", "c.py"} <= {file_of(i.nodeid) for i in second}
+
+
+def test_three_processes_each_start_on_one_of_the_three_longest_files() -> None:
+    counts = {"a.py": 3, "b.py": 40, "c.py": 2, "d.py": 30, "e.py": 1, "f.py": 4, "g.py": 5}
+    seconds = {"a.py": 200.0, "c.py": 180.0, "f.py": 170.0, "b.py": 20.0, "d.py": 15.0, "g.py": 10.0}
+    got = longest_first_dealt(items(counts), seconds, processes=3)
+    assert sorted(i.nodeid for i in got) == sorted(i.nodeid for i in items(counts))
+    cuts = shares(len(got), 3)  # what worksteal hands each process
+    starts = [0, cuts[0], cuts[0] + cuts[1]]
+    assert {file_of(got[k].nodeid) for k in starts} == {"a.py", "c.py", "f.py"}
 
 
 def test_files_stay_whole_and_keep_their_order_when_they_fit() -> None:

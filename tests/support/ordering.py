@@ -1,10 +1,10 @@
-"""The suite's order for ``-n 2 --dist worksteal``: longest files first, on both processes.
+"""The suite's order for ``-n N --dist worksteal``: longest files first, on every process.
 
-pytest-xdist's worksteal scheduler gives each process one contiguous half of the collected
-tests and lets an idle process steal the back half of the other's queue. With the files
-sorted by their recorded time, longest first, and dealt alternately into the two halves,
-each process starts on its longest files and what is stolen at the end is short: both
-cores stay busy to the end (longest-processing-time-first scheduling). Files stay whole, so
+pytest-xdist's worksteal scheduler gives each process one contiguous share of the collected
+tests and lets an idle process steal the back half of another's queue. With the files
+sorted by their recorded time, longest first, and dealt into as many shares as there are
+processes, each process starts on its longest files and what is stolen at the end is
+short: every process stays busy to the end (longest-processing-time-first scheduling). Files stay whole, so
 a module-scoped fixture (a Kafka broker, say) still starts once per module, and tests keep
 their order inside their file.
 
@@ -49,24 +49,41 @@ def recorded() -> dict[str, float]:
     return {str(k): float(v) for k, v in data.items()}
 
 
-def longest_first_dealt(items: Sequence[T], seconds: dict[str, float]) -> list[T]:
+def shares(total: int, processes: int) -> list[int]:
+    """How many of ``total`` tests worksteal hands each of ``processes`` at the start: the
+    first ``total // processes``, each next one an even share of what is left.
+
+    >>> shares(254, 3), shares(7, 2)
+    ([84, 85, 85], [3, 4])
+    """
+    out: list[int] = []
+    left = total
+    for k in range(processes, 0, -1):
+        out.append(left // k)
+        left -= out[-1]
+    return out
+
+
+def longest_first_dealt(items: Sequence[T], seconds: dict[str, float], processes: int = 2) -> list[T]:
     """``items`` grouped by file, in the order described above.
 
-    worksteal hands the first ``len(items) // 2`` tests to one process and the rest to the
-    other, so the files are dealt, longest first, into two queues of those sizes (each to the
-    queue with less time that still has room for it whole; a file with room in neither is
+    worksteal hands each process one contiguous share of the tests (:func:`shares`), so the
+    files are dealt, longest first, into ``processes`` queues of those sizes (each to the
+    queue with less time that still has room for it whole; a file with room in none is
     split), and each queue runs its longest files first."""
     by_file: dict[str, list[T]] = {}
     for item in items:
         by_file.setdefault(file_of(item.nodeid), []).append(item)
     files = sorted(by_file, key=lambda f: (-seconds.get(f, UNKNOWN_S), f))
-    room = [len(items) // 2, len(items) - len(items) // 2]
-    queues: tuple[list[T], list[T]] = ([], [])
-    load = [0.0, 0.0]
+    processes = max(1, processes)
+    room = shares(len(items), processes)
+    queues: list[list[T]] = [[] for _ in range(processes)]
+    load = [0.0] * processes
+    every = range(processes)
     for f in files:
         tests = by_file[f]
-        fits = [q for q in (0, 1) if room[q] >= len(tests)]
-        for q in sorted(fits or (0, 1), key=lambda q: load[q]):
+        fits = [q for q in every if room[q] >= len(tests)]
+        for q in sorted(fits or every, key=lambda q: load[q]):
             share = tests[: room[q]]
             tests = tests[len(share) :]
             queues[q].extend(share)
@@ -74,12 +91,14 @@ def longest_first_dealt(items: Sequence[T], seconds: dict[str, float]) -> list[T
             load[q] += seconds.get(f, UNKNOWN_S) * len(share) / len(by_file[f])
             if not tests:
                 break
-    return queues[0] + queues[1]
+    return [item for queue in queues for item in queue]
 
 
 @pytest.hookimpl(trylast=True)  # after -m and -k have deselected: it orders what runs
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    items[:] = longest_first_dealt(items, recorded())
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # each xdist process collects and orders alike; it knows how many there are
+    processes = int(getattr(config, "workerinput", {}).get("workercount", 2))
+    items[:] = longest_first_dealt(items, recorded(), processes)
 
 
 def record(junit_xml: Path) -> dict[str, float]:

@@ -121,28 +121,51 @@ def test_quiet_does_not_confirm_answers_while_their_window_is_still_open(pdir, r
 @pytest.mark.slow
 @pytest.mark.parametrize("repeat", range(3))
 def test_a_late_answer_after_its_window_committed_stops_the_run_naming_the_window(pdir, repeat):
-    """Windows of 10 messages (supervisor offsets), three in flight.  A stray EOP after
-    answer 29 answers request 30 (the last of window 2); the worker answers it half a
-    second late, after window 2 passed its quiet checks and committed.  The shift shows
-    in window 3, where the answer to request 30 lands on request 31: the run must not end 0
-    as if all were well — it stops naming the stage and the committed windows of the last
-    release on quiet (window 2, with those released with it)."""
+    """Windows of 10 messages (supervisor offsets), three in flight, two requests.  A stray
+    EOP after answer 29 (the last of window 2; written once request 30 is read) answers
+    request 30; the worker answers it late, once window 2 passed its quiet checks and
+    committed (the source was asked for window 5, which waits for window 2 to commit).
+    Under load, a fixed half second and the supervisor's own timing did not always make
+    this case (request 30 not yet written, or 31 written before the quiet check).  The shift shows in window 3, where the answer to request 30 lands on
+    request 31: the run must not end 0 as if all were well — it stops naming the stage and
+    the committed windows of the last release on quiet (window 2, with those released with
+    it)."""
     flags = pdir.path / "flags"
     flags.mkdir()
-    argv = ", ".join(f'"{a}"' for a in [PY, MISBEHAVE, str(flags), "stray@29", "slow@30"])
+    (pdir.path / "src.py").write_text(COMMIT_SEEN)
+    late = f"slow-until={flags / 'window-5-asked'}"
+    argv = ", ".join(f'"{a}"' for a in [PY, MISBEHAVE, str(flags), "ahead@29", "stray@29", "slow@30", late])
     pdir.write(f"""
         max_inflight_windows: 3
         stages:
           - {{name: src, type: E, mode: cyclic, offsets: supervisor,
-              offset_policy: {{type: counter, start: 0, step: 10}}, command: ["{{PY}}", "{{TW}}", count, "{N}"]}}
-          - {{name: t, type: T, mode: single, timeouts: {{request: 2}},
+              offset_policy: {{type: counter, start: 0, step: 10}}, command: ["{{PY}}", src.py, "{flags}", "{N}"]}}
+          - {{name: t, type: T, mode: single, prefetch: 2, timeouts: {{request: 40}},
               restart: {{max_restarts: 3, backoff: 0.05}}, command: [{argv}]}}
           - {{name: sink, type: L, mode: batch, batch_size: 7, command: ["{{PY}}", "{{TW}}", append, out.txt]}}
     """)
     r = pdir.run("--once", timeout=120)
+    assert (flags / "window-5-asked").exists(), "window 2 never committed\n" + r.stderr[-3000:]
     assert r.code == 1, r.stderr[-3000:]
     named = re.search(r"stage 't': t broke the protocol after windows \(([^)]*)\) were committed", r.stderr)
     assert named and set(named.group(1).split(", ")) <= {"src 0", "src 1", "src 2"}, r.stderr[-3000:]
+
+
+# A cyclic source with supervisor offsets (windows of 10 of N numbers) that notes when it is
+# asked for window 5: with three windows in flight, that request waits for window 2 to commit.
+COMMIT_SEEN = """\
+import sys
+from pathlib import Path
+from etlstage.worker import Extractor, main
+flags, n = Path(sys.argv[1]), int(sys.argv[2])
+class Numbers(Extractor):
+    def extract(self, request):
+        start, end = int(request.start), min(int(request.end), n)
+        if start >= 50:
+            (flags / "window-5-asked").touch()
+        return [b"%d" % i for i in range(start, end)]
+main(Numbers())
+"""
 
 
 @pytest.mark.slow
