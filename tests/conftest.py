@@ -79,9 +79,9 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     quiet_spark()
     theirs = os.environ.get("PYSPARK_PYTHON")
     python = spark_python("local[2]", tmp_path_factory.mktemp("spark-state"))
-    session = start_session(
-        "local[2]", "etlstage-tests", ENGINE_CONF, connect_timeout=10, log_level="WARN", python=python
-    )
+    # a Python process of Spark's that dies reports its Python stack (one crashed once, silently)
+    conf = {**ENGINE_CONF, "spark.python.worker.faulthandler.enabled": "true"}
+    session = start_session("local[2]", "etlstage-tests", conf, connect_timeout=10, log_level="WARN", python=python)
     if theirs is None:  # the session has read it; the CLI runs that tests start choose their own
         os.environ.pop("PYSPARK_PYTHON", None)
     yield session
