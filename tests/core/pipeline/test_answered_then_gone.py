@@ -6,11 +6,10 @@ deterministic T's re-answer, equal to what went on, is not handed on twice."""
 from __future__ import annotations
 
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
-from tests.support.engines import ENGINES, Engine
+from tests.support.engines import Engine
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -45,11 +44,6 @@ def load(ms):
         os.fsync(f.fileno())
 run_loader(load)
 """
-
-
-@pytest.fixture(params=ENGINES)
-def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Engine:
-    return Engine(request.param, request, tmp_path)
 
 
 def test_an_answer_waiting_for_room_when_its_worker_dies_is_sent_again_not_lost(engine: Engine) -> None:

@@ -10,7 +10,7 @@ from collections import Counter
 import pytest
 
 from etlstage.conversation.batchid import batch_id
-from tests.support.engines import ENGINES, Engine
+from tests.support.engines import Engine
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -42,11 +42,6 @@ def test_a_batch_committed_by_a_loader_that_died_before_acknowledging_is_not_loa
     assert len(skipped) == 1, log  # the batch sent again came with its id, and was skipped
     assert [(i, d) for i, _, d, what in log if what == "loaded"].count(skipped[0]) == 1, log
     assert len({i for i, *_ in log}) == 8  # 40 messages, batches of 5: eight ids
-
-
-@pytest.fixture(params=ENGINES)
-def engine(request: pytest.FixtureRequest, tmp_path) -> Engine:
-    return Engine(request.param, request, tmp_path)
 
 
 @pytest.mark.timeout(300)

@@ -6,18 +6,11 @@ deadletter`` set every message aside."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from tests.support.engines import ENGINES, Engine
+from tests.support.engines import Engine
 
 pytestmark = pytest.mark.timeout(300)
-
-
-@pytest.fixture(params=ENGINES)
-def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Engine:
-    return Engine(request.param, request, tmp_path)
 
 
 def test_a_worker_with_a_bad_option_stops_the_run_at_once_with_nothing_set_aside(engine: Engine) -> None:

@@ -11,15 +11,10 @@ from pathlib import Path
 import pytest
 
 from etlstage.state.store import StateStore
-from tests.support.engines import ENGINES, Engine
+from tests.support.engines import Engine
 
 pytestmark = pytest.mark.timeout(300)
 N = 40
-
-
-@pytest.fixture(params=ENGINES)
-def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Engine:
-    return Engine(request.param, request, tmp_path)
 
 
 def owner(key: str, instances: int = 3) -> int:

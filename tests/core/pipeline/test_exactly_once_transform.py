@@ -8,16 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.engines import ENGINES, Engine
+from tests.support.engines import Engine
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]  # ~10 s each on a loaded machine
 
 N, CYCLE, POISON = 600, 150, "313"
-
-
-@pytest.fixture(params=ENGINES)
-def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Engine:
-    return Engine(request.param, request, tmp_path)
 
 
 def pipeline(on_failure: str, t_command: str = f'["{{PY}}", "{{TW}}", poison, "{POISON}"]', extra: str = "") -> str:

@@ -10,19 +10,13 @@ supervisor as the CLI a user runs.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
-from tests.support.engines import ENGINES, Engine
+from tests.support.engines import Engine
 from tests.support.paths import FIXTURES
 
 pytestmark = pytest.mark.timeout(300)
-
-
-@pytest.fixture(params=ENGINES)
-def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Engine:
-    return Engine(request.param, request, tmp_path)
 
 
 def transform_pipeline(n: int, faults: str, instances: int = 2, cycle: int = 0) -> str:

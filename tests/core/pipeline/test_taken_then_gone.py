@@ -10,11 +10,10 @@ and were never written, their window stayed "loading", and the run never ended."
 from __future__ import annotations
 
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
-from tests.support.engines import ENGINES, Engine
+from tests.support.engines import Engine
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -64,11 +63,6 @@ def load(ms):
         threading.Thread(target=die_once_the_rest_is_taken, daemon=True).start()
 run_loader(load)
 """
-
-
-@pytest.fixture(params=ENGINES)
-def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Engine:
-    return Engine(request.param, request, tmp_path)
 
 
 def test_messages_gathered_for_a_batch_outlive_a_loader_that_dies_meanwhile(engine: Engine) -> None:
