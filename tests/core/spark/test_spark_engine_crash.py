@@ -44,11 +44,16 @@ def expected() -> list[str]:
 
 
 def ours(tmp: Path) -> list[psutil.Process]:
-    """Worker processes of this test's pipeline (their command lines name its folder or tw.py)."""
+    """Worker processes of this test's pipeline: tw.py running in its folder (a worker's
+    working directory is the pipeline's). Not every tw.py on the machine: matched by name
+    alone, another test's fanout worker was found and its Spark Python process killed (a
+    shared-session test beside this one failed with "Python worker exited unexpectedly")."""
+    here = tmp.resolve()
     found = []
-    for p in psutil.process_iter(["cmdline"]):
+    for p in psutil.process_iter(["cmdline", "cwd"]):
         cmd = " ".join(p.info["cmdline"] or [])
-        if TW in cmd and (str(tmp) in cmd or " count " in cmd or "fanout" in cmd):
+        cwd = p.info["cwd"]
+        if TW in cmd and cwd and Path(cwd).is_relative_to(here):
             found.append(p)
     return found
 
