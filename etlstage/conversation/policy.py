@@ -10,7 +10,8 @@ this module, and only this module:
 - by when the worker must answer next, and which limit that is (:func:`answer_deadline`);
 - when a batch is full (:func:`batch_full`, :func:`batch_cut`; a
   worker-driven batch is written ahead of its BNCs by :mod:`etlstage.conversation.writeahead`);
-- whether more input may be written beside what is unanswered (:func:`may_write`);
+- whether more input may be written beside what is unanswered (:func:`may_write`), and
+  which jobs wait until the worker is in step with everything before them (:func:`in_step_first`);
 - how long a worker with nothing outstanding stays quiet to be in step (:func:`settle_time`),
   whether its answers give cause to doubt that they line up, and how many quiet checks
   then confirm them (:class:`Pace`);
@@ -277,6 +278,27 @@ def may_write(unanswered_bytes: int, next_bytes: int, replay_bytes: int) -> bool
     return not unanswered_bytes or unanswered_bytes + next_bytes <= replay_bytes
 
 
+class Placed(Protocol):
+    """What :func:`in_step_first` reads of a job (both engines' jobs have it)."""
+
+    alone: bool
+    after_confirmation: bool
+
+
+def in_step_first(job: Placed) -> bool:
+    """Whether ``job`` is written only once nothing is outstanding and every earlier answer
+    is confirmed (the worker quiet, in step): an isolated message, and a job sent again
+    behind jobs answered before a failure (:func:`etlstage.conversation.recovery.recover`).
+    A failure while it is in flight is then its own, and it alone is charged the try.
+
+    >>> from types import SimpleNamespace as Job
+    >>> behind_answered, fresh = Job(alone=False, after_confirmation=True), Job(alone=False, after_confirmation=False)
+    >>> in_step_first(behind_answered), in_step_first(fresh)
+    (True, False)
+    """
+    return job.alone or job.after_confirmation
+
+
 def settle_time(service_times: Iterable[float]) -> float:
     """How long a worker with nothing outstanding must stay quiet to be known in step:
     twice its slowest recent answer, within [``MIN_SETTLE``, ``MAX_SETTLE``]."""
@@ -370,6 +392,7 @@ __all__ = [
     "batch_full",
     "broken_command",
     "doubtful_answer",
+    "in_step_first",
     "may_write",
     "next_delay",
     "settle_time",

@@ -10,6 +10,12 @@ When a worker fails, two kinds of job go out again to its replacement:
   send it again, isolate its messages (each alone, one last try), or set it aside as a
   dead letter (under ``on_failure: fail``, the run stops there).
 
+Blame stays exact: a job charged a try is written to the replacement only once the
+worker is known to be in step with what goes before it (:func:`policy.in_step_first`) —
+an isolated message alone, and a charged job sent behind answered ones only once those
+are answered again and confirmed. Otherwise a replacement that fails on an answered job
+(its answer was a stray EOP's) would charge the next try to the job behind it.
+
 The supervisor (``runtime/driver.py``) and the Spark task (``spark/conversation.py``)
 call :func:`recover`; each says how to split a job into single messages (its data model)
 and does the I/O: logging the isolation, writing the dead letter, restarting.
@@ -26,13 +32,14 @@ and does the I/O: logging the isolation, writing the dead letter, restarting.
 ...     batch: bool = True
 ...     attempts: int = 0
 ...     alone: bool = False
+...     after_confirmation: bool = False
 >>> st = StageConfig("t", StageType.T, ["w"], Mode.BATCH, Markers(), on_failure=OnFailure.DEADLETTER,
 ...                  restart=RestartPolicy(max_restarts=1))
 >>> split = lambda j: [J(name=f"{j.name}.{i}", messages=1) for i in range(j.messages)]
 >>> held, head, rest = J(name="a"), J(name="b", messages=2), J(name="c")
 >>> r = recover(st, [held], [head, rest], WorkerGone("exited"), split)
->>> r.verdict.value, [j.name for j in r.again], head.attempts
-('resend', ['a', 'b', 'c'], 1)
+>>> r.verdict.value, [j.name for j in r.again], head.attempts, head.after_confirmation
+('resend', ['a', 'b', 'c'], 1, True)
 >>> r = recover(st, [], [head, rest], WorkerGone("exited"), split)
 >>> r.verdict.value, [(j.name, j.attempts, j.alone) for j in r.again]
 ('isolate', [('b.0', 1, True), ('b.1', 1, True), ('c', 0, False)])
@@ -61,6 +68,7 @@ class Retried(Protocol):
     messages: int
     batch: bool
     alone: bool
+    after_confirmation: bool
 
     def reset(self) -> None: ...
 
@@ -100,14 +108,18 @@ def recover(
     head.attempts += 1
     verdict = after_failure(stage, head.attempts, head.messages, head.batch, error)
     if verdict == Verdict.RESEND:
-        return Recovery(list(answered), [head, *rest], verdict)
-    if verdict == Verdict.ISOLATE:
+        resend = [head, *rest]
+    elif verdict == Verdict.ISOLATE:
         singles = split(head)
         for single in singles:
             single.attempts = stage.restart.max_restarts  # one more failure makes it a dead letter
             single.alone = True  # nothing else in flight beside it: the blame is exact
-        return Recovery(list(answered), [*singles, *rest], verdict)
-    return Recovery(list(answered), rest, verdict, dead=head)
+        resend = [*singles, *rest]
+    else:
+        resend = rest
+    if answered and resend:
+        resend[0].after_confirmation = True  # behind answered jobs: written once they are in step
+    return Recovery(list(answered), resend, verdict, dead=head if verdict == Verdict.DEADLETTER else None)
 
 
 __all__ = ["Recovery", "Retried", "recover"]

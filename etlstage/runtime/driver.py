@@ -208,8 +208,6 @@ class TransformDriver(_Driver):
                         len(again),
                     )
                 resend = self._after_failure(again, failed, exc)
-                if again and resend:
-                    resend[0].after_confirmation = True  # blame stays exact: the rest is in step first
                 for job in again + resend:
                     job.resent = True
                     if job.handed is not None:
@@ -529,7 +527,7 @@ class _Conversation:
         if self.first:
             self.first = False
             await self.session.startup_quiet()
-        if self.retry and (self.retry[0].alone or self.retry[0].after_confirmation):
+        if self.retry and policy.in_step_first(self.retry[0]):
             await self.drained.wait()
             self.held.wanted = True  # blame stays exact: what went before is in step first
             await self.held.empty.wait()

@@ -50,6 +50,7 @@ class Job(Exchange):
     batch: bool = False
     attempts: int = 0
     alone: bool = False  # isolating a failed batch: written with nothing else in flight
+    after_confirmation: bool = False  # sent again behind answered jobs: once they are confirmed
     offset: int = 0  # batch ids: the task's messages before this batch
     ident: str | None = None  # batch ids (an L-stage with batch_id): sent first, kept when sent again
 
@@ -329,7 +330,8 @@ class StageWorker:
         self._held = held
         exhausted = False
         while True:
-            # feed: up to `depth` jobs in flight; an isolated job goes alone
+            # feed: up to `depth` jobs in flight; an isolated job goes alone, and a job charged a
+            # try behind answered ones waits until they are confirmed (policy.in_step_first)
             # answered input held unconfirmed up to replay_bytes (then feeding pauses to confirm)
             while not exhausted and len(self.rules.outstanding) < depth and held_bytes < self.stage.replay_bytes:
                 job = todo.popleft() if todo else next(jobs, None)
@@ -337,7 +339,7 @@ class StageWorker:
                     exhausted = True
                     break
                 unanswered = sum(len(j.block) for j in self.rules.outstanding)
-                if (job.alone and (self.rules.outstanding or held)) or not policy.may_write(
+                if (policy.in_step_first(job) and (self.rules.outstanding or held)) or not policy.may_write(
                     unanswered, len(job.block), self.stage.replay_bytes
                 ):
                     todo.appendleft(job)
