@@ -97,6 +97,7 @@ class StageConfig:
             instances=self.instances,
             state_dir=state_dir,
             batch_id=self.batch_id,
+            stop_timeout=self.stop_timeout,
         )
 
     @property

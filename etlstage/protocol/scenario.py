@@ -42,6 +42,7 @@ class Scenario:
     instances: int = 1
     state_dir: str = ""
     batch_id: bool = False  # L batch mode: each batch opens with its id (docs/protocol.md: batch ids)
+    stop_timeout: float | None = None  # seconds the engine waits for the worker to exit once its stdin closed
 
     def __post_init__(self) -> None:
         problems = []
@@ -90,6 +91,8 @@ class Scenario:
         )
         if self.batch_id:  # only when asked for: a worker that never heard of ids sees nothing new
             env["ETLSTAGE_BATCH_ID"] = "1"
+        if self.stop_timeout is not None:  # what an engine running the worker gives it to exit
+            env["ETLSTAGE_STOP_TIMEOUT"] = f"{self.stop_timeout:g}"
         return env
 
     def placeholders(self) -> dict[str, str]:

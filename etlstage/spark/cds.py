@@ -7,14 +7,18 @@ first run for a given Java and class path records its classes (``-XX:ArchiveClas
 that run starts slower, once); the archive is written as its JVM exits.  A JVM mapping a
 truncated archive dies of SIGBUS, so a recording is taken into use only once the JVM that
 wrote it has said so: its log (``-Xlog:cds+dynamic``, to a file beside the archive) ends
-with "Written dynamic archive".  A worker (the stock Spark loader) does not wait for that
-beyond :data:`WORKER_EXIT_WAIT`: writing ~180 MB can take longer than a supervisor gives a
-worker to exit, and a worker stopped at that point would never take it into use, so
-every run would record again.  The JVM finishes on its own; whichever run starts next
-takes the archive into use.  A process of its own (the Spark engine's driver) waits up
-to :data:`EXIT_WAIT`, so that a run in a container that ends with it still leaves the
-archive.  One recording per archive at a time: a claim file, made with ``O_EXCL``, keeps
-other runs from recording the same classes meanwhile.
+with "Written dynamic archive".  A process of its own (the Spark engine's driver) waits up
+to :data:`EXIT_WAIT` for that, so that a run in a container that ends with it still
+leaves the archive.  A worker (the stock Spark loader) cannot outlive its stop: once it
+exits, its engine kills what it started (docs/protocol.md: no orphans), a JVM still
+writing among them, and a JVM of Spark's took ~15 s to stop and write its archive on a
+2-core machine.  So a worker records only when its engine gives it :data:`RECORD_GRACE`
+at least to exit (``ETLSTAGE_STOP_TIMEOUT``, the stage's ``stop_timeout``), and waits for
+its JVM within that; with less (the default 10 s) it maps an archive that is there and
+records none — it used to record at every run, wait 4 s at its end, lose the archive, and
+keep other runs from recording it for ten minutes.  One recording per archive at a time:
+a claim file, made with ``O_EXCL``, keeps other runs from recording the same classes
+meanwhile.
 
 The archives live in ``$ETLSTAGE_CDS_CACHE`` or ``~/.cache/etlstage/cds`` (owner-only; a
 folder others can write to is not used: the JVM would load what is in it), at most
@@ -46,7 +50,8 @@ QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
 ABANDONED = 3600.0  # seconds after which a partial archive is a killed JVM's: deleted
 RECORDING = 600.0  # seconds a claim to record holds; an older one is a run that died
 EXIT_WAIT = 120.0  # seconds a process of its own waits at exit for its JVM to write the archive
-WORKER_EXIT_WAIT = 4.0  # a worker's: its supervisor stops it 10 s after its stdin closed
+RECORD_GRACE = 30.0  # a worker records only when its engine waits this long for it to exit
+EXIT_MARGIN = 2.0  # of a worker's grace, kept for its own exit after its JVM's
 WRITTEN = b"Written dynamic archive"  # the JVM's log line once the archive is complete
 # the class path and what else decides which classes the driver loads
 KEY_SETTINGS = ("spark.jars", "spark.driver.extraClassPath", OPTIONS_KEY)
@@ -114,6 +119,16 @@ def java_options(java: str, conf: dict[str, str]) -> str:
     if setting() == "map":
         log.debug("class data sharing: no archive %s; ETLSTAGE_SPARK_CDS=map records none", archive.name)
         return ""
+    grace = worker_grace()
+    if grace is not None and grace < RECORD_GRACE:
+        log.info(
+            "class data sharing: no archive for this Java and class path yet; this worker, given %gs to exit "
+            "(stop_timeout), records none: its JVM would be stopped while writing it (give the stage "
+            "stop_timeout: %g or more to record it once; docs/spark-engine.md, Start-up)",
+            grace,
+            RECORD_GRACE,
+        )
+        return ""
     if not _claim(folder / f"{key}.recording"):
         log.debug("class data sharing: another run is recording %s; this one runs without", archive.name)
         return ""
@@ -174,9 +189,22 @@ def _take_into_use(part: Path, archive: Path, pid: int) -> None:
     _take_finished_into_use(archive.parent)
 
 
+def worker_grace() -> float | None:
+    """Seconds this process, a worker, has to exit once its input ends (its engine's
+    ``ETLSTAGE_STOP_TIMEOUT``; 10, the default, when unsaid); None when it is no worker."""
+    if not os.environ.get("ETLSTAGE_TYPE"):
+        return None
+    try:
+        return float(os.environ.get("ETLSTAGE_STOP_TIMEOUT") or 10.0)
+    except ValueError:
+        return 10.0
+
+
 def exit_wait() -> float:
-    """How long this process waits at exit for its JVM to write the archive."""
-    return WORKER_EXIT_WAIT if os.environ.get("ETLSTAGE_TYPE") else EXIT_WAIT
+    """How long this process waits at exit for its JVM to write the archive: a worker within
+    the time its engine gives it to exit."""
+    grace = worker_grace()
+    return EXIT_WAIT if grace is None else max(0.0, min(EXIT_WAIT, grace - EXIT_MARGIN))
 
 
 def _take_finished_into_use(folder: Path) -> None:

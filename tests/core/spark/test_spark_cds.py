@@ -139,29 +139,39 @@ def test_a_recorded_archive_is_taken_into_use_only_once_its_jvm_says_it_is_writt
         assert archive.read_bytes() == b"halfarchive"
 
 
-def test_the_recording_run_exits_while_its_jvm_still_writes_and_the_next_run_takes_the_archive(
+def test_a_worker_given_too_little_time_to_exit_maps_an_archive_but_records_none(
     cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """On a slow machine the JVM writes for longer than a supervisor waits for a worker to
-    exit: a run that waited would be stopped before taking the archive into use, and every
-    run would record again (180 MB a time)."""
+    """Once a worker exits, its engine kills what it started, a JVM still writing its
+    archive among them: with less than RECORD_GRACE to exit (the default stop_timeout)
+    recording would only cost the run its end and keep others from recording."""
+    monkeypatch.setenv("ETLSTAGE_TYPE", "L")  # a worker, as the stock Spark loader is
+    for grace in ("10", "", str(cds.RECORD_GRACE - 1)):
+        monkeypatch.setenv("ETLSTAGE_STOP_TIMEOUT", grace)
+        assert cds.java_options(JAVA, {}) == ""
+        assert not cache.exists() or not list(cache.iterdir())  # no claim, no part
+    archive = cache / f"{cds.archive_key(JAVA, {})}.jsa"
+    archive.write_bytes(b"x")
+    assert cds.java_options(JAVA, {}) == f"-XX:SharedArchiveFile={archive} -Xshare:auto {cds.QUIET}"
+
+
+def test_a_worker_given_time_enough_records_and_waits_for_its_jvm_within_that_time(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from pyspark import SparkContext
 
-    monkeypatch.setenv("ETLSTAGE_TYPE", "L")  # a worker, as the stock Spark loader is
-    options = cds.java_options(JAVA, {})
-    part = _recording(options)
+    monkeypatch.setenv("ETLSTAGE_TYPE", "L")
+    monkeypatch.setenv("ETLSTAGE_STOP_TIMEOUT", f"{cds.RECORD_GRACE:g}")
+    assert cds.exit_wait() == cds.RECORD_GRACE - cds.EXIT_MARGIN  # its own exit fits in what is left
+    monkeypatch.setenv("ETLSTAGE_STOP_TIMEOUT", "3600")
+    assert cds.exit_wait() == cds.EXIT_WAIT
+    part = _recording(cds.java_options(JAVA, {}))
     key = cds.archive_key(JAVA, {})
-    jvm = _stand_in_jvm(part, seconds=6.0, says_written=True)
+    jvm = _stand_in_jvm(part, seconds=2.0, says_written=True)
     monkeypatch.setattr(SparkContext, "_gateway", SimpleNamespace(proc=jvm))
-    started = time.monotonic()
     cds._take_into_use(part, cache / f"{key}.jsa", os.getpid())
-    assert time.monotonic() - started < 5.0  # half a supervisor's 10 s for a worker to exit
-    assert jvm.poll() is None and not (cache / f"{key}.jsa").exists()
-    assert cds.java_options(JAVA, {}) == ""  # still being written: neither mapped nor recorded again
-    jvm.wait(timeout=30)
-    assert cds.java_options(JAVA, {}) == f"-XX:SharedArchiveFile={cache}/{key}.jsa -Xshare:auto {cds.QUIET}"
-    assert (cache / f"{key}.jsa").read_bytes() == b"halfarchive"
-    assert sorted(p.name for p in cache.iterdir()) == [f"{key}.jsa"]  # its log and claim gone
+    assert jvm.returncode == 0  # waited for
+    assert sorted(p.name for p in cache.iterdir()) == [f"{key}.jsa"]  # in use before the worker exits
 
 
 def test_a_process_of_its_own_waits_for_its_jvm_to_write_the_archive(
@@ -175,7 +185,7 @@ def test_a_process_of_its_own_waits_for_its_jvm_to_write_the_archive(
     options = cds.java_options(JAVA, {})
     part = _recording(options)
     key = cds.archive_key(JAVA, {})
-    jvm = _stand_in_jvm(part, seconds=cds.WORKER_EXIT_WAIT + 2.0, says_written=True)
+    jvm = _stand_in_jvm(part, seconds=2.0, says_written=True)
     monkeypatch.setattr(SparkContext, "_gateway", SimpleNamespace(proc=jvm))
     cds._take_into_use(part, cache / f"{key}.jsa", os.getpid())
     assert jvm.returncode == 0
