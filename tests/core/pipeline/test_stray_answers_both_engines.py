@@ -19,13 +19,16 @@ from tests.support.paths import FIXTURES
 pytestmark = pytest.mark.timeout(300)
 
 
-def transform_pipeline(n: int, faults: str, instances: int = 2, cycle: int = 0) -> str:
+def transform_pipeline(n: int, faults: str, instances: int = 2, cycle: int = 0, keyed: bool = False) -> str:
+    """``keyed``: the T's messages dealt to its instances by content (``partition_by: ""``),
+    so that each gets about its share; unkeyed, whichever instance is free takes a batch."""
     cyclic = f'mode: cyclic, command: ["{{PY}}", "{{TW}}", count, "{n}", "{cycle}"]'
     plain = f'command: ["{{PY}}", "{{TW}}", count, "{n}"]'
+    key = 'partition_by: "", ' if keyed else ""
     return f"""
 stages:
   - {{name: src, type: E, {cyclic if cycle else plain}}}
-  - {{name: t, type: T, mode: batch, batch_size: 50, instances: {instances},
+  - {{name: t, type: T, mode: batch, batch_size: 50, instances: {instances}, {key}
      restart: {{max_restarts: 5, backoff: 0.05}}, command: ["{{PY}}", "{{MISBEHAVE}}", "{{FLAGS}}", {faults}]}}
   - {{name: sink, type: L, mode: batch, batch_size: 100, command: ["{{PY}}", "{{TW}}", append, out.txt]}}
 """
@@ -37,8 +40,10 @@ def loaded(engine: Engine) -> set[int]:
 
 def test_one_stray_eop_per_transform_worker_loses_nothing(engine: Engine) -> None:
     """Two instances, batches of 50, each worker writes one extra EOP after its 3rd answer:
-    the answers it shifted are sent again after the restart."""
-    code, log = engine.run(transform_pipeline(2000, '"each-instance", "stray@3"'))
+    the answers it shifted are sent again after the restart. The messages are dealt to the
+    instances by content: unkeyed, one instance once took all 40 batches while the other's
+    worker was starting, and its stray never came."""
+    code, log = engine.run(transform_pipeline(2000, '"each-instance", "stray@3"', keyed=True))
     assert code == 0, log[-3000:]
     assert loaded(engine) == set(range(2000)), log[-3000:]
     assert sorted(p.name for p in (engine.tmp / "flags").iterdir()) == ["stray@3.0", "stray@3.1"]
