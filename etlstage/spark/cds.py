@@ -179,10 +179,16 @@ def _take_into_use(part: Path, archive: Path, pid: int) -> None:
     proc = getattr(gateway, "proc", None)
     if proc is None:
         return
+    wait = exit_wait()
+    log.info(
+        "class data sharing: Spark's JVM records its classes as it exits (once for this Java and class path; "
+        "later runs start faster); waiting up to %.0fs",
+        wait,
+    )
     try:
         if proc.stdin is not None:
             proc.stdin.close()  # pyspark's JVM exits at end of input: System.exit(0), then the dump
-        proc.wait(timeout=exit_wait())
+        proc.wait(timeout=wait)
     except Exception as exc:
         log.debug("class data sharing: the JVM is still writing %s (%s); the next run takes it", part.name, exc)
         return
