@@ -144,7 +144,7 @@ class LiveDoc(TypedDict):
 
 class PhaseDoc(TypedDict):
     """One phase of a run's start-up (the Spark engine's: JVM start, session, pre-flight job,
-    query start, first micro-batch)."""
+    data sources, query start, first micro-batch)."""
 
     name: str
     seconds: float  # so far, while it runs

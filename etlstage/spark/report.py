@@ -65,7 +65,7 @@ class Counts:
         self.history = RateHistory()
         self.started = time.monotonic()  # the query's start (begin): the summary's rates count from here
         self.run_started = self.started  # never moved: the run's elapsed time counts from here
-        self.phases: list[Phase] = []  # start-up, in order: JVM, session, pre-flight job, query, first batch
+        self.phases: list[Phase] = []  # start-up, in order: JVM, session, pre-flight, data sources, query, first batch
         self.sources = {"micro-batches": _Batches()}
         self.batches = 0
         self._counted: set[int] = set()  # batch ids added: the listener and finish() may both bring one

@@ -28,7 +28,7 @@ stages:
   - {name: up, type: T, mode: batch, batch_size: 5, instances: 2, command: ["{PY}", "{TW}", upper]}
   - {name: sink, type: L, mode: batch, batch_size: 10, command: ["{PY}", "{TW}", append, out.txt]}
 """
-PHASES = ["JVM start", "session", "pre-flight job", "query start", "first micro-batch"]
+PHASES = ["JVM start", "session", "pre-flight job", "data sources", "query start", "first micro-batch"]
 
 
 def _counts(pdir, run_id: str = "") -> Counts:
