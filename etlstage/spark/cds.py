@@ -34,11 +34,14 @@ from __future__ import annotations
 import atexit
 import hashlib
 import logging
+import math
 import os
 import stat
 import time
 import uuid
 from pathlib import Path
+
+from etlstage.config.model import StageConfig
 
 log = logging.getLogger("etlstage.spark")
 
@@ -197,13 +200,16 @@ def _take_into_use(part: Path, archive: Path, pid: int) -> None:
 
 def worker_grace() -> float | None:
     """Seconds this process, a worker, has to exit once its input ends (its engine's
-    ``ETLSTAGE_STOP_TIMEOUT``; 10, the default, when unsaid); None when it is no worker."""
+    ``ETLSTAGE_STOP_TIMEOUT``; the stage's default when unsaid or not a number of seconds);
+    None when it is no worker."""
     if not os.environ.get("ETLSTAGE_TYPE"):
         return None
+    default = StageConfig.stop_timeout
     try:
-        return float(os.environ.get("ETLSTAGE_STOP_TIMEOUT") or 10.0)
+        grace = float(os.environ.get("ETLSTAGE_STOP_TIMEOUT") or default)
     except ValueError:
-        return 10.0
+        return default
+    return grace if math.isfinite(grace) and grace >= 0 else default
 
 
 def exit_wait() -> float:

@@ -229,8 +229,8 @@ def _run(spark: SparkSession, plan: Plan, progress: bool, counts: Counts | None)
     if missing:
         log.error("cannot run the pipeline on Spark:\n%s", "\n".join(f"  - {m}" for m in missing))
         return 2
-    # Spark asks a Python process about each Python data source it registers: about 1.3 s
-    # each on 2 cores, a phase of its own (it had passed for the pre-flight job's time)
+    # Spark asks a Python process about each Python data source it registers: 0.6-1.3 s each
+    # on 2 cores, a phase of its own (it had passed for the pre-flight job's time)
     counts.phase("data sources")
     spark.dataSource.register(ExtractSource)
     spark.dataSource.register(LoadSink)

@@ -146,7 +146,7 @@ def test_a_worker_given_too_little_time_to_exit_maps_an_archive_but_records_none
     archive among them: with less than RECORD_GRACE to exit (the default stop_timeout)
     recording would only cost the run its end and keep others from recording."""
     monkeypatch.setenv("ETLSTAGE_TYPE", "L")  # a worker, as the stock Spark loader is
-    for grace in ("10", "", str(cds.RECORD_GRACE - 1)):
+    for grace in ("10", "", str(cds.RECORD_GRACE - 1), "nan", "inf", "-60", "sixty"):  # unsaid or odd: the default
         monkeypatch.setenv("ETLSTAGE_STOP_TIMEOUT", grace)
         assert cds.java_options(JAVA, {}) == ""
         assert not cache.exists() or not list(cache.iterdir())  # no claim, no part
