@@ -26,6 +26,10 @@ HERE = Path(__file__).parent
 # .ci/run runs) and never by a test (tests/support/jvm_settings.py, docs/testing.md).
 # tests/core/spark/test_spark_cds.py sets its own for the runs it is about.
 jvm_settings.apply()
+# Every test checks its stages.yaml against the schema, whatever an earlier run found valid
+# (etlstage/config/verdicts.py): a verdict never depends on the machine's history.
+# tests/core/config/test_verdicts.py turns the cache on in folders of its own.
+os.environ["ETLSTAGE_CONFIG_CACHE"] = "off"
 # longest files first on both processes of `-n 2 --dist worksteal` (its hook runs after -m, -k)
 pytest_plugins = ("tests.support.ordering",)
 TW = str(HERE / "fixtures" / "tw.py")

@@ -10,9 +10,12 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
-import jsonschema
 import yaml
+
+if TYPE_CHECKING:  # jsonschema is imported only where a document is checked
+    import jsonschema
 
 Path_ = tuple[str | int, ...]
 
@@ -62,7 +65,9 @@ def _words(e: jsonschema.ValidationError) -> str:
         # explain with the alternative meant for this kind of value (a number for a number...)
         kinds = _KINDS.get(type(e.instance), ("object",) if isinstance(e.instance, dict) else ("null",))
         same = [c for c in e.context if _schema_type(c.schema) in kinds]
-        best = jsonschema.exceptions.best_match(same or e.context)
+        from jsonschema.exceptions import best_match
+
+        best = best_match(same or e.context)
         wanted = e.schema.get("description") if isinstance(e.schema, dict) else None
         tail = f"; expected {wanted[0].lower()}{wanted[1:].rstrip('.')}" if wanted else ""
         return f"{value} is not valid: {_words(best)}{tail}"

@@ -20,9 +20,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import yaml
 
+from etlstage.config import verdicts
 from etlstage.config.explain import schema_problems, show, yaml_problem
 from etlstage.config.interpolate import load_yaml
 from etlstage.config.listen import parse_listen
@@ -56,9 +56,13 @@ _SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([kKmMgG]?)(i?)[bB]?\s*$")
 
 
 @lru_cache(maxsize=1)
+def schema_text() -> str:
+    return resources.files("etlstage.config").joinpath("stages.schema.json").read_text()
+
+
+@lru_cache(maxsize=1)
 def schema() -> dict[str, Any]:
-    text = resources.files("etlstage.config").joinpath("stages.schema.json").read_text()
-    return json.loads(text)
+    return json.loads(schema_text())
 
 
 def parse_size(value: object, where: str = "") -> int:
@@ -201,12 +205,26 @@ def parse_config(
 
     if not isinstance(data, dict):
         raise ConfigError([f"{source}: expected a mapping with a 'stages' list, got {type(data).__name__}"])
-    validator = jsonschema.Draft202012Validator(schema())
-    problems = [p for e in validator.iter_errors(data) for p in schema_problems(e)]
+    problems = _schema_problems(data)
     problems += [(path, f"{show(value)} is not a finite number") for path, value in _non_finite(data, ())]
     if problems:
         raise ConfigError([at(path, msg) for path, msg in sorted(problems, key=lambda p: tuple(map(str, p[0])))])
     return _capped_backoff(_resolve(data, at, source, base_dir), os.environ if environ is None else environ)
+
+
+def _schema_problems(data: dict[str, Any]) -> list[tuple[Path_, str]]:
+    """What the JSON Schema finds wrong with ``data``; a document found valid before is
+    not checked again (:mod:`etlstage.config.verdicts`: jsonschema is not even imported)."""
+    key = verdicts.digest(schema_text(), data)
+    if verdicts.known_valid(key):
+        return []
+    import jsonschema  # ~70 ms: only when there is something to check
+
+    validator = jsonschema.Draft202012Validator(schema())
+    problems = [p for e in validator.iter_errors(data) for p in schema_problems(e)]
+    if not problems:
+        verdicts.remember(key)
+    return problems
 
 
 BACKOFF_MAX_VAR = "ETLSTAGE_RESTART_BACKOFF_MAX"
