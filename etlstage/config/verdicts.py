@@ -10,7 +10,7 @@ the schema does) is kept in a file of recent digests in an owner-only folder.
 
 Only "valid" is remembered: a document with problems is checked every time, which is
 also what puts them in words. Anything amiss with the folder or the file (not ours,
-writable by others, unreadable, garbage) means no cache: the document is checked.
+writable by others, a link, unreadable, garbage) means no cache: the document is checked.
 ``ETLSTAGE_CONFIG_CACHE`` names another folder, ``off`` turns the cache off.
 """
 
@@ -34,7 +34,7 @@ def _folder() -> Path | None:
     given = os.environ.get(ENV, "")
     if given.lower() in ("off", "0", "false", "no"):
         return None
-    return Path(given) if given else Path.home() / ".cache" / "etlstage"
+    return Path(given) if given else Path.home() / ".cache" / "etlstage" / "config"
 
 
 def digest(schema_text: str, document: Any) -> str | None:
@@ -59,7 +59,7 @@ def _plain(value: Any) -> bool:
 
 def _read(path: Path) -> list[str]:
     try:
-        with open(path, "rb") as f:
+        with os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as f:
             st = os.fstat(f.fileno())
             if st.st_uid != os.getuid() or st.st_mode & 0o022:
                 return []

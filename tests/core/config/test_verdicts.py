@@ -92,7 +92,7 @@ def test_a_cache_file_someone_else_could_have_written_is_ignored(cache: Path, tm
     else:
         real = tmp_path / "elsewhere"
         real.write_bytes(path.read_bytes())
-        real.chmod(0o666)
+        real.chmod(0o600)  # ours and owner-only: only the link itself is refused
         path.unlink()
         path.symlink_to(real)
     assert _imports_jsonschema(VALID, cache, tmp_path)
@@ -103,6 +103,17 @@ def test_off_keeps_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setenv("HOME", str(tmp_path))
     parse_config(VALID)
     assert not any(tmp_path.rglob(verdicts.FILE))
+
+
+def test_by_default_it_is_kept_in_a_folder_of_its_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(verdicts.ENV)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    shared = tmp_path / ".cache" / "etlstage"
+    shared.mkdir(parents=True, mode=0o755)
+    parse_config(VALID)
+    assert (shared / "config" / verdicts.FILE).is_file()
+    assert (shared / "config").stat().st_mode & 0o777 == 0o700
+    assert shared.stat().st_mode & 0o777 == 0o755  # the jar and class caches' folder is left as it was
 
 
 def test_the_file_keeps_the_most_recent_digests_only(cache: Path) -> None:
