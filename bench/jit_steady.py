@@ -34,8 +34,8 @@ def one_jvm(options: str, n: int, batches: int) -> dict[str, float]:
     from etlstage_workers.spark.config import LoaderConfig
 
     from bench.lake import at_once, fresh, mixed_batch
-    from etlstage.spark.jars import fetch_named
-    from etlstage.spark.spark_session import start_session
+    from etlstage.spark.setup.jars import fetch_named
+    from etlstage.spark.setup.spark_session import start_session
 
     conf = {**lake.DELTA_SESSION, "spark.jars": ",".join(str(j) for j in fetch_named("delta")),
             "spark.ui.showConsoleProgress": "false"}  # fmt: skip

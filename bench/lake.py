@@ -54,8 +54,8 @@ from etlstage_workers.spark.writer import shape
 
 from bench.spark_load import make_messages
 from bench.timed_run import timed_run
-from etlstage.spark.jars import fetch_named
-from etlstage.spark.spark_session import start_session
+from etlstage.spark.setup.jars import fetch_named
+from etlstage.spark.setup.spark_session import start_session
 
 
 def session(master: str, s3_conf: dict[str, str]) -> Any:

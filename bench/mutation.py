@@ -23,7 +23,7 @@ Mutants run ``--jobs`` at a time (default: one per core), each job in its own co
 checkout; the time limit is set from the unmutated run, which runs alone.
 
 Mutants are generated from the syntax tree (``ast``), so each is valid Python; the modules
-are ``protocol/``, ``kit/``, ``runtime/``, ``state/`` and ``spark/conversation.py`` by default;
+are ``protocol/``, ``kit/``, ``runtime/``, ``state/`` and ``spark/tasks/conversation.py`` by default;
 ``etlstage/conversation/`` when named.
 Logging calls and docstrings are left alone (dropping them changes nothing a test should see).
 """
@@ -52,7 +52,7 @@ DEFAULT_TARGETS = [
     "etlstage/kit",
     "etlstage/runtime",
     "etlstage/state",
-    "etlstage/spark/conversation.py",
+    "etlstage/spark/tasks/conversation.py",
 ]
 
 # The fast tests that exercise each module: the first entry whose key starts the path wins.
@@ -142,7 +142,7 @@ TESTS: list[tuple[str, list[str]]] = [
         ],
     ),
     (
-        "etlstage/spark/conversation.py",
+        "etlstage/spark/tasks/conversation.py",
         [
             "spark/test_claims_spark_task.py",
             "spark/test_spark_conversation.py",
@@ -150,7 +150,7 @@ TESTS: list[tuple[str, list[str]]] = [
             "spark/test_spark_engine_spool.py",
         ],
     ),
-    ("etlstage/spark/cds.py", ["spark/test_spark_cds.py"]),
+    ("etlstage/spark/setup/cds.py", ["spark/test_spark_cds.py"]),
     (
         "etlstage/conversation/",  # the rules both engines follow: both engines' tests
         [

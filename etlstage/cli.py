@@ -219,7 +219,7 @@ def _check_commands(pipeline_file: str, config: PipelineConfig) -> None:
 
 def _engine(config: PipelineConfig, engine: str | None, master: str | None) -> PipelineConfig:
     """The engine block with --engine / --master applied, checked for the engine chosen."""
-    from etlstage.spark.config import apply_flags
+    from etlstage.spark.driver.config import apply_flags
 
     return apply_flags(config, engine, master)
 

@@ -19,10 +19,10 @@ worker does not reach into the engine's modules (which may move):
 Importing this module imports neither pyspark nor the JVM: each function does when called.
 """
 
+from etlstage.spark.driver.listener import progress_listener
 from etlstage.spark.driver_line import KeepOnce
-from etlstage.spark.jars import PACKAGES, JarFetchError, fetch_named, given_by
-from etlstage.spark.listener import progress_listener
-from etlstage.spark.spark_session import (
+from etlstage.spark.setup.jars import PACKAGES, JarFetchError, fetch_named, given_by
+from etlstage.spark.setup.spark_session import (
     SparkStartError,
     check_java,
     check_master_reachable,

@@ -76,9 +76,9 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """The one local[2] SparkSession of a test run, set up as the engine sets up its own.
 
     Every test shares it: a test never stops it (the next test would find it stopped)."""
-    from etlstage.spark.run import ENGINE_CONF
-    from etlstage.spark.spark_session import quiet_spark, start_session
-    from etlstage.spark.worker_python import spark_python
+    from etlstage.spark.driver.run import ENGINE_CONF
+    from etlstage.spark.setup.spark_session import quiet_spark, start_session
+    from etlstage.spark.setup.worker_python import spark_python
 
     quiet_spark()
     theirs = os.environ.get("PYSPARK_PYTHON")

@@ -1,7 +1,7 @@
 """The conversation rules, written once for every engine: pure, no I/O, no clocks.
 
 The supervisor's stage drivers (:mod:`etlstage.runtime.driver`, ``session``) and the
-Spark engine's task conversation (:mod:`etlstage.spark.conversation`, ``extract``) ask
+Spark engine's task conversation (:mod:`etlstage.spark.tasks.conversation`, ``extract``) ask
 this module, and only this module:
 
 - how long to wait before restarting a failed worker, and when failures in a row stop

@@ -16,7 +16,7 @@ an isolated message alone, and a charged job sent behind answered ones only once
 are answered again and confirmed. Otherwise a replacement that fails on an answered job
 (its answer was a stray EOP's) would charge the next try to the job behind it.
 
-The supervisor (``runtime/driver.py``) and the Spark task (``spark/conversation.py``)
+The supervisor (``runtime/driver.py``) and the Spark task (``spark/tasks/conversation.py``)
 call :func:`recover`; each says how to split a job into single messages (its data model)
 and does the I/O: logging the isolation, writing the dead letter, restarting.
 

@@ -23,13 +23,13 @@ class SparkEngine:
     supports_tap = False
 
     def prepare(self, config: PipelineConfig) -> None:
-        from etlstage.spark.ownership import choose_lock_base
+        from etlstage.spark.tasks.ownership import choose_lock_base
 
         choose_lock_base()  # the lock folder of this host's Spark processes, before Spark starts
 
     def run(self, config: PipelineConfig, options: RunOptions) -> int:
-        from etlstage.spark.run import run_query
-        from etlstage.spark.takeover import take_over
+        from etlstage.spark.driver.run import run_query
+        from etlstage.spark.driver.takeover import take_over
 
         take_over(config.engine.checkpoint, options.previous_engine)
         attach = _endpoints(config.http, options.export)
@@ -40,7 +40,7 @@ class SparkEngine:
         the supervisor's is; as JSON what ``/api/status`` serves, without the run (the driver's own)."""
         from etlstage.observe.document import encode
         from etlstage.observe.status import render
-        from etlstage.spark.live import status_document
+        from etlstage.spark.driver.live import status_document
         from etlstage.state.store import StateStore
 
         def show() -> str:
@@ -68,7 +68,7 @@ def _endpoints(address: tuple[str, int] | None, export: RunExport | None) -> Att
         return None
     from etlstage.observe.live import Snapshot
     from etlstage.observe.server import Snapshots, serve_snapshots
-    from etlstage.spark.live import documents
+    from etlstage.spark.driver.live import documents
 
     def attach(counts: Any) -> Callable[[], None]:
         take = documents(counts)

@@ -3,7 +3,7 @@
 Two documents, one inside the other.  :class:`LiveDoc` is a running engine's own view
 (stages, windows, sources); the supervisor fills it (:func:`etlstage.observe.live.live_state`,
 also written by its heartbeat) and so does the Spark engine's driver
-(:func:`etlstage.spark.live.live_state`).  :class:`StatusDoc` joins it with the state
+(:func:`etlstage.spark.driver.live.live_state`).  :class:`StatusDoc` joins it with the state
 store (checkpoints, windows in flight, dead letters, runs); ``/api/status`` serves it and
 ``etlstage status --json`` prints it, through :func:`encode`.  The page, ``/metrics`` and
 the ``status`` text render it.

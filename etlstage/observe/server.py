@@ -4,7 +4,7 @@ A small WSGI application served by a thread (``wsgiref``, one thread per request
 the event loop never parses HTTP.  Whatever a response needs is read from the pipeline
 at most every half second, however many clients ask — under the supervisor on its
 event loop (``call_soon_threadsafe``), under the Spark engine from the driver's
-counters (:mod:`etlstage.spark.live`): the pipeline pays nothing per message and little
+counters (:mod:`etlstage.spark.driver.live`): the pipeline pays nothing per message and little
 per request.  No
 authentication: it listens on loopback unless told otherwise (docs/operating.md).
 

@@ -98,7 +98,7 @@ def test_the_cli_and_the_engines_load_no_spark():
         "[CliRunner().invoke(main, [*c, '--help']) for c in ([], ['run'], ['status'], ['tap'])]; "
         "[engine_for(k) for k in ('supervisor', 'spark')]; "
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pyspark', 'py4j') "
-        "or m.startswith(('etlstage.spark.run', 'etlstage.spark.build', 'etlstage.runtime.runner'))))"
+        "or m.startswith(('etlstage.spark.driver.run', 'etlstage.spark.driver.build', 'etlstage.runtime.runner'))))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

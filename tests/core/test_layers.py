@@ -225,6 +225,24 @@ def test_neither_engine_imports_the_other():
         assert not wrong, f"{engine} imports {other}: " + ", ".join(wrong)
 
 
+def test_the_spark_engine_s_groups_point_one_way():
+    """``spark/tasks/`` (Spark's Python processes) imports nothing of ``spark/driver/`` (the
+    driver process), and ``spark/setup/`` (a JVM's start) nothing of either: what a task
+    needs travels in its plan, never through the driver's modules."""
+    forbidden = {"etlstage.spark.tasks": ("driver",), "etlstage.spark.setup": ("driver", "tasks")}
+    graph = import_graph()
+    assert any(m.startswith("etlstage.spark.tasks.") for m in graph)  # the groups exist
+    wrong = [
+        f"{module} imports {target}"
+        for module, targets in sorted(graph.items())
+        for group, others in forbidden.items()
+        if module.startswith(group + ".")
+        for target in sorted(targets)
+        if any(target.startswith(f"etlstage.spark.{other}.") for other in others)
+    ]
+    assert not wrong, "\n".join(wrong)
+
+
 def test_every_package_is_installed():
     """setup.cfg lists packages by name: a package missing there is missing from a wheel."""
     import configparser
@@ -281,9 +299,9 @@ def test_the_public_names_are_the_engines_own_not_copies():
     implementations = {
         "etlstage.sparkapi": [
             "etlstage.spark.driver_line",
-            "etlstage.spark.jars",
-            "etlstage.spark.listener",
-            "etlstage.spark.spark_session",
+            "etlstage.spark.setup.jars",
+            "etlstage.spark.driver.listener",
+            "etlstage.spark.setup.spark_session",
         ],
         "etlstage.worker.sqlite": ["etlstage.state.sqlite"],
         "etlstage.worker.durable": ["etlstage.state.durable"],

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from etlstage.spark import jars
+from etlstage.spark.setup import jars
 from tests.conftest import PY
 from tests.support.paths import FIXTURES
 from tests.support.run_cli import etlstage

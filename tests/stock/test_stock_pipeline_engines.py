@@ -115,7 +115,7 @@ def test_the_stock_pipeline_through_spark_connect_gives_the_same_tables(tmp_path
     (tmp_path / "server").mkdir()
     from etlstage_workers.spark.lake import DELTA_SESSION
 
-    from etlstage.spark.jars import fetch_named
+    from etlstage.spark.setup.jars import fetch_named
 
     # The stock pipeline loads Delta tables: a Connect server takes jars and SQL extensions
     # at its start only, from its operator (docs/spark-engine.md)

@@ -27,7 +27,7 @@ WAIT = 600.0  # seconds for the runs and their JVMs' archives, on the slowest ma
 
 def record_suite_archives() -> str:
     sys.path.insert(0, str(ROOT))
-    from etlstage.spark import cds
+    from etlstage.spark.setup import cds
     from tests.support import jvm_settings
     from tests.support.spark_msgs import env_for, rdss
 

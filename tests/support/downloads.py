@@ -116,9 +116,9 @@ def fetch_kinesis_local() -> Path:
 
 def fetch_kafka_jars() -> str:
     """Apache Kafka's broker jars; Spark's Kafka connector too once pyspark is installed
-    (its version follows pyspark's). The cache is :mod:`etlstage.spark.jars`' own."""
+    (its version follows pyspark's). The cache is :mod:`etlstage.spark.setup.jars`' own."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    from etlstage.spark import jars  # standard library only, like this file
+    from etlstage.spark.setup import jars  # standard library only, like this file
 
     try:
         sets = ["kafka-broker", "kafka-spark"] if _has("pyspark") else ["kafka-broker"]
@@ -131,7 +131,7 @@ def fetch_lake_jars() -> str:
     """Delta Lake and the S3A connector, once pyspark is installed (both follow its Spark and
     Hadoop versions)."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    from etlstage.spark import jars
+    from etlstage.spark.setup import jars
 
     if not _has("pyspark"):
         return "pyspark not installed yet: nothing to fetch"

@@ -41,9 +41,9 @@ class Engine:
             r = etlstage(self.tmp, "run", "stages.yaml", "--once", "--no-progress", *args, timeout=200)
             return r.code, r.stderr
         from etlstage.config.loader import parse_config
-        from etlstage.spark.config import apply_flags
-        from etlstage.spark.plan import Plan
-        from etlstage.spark.run import run_in
+        from etlstage.spark.driver.config import apply_flags
+        from etlstage.spark.driver.run import run_in
+        from etlstage.spark.tasks.plan import Plan
 
         spark = self.request.getfixturevalue("spark")
         caplog: pytest.LogCaptureFixture = self.request.getfixturevalue("caplog")

@@ -22,7 +22,7 @@ import json, sys, threading
 from etlstage_workers.spark import lake
 from etlstage_workers.spark.config import LoaderConfig
 from etlstage_workers.spark.extract import prepare
-from etlstage.spark.spark_session import start_session
+from etlstage.spark.setup.spark_session import start_session
 from tests.support.spark_msgs import rdss
 
 out = sys.argv[1]

@@ -25,8 +25,8 @@ from etlstage.protocol.scenario import Scenario
 from etlstage.runtime.driver import STOP, ExtractDriver, TransformDriver
 from etlstage.runtime.flow import Inbox, Job, Piece, Window
 from etlstage.runtime.tasks import run_all
-from etlstage.spark.conversation import StageWorker
-from etlstage.spark.extract import ExtractWorker
+from etlstage.spark.tasks.conversation import StageWorker
+from etlstage.spark.tasks.extract import ExtractWorker
 
 RESTART = re.compile(r"; (restart.*)$")
 

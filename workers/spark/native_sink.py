@@ -82,7 +82,7 @@ def native_sink(df: DataFrame, ctx: NativeContext) -> DataStreamWriter:
 
 def spark_conf(ctx: NativeContext) -> dict[str, str]:
     """The engine's session settings this sink needs (its jars, Delta's extension): the
-    engine starts its session with them (:func:`etlstage.spark.native.session_conf`)."""
+    engine starts its session with them (:func:`etlstage.spark.driver.native.session_conf`)."""
     return lake.session_conf(parse(ctx))
 
 

@@ -10,7 +10,7 @@ import sys
 import time
 
 from etlstage.kit.stderr import StderrRelay
-from etlstage.spark.process import WorkerProcess
+from etlstage.spark.tasks.process import WorkerProcess
 from tests.support.waiting import wait_for
 
 

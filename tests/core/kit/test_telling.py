@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from etlstage.kit.telling import telling_line
-from etlstage.spark.process import WorkerProcess
+from etlstage.spark.tasks.process import WorkerProcess
 
 NODE_MISSING = """\
 node:internal/modules/cjs/loader:1210

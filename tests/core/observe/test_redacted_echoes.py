@@ -13,7 +13,7 @@ import pytest
 
 from etlstage.errors import WorkerError
 from etlstage.kit.transport import start_error
-from etlstage.spark.process import WorkerProcess
+from etlstage.spark.tasks.process import WorkerProcess
 from tests.conftest import PY
 from tests.support.live_run import LiveRun
 from tests.support.paths import FIXTURES

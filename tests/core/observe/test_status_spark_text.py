@@ -8,7 +8,7 @@ from pathlib import Path
 
 from etlstage.config.loader import load_config
 from etlstage.observe.status import render
-from etlstage.spark.live import status_document
+from etlstage.spark.driver.live import status_document
 from tests.core.spark.test_spark_checkpoint_check import COMMIT, OFFSETS, _write
 from tests.support.run_cli import etlstage
 
@@ -109,7 +109,7 @@ def test_a_checkpoint_on_another_file_system_is_said_to_be_unread(tmp_path: Path
 def test_a_running_drivers_figures_do_not_read_an_s3_checkpoint_and_say_so(tmp_path: Path) -> None:
     """At each refresh of a run's page the S3 checkpoint is not listed (a request per refresh):
     the page says where to look instead of showing "no micro-batch yet"."""
-    from etlstage.spark.status import read_checkpoint
+    from etlstage.spark.driver.status import read_checkpoint
 
     (tmp_path / "stages.yaml").write_text(
         STAGES.replace("engine: {kind: spark}", "engine: {kind: spark, checkpoint: 's3a://lake/ck'}")

@@ -20,7 +20,7 @@ import uuid
 import psutil
 import pytest
 
-from etlstage.spark.ownership import Ownership
+from etlstage.spark.tasks.ownership import Ownership
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -29,8 +29,8 @@ GRACE = 1.5  # seconds between the owner's death and its watchdog killing the wo
 OWNER = textwrap.dedent(
     f"""
     import sys, time
-    import etlstage.spark.process as process
-    from etlstage.spark.ownership import Ownership
+    import etlstage.spark.tasks.process as process
+    from etlstage.spark.tasks.ownership import Ownership
 
     process.WATCHDOG_GRACE = {GRACE}
     ownership = Ownership(sys.argv[1], "keyed", 0)

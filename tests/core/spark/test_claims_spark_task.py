@@ -13,7 +13,7 @@ import pytest
 from etlstage.config.loader import parse_config
 from etlstage.errors import PipelineError
 from etlstage.kit.transport import worker_env
-from etlstage.spark.conversation import StageWorker
+from etlstage.spark.tasks.conversation import StageWorker
 from tests.support.paths import FIXTURES
 
 SLOW_LOAD = str(FIXTURES / "slow_load.py")

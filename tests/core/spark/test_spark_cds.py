@@ -1,4 +1,4 @@
-"""Class data sharing for the driver's JVM (etlstage/spark/cds.py): an archive is recorded
+"""Class data sharing for the driver's JVM (etlstage/spark/setup/cds.py): an archive is recorded
 by a first run, used by the next, and never taken into use unless its JVM logged that it
 wrote it (a JVM mapping a truncated archive dies of SIGBUS); the run that records it does
 not wait for the JVM longer than cds.EXIT_WAIT (a supervisor stops a slow worker)."""
@@ -15,7 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from etlstage.spark import cds
+from etlstage.spark.setup import cds
 from tests.support.paths import ROOT
 
 JAVA = "/usr/bin/java (openjdk version 17)"
@@ -234,7 +234,7 @@ def test_clean_up_keeps_the_recent_archives_and_drops_abandoned_parts(cache: Pat
 
 SESSION = """
 import json
-from etlstage.spark.spark_session import start_session
+from etlstage.spark.setup.spark_session import start_session
 spark = start_session("local[1]", "cds-test", {}, connect_timeout=10, log_level="ERROR")
 args = list(spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
 print(json.dumps({"args": args, "rows": spark.range(10).count()}))

@@ -13,7 +13,7 @@ from etlstage.errors import EtlstageError
 from etlstage.kit.transport import worker_env
 from etlstage.protocol.markers import Markers
 from etlstage.protocol.vocabulary import BatchDriver, Mode, OnFailure, StageType
-from etlstage.spark.conversation import StageWorker
+from etlstage.spark.tasks.conversation import StageWorker
 from tests.support.paths import FIXTURES
 
 
@@ -147,7 +147,7 @@ def test_the_tally_names_every_worker_process_started(tmp_path):
 def test_a_worker_with_answers_held_is_not_handed_over(tmp_path, monkeypatch):
     """A worker is handed to another Spark Python process only when nothing of its
     conversation is unfinished here: answers held for confirmation stay with this task."""
-    from etlstage.spark.process import WorkerProcess
+    from etlstage.spark.tasks.process import WorkerProcess
 
     class Owner:
         address = "the new owner"
@@ -249,7 +249,7 @@ def test_a_worker_that_fails_again_and_again_is_restarted_after_pauses_that_doub
     loop), before its batch is isolated and the culprit set aside."""
     import threading
 
-    import etlstage.spark.conversation as conversation
+    import etlstage.spark.tasks.conversation as conversation
 
     task = threading.get_ident()
     pauses: list[float] = []

@@ -7,8 +7,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from etlstage.config.loader import parse_config
-from etlstage.spark.config import apply_flags
-from etlstage.spark.report import Counts
+from etlstage.spark.driver.config import apply_flags
+from etlstage.spark.driver.report import Counts
 
 STAGES = """
 stages:

@@ -141,7 +141,7 @@ def test_connections_beyond_the_cap_are_refused_and_good_clients_still_get_throu
 
 
 def test_the_driver_line_listens_on_the_address_the_executors_need_not_every_interface() -> None:
-    from etlstage.spark.run import _line_places, listen_address
+    from etlstage.spark.driver.run import _line_places, listen_address
 
     class Conf:
         def __init__(self, values: dict[str, str]) -> None:

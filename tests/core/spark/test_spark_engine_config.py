@@ -10,7 +10,7 @@ import pytest
 
 from etlstage.config.loader import parse_config
 from etlstage.errors import ConfigError
-from etlstage.spark.config import apply_flags
+from etlstage.spark.driver.config import apply_flags
 from tests.conftest import PY, TW, PipelineDir
 
 BASE = f"""
@@ -143,7 +143,7 @@ def test_ship_paths_are_resolved_checked_and_named_when_wrong(pdir: PipelineDir,
 
 def test_the_spark_engine_runs_the_pipelines_services_and_stops_them(tmp_path: Path) -> None:
     """The driver has no event loop: services get one of their own, exports reach the stages."""
-    from etlstage.spark.services import running_services
+    from etlstage.spark.driver.services import running_services
 
     (tmp_path / "svc.py").write_text(
         "import os, sys, time\n"
@@ -202,7 +202,7 @@ def test_a_stage_key_the_spark_engine_cannot_honour_is_refused_naming_it(pdir: P
 def test_the_keys_docs_mark_refused_are_the_ones_the_spark_engine_refuses() -> None:
     import re
 
-    from etlstage.spark.config import REFUSED_KEYS
+    from etlstage.spark.driver.config import REFUSED_KEYS
     from tests.support.paths import ROOT
 
     doc = (ROOT / "docs" / "stages-yaml.md").read_text()

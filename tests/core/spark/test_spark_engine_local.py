@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from etlstage.config.loader import parse_config
-from etlstage.spark.config import apply_flags
+from etlstage.spark.driver.config import apply_flags
 from etlstage.state.store import StateStore
 from tests.conftest import PY, TW
 from tests.support.paths import FIXTURES
@@ -25,8 +25,8 @@ PIDLOG = str(FIXTURES / "pidlog.py")
 
 
 def run(spark, tmp: Path, stages: str, once: bool = True) -> int:
-    from etlstage.spark.plan import Plan
-    from etlstage.spark.run import run_in
+    from etlstage.spark.driver.run import run_in
+    from etlstage.spark.tasks.plan import Plan
 
     text = stages.replace("{PY}", PY).replace("{TW}", TW).replace("{PIDLOG}", PIDLOG)
     (tmp / "stages.yaml").write_text(text)
@@ -496,8 +496,8 @@ engine: {{kind: spark, ship: [{gone.name}]}}
 """
     config = apply_flags(parse_config(text, str(tmp_path / "stages.yaml"), base_dir=str(tmp_path)), "spark", None)
     gone.unlink()
-    from etlstage.spark.plan import Plan
-    from etlstage.spark.run import run_in
+    from etlstage.spark.driver.run import run_in
+    from etlstage.spark.tasks.plan import Plan
 
     assert run_in(spark, Plan(config, once=True), progress=False) == 2
     assert f"engine.ship: cannot ship {gone} to the executors" in caplog.text, caplog.text

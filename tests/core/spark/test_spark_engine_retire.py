@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from etlstage.spark.ownership import retire, retired_marker
-from etlstage.spark.pool import Registry
+from etlstage.spark.tasks.ownership import retire, retired_marker
+from etlstage.spark.tasks.pool import Registry
 from tests.support.waiting import wait_for
 
 

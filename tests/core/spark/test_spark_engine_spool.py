@@ -9,7 +9,7 @@ import pytest
 
 from etlstage.errors import PipelineError
 from etlstage.spark.driver_line import DriverLine, read_piece
-from etlstage.spark.spool import spool_blocks, write_window
+from etlstage.spark.tasks.spool import spool_blocks, write_window
 
 
 def serving(folder: Path) -> DriverLine:

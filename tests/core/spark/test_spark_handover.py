@@ -27,16 +27,16 @@ import psutil
 import pytest
 
 from etlstage.errors import StateError
-from etlstage.spark.ownership import Ownership, Rendezvous, lock_root, retire
-from etlstage.spark.process import WorkerProcess
+from etlstage.spark.tasks.ownership import Ownership, Rendezvous, lock_root, retire
+from etlstage.spark.tasks.process import WorkerProcess
 
 pytestmark = pytest.mark.timeout(60)
 
 HOLDER = textwrap.dedent(
     """
     import sys, time
-    import etlstage.spark.process as process
-    from etlstage.spark.ownership import Ownership
+    import etlstage.spark.tasks.process as process
+    from etlstage.spark.tasks.ownership import Ownership
 
     process.WATCHDOG_GRACE = 0.3  # this process's watchdog would kill its workers 0.3 s after it dies
     run_id, mode = sys.argv[1], sys.argv[2]
@@ -100,7 +100,7 @@ def test_the_running_worker_is_handed_over_and_outlives_its_first_owner() -> Non
         assert echo(worker, b"one\n") == b"one\n"
         # the first owner dies: its watchdog must not take the worker with it
         (watchdog,) = [
-            p for p in psutil.Process(first.pid).children() if "etlstage.spark.watchdog" in " ".join(p.cmdline())
+            p for p in psutil.Process(first.pid).children() if "etlstage.spark.tasks.watchdog" in " ".join(p.cmdline())
         ]
         first.send_signal(signal.SIGKILL)
         first.wait(5)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from etlstage.spark import jars
+from etlstage.spark.setup import jars
 
 
 def test_artifact_names_drop_the_version() -> None:

@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from etlstage.spark import jvm_log
+from etlstage.spark.setup import jvm_log
 from tests.support.waiting import wait_for
 
 START = """\

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from etlstage.errors import StateError
-from etlstage.spark.ownership import LOCK_BASE_ENV, choose_lock_base, lock_base
+from etlstage.spark.tasks.ownership import LOCK_BASE_ENV, choose_lock_base, lock_base
 from tests.conftest import PY, TW
 from tests.support.run_cli import etlstage
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from etlstage.config.loader import parse_config
-from etlstage.spark.config import apply_flags
-from etlstage.spark.plan import Plan
-from etlstage.spark.source import PolicyReader, WindowPartition
+from etlstage.spark.driver.config import apply_flags
+from etlstage.spark.tasks.plan import Plan
+from etlstage.spark.tasks.source import PolicyReader, WindowPartition
 from etlstage.state.store import StateStore
 from tests.conftest import PY, TW
 

@@ -23,8 +23,8 @@ from etlstage.config.model import RestartPolicy, StageConfig, Timeouts
 from etlstage.protocol.markers import Markers
 from etlstage.protocol.vocabulary import Mode, StageType
 from etlstage.kit.transport import worker_env
-from etlstage.spark.conversation import StageWorker
-from etlstage.spark.pool import REGISTRY
+from etlstage.spark.tasks.conversation import StageWorker
+from etlstage.spark.tasks.pool import REGISTRY
 
 logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="%(message)s")
 tmp, echo, crash, backoff = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])

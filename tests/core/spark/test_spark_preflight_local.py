@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from etlstage.config.loader import parse_config
-from etlstage.spark import probe
-from etlstage.spark.config import apply_flags
-from etlstage.spark.plan import Plan
-from etlstage.spark.run import missing_programs
+from etlstage.spark.driver import probe
+from etlstage.spark.driver.config import apply_flags
+from etlstage.spark.driver.run import missing_programs
+from etlstage.spark.tasks.plan import Plan
 
 PIPELINE = """
 stages:

@@ -1,4 +1,4 @@
-"""The start-up probe (etlstage/spark/spark_session.py, ``_probe_executors``): a cluster with
+"""The start-up probe (etlstage/spark/setup/spark_session.py, ``_probe_executors``): a cluster with
 no free executor stops the start with the cause (exit 2) instead of hanging on the first
 batch, also when the probe's job is submitted only after its deadline (a slow machine
 planning the first query): a cancel that finds no job yet is tried again."""
@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from etlstage.spark import spark_session
-from etlstage.spark.spark_session import SparkStartError
+from etlstage.spark.setup import spark_session
+from etlstage.spark.setup.spark_session import SparkStartError
 
 
 class _Cluster:

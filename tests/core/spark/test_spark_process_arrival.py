@@ -10,7 +10,7 @@ import os
 import sys
 import time
 
-from etlstage.spark.process import WorkerProcess
+from etlstage.spark.tasks.process import WorkerProcess
 from tests.core.kit.test_transport import TWO_BEATS
 
 

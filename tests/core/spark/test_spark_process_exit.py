@@ -13,7 +13,7 @@ import pytest
 
 from etlstage.errors import WorkerTimeout
 from etlstage.kit.exits import EXIT_DRAIN
-from etlstage.spark.process import WorkerProcess
+from etlstage.spark.tasks.process import WorkerProcess
 from tests.support.waiting import wait_for
 
 

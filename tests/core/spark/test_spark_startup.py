@@ -13,9 +13,9 @@ import pytest
 from etlstage.config.loader import load_config
 from etlstage.observe.live import Snapshot
 from etlstage.observe.server import ObserveServer, Snapshots
-from etlstage.spark.live import documents
-from etlstage.spark.report import Counts
-from etlstage.spark.tally import Tally, tally_dir, write
+from etlstage.spark.driver.live import documents
+from etlstage.spark.driver.report import Counts
+from etlstage.spark.tasks.tally import Tally, tally_dir, write
 from tests.core.observe.test_observe_page import browse, figures
 from tests.support.run_cli import etlstage
 from tests.support.waiting import wait_for
@@ -149,7 +149,7 @@ def test_settings_that_look_secret_stay_off_the_jvms_command_line(monkeypatch: p
     a secret-looking key of engine.conf is held back for the gateway (no JVM started here)."""
     from pyspark import SparkContext, java_gateway
 
-    from etlstage.spark import spark_session
+    from etlstage.spark.setup import spark_session
 
     launched: list[dict[str, str]] = []  # what the JVM's command line is made of
     started: list[dict[str, str]] = []
@@ -192,7 +192,7 @@ def test_sparks_python_processes_run_this_python_unless_told(monkeypatch: pytest
 
     from pyspark import SparkContext
 
-    from etlstage.spark import spark_session
+    from etlstage.spark.setup import spark_session
 
     seen: list[str | None] = []
 

@@ -1,5 +1,5 @@
 """Spark's Python processes on a local master import pyspark from the installed package, not
-from Spark's source zip (etlstage/spark/worker_python.py): the launcher, where it is
+from Spark's source zip (etlstage/spark/setup/worker_python.py): the launcher, where it is
 written, when it is not used, and a real run's workers."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from etlstage.errors import StateError
-from etlstage.spark import worker_python
-from etlstage.spark.worker_python import bundled_zips, launcher_text, spark_python
+from etlstage.spark.setup import worker_python
+from etlstage.spark.setup.worker_python import bundled_zips, launcher_text, spark_python
 from tests.support.run_cli import RUN_ONCE
 
 PYSPARK_ZIP = "/opt/py spark's/lib/pyspark.zip"  # a space and a quote: quoted in the script

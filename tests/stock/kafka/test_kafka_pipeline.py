@@ -181,7 +181,7 @@ def test_every_record_once_across_kills_of_the_spark_driver(broker, topic, pdir,
         final = subprocess.run(RUN_ONCE, cwd=pdir.path, stdout=log, stderr=log, env=env, timeout=600)
     assert set(hit) == set(POINTS), f"seed {seed}: the kills hit {hit}, not every point of a run"
     assert final.returncode == 0, (pdir.path / "log.txt").read_text()[-3000:]
-    # one live loader per partition (spark/plan.py, one_live_worker): no two producers of one
+    # one live loader per partition (spark/tasks/plan.py, one_live_worker): no two producers of one
     # transactional id fencing each other's transactions between Spark's Python processes
     assert "fenced by a newer instance" not in (pdir.path / "log.txt").read_text()
     got = consume_all(broker.bootstrap, dst, idle=1.0)

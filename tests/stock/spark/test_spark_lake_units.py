@@ -55,8 +55,8 @@ def test_the_engine_starts_its_session_with_what_the_native_sink_needs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from etlstage.config.loader import load_config
-    from etlstage.spark.native import session_conf
-    from etlstage.spark.plan import Plan
+    from etlstage.spark.driver.native import session_conf
+    from etlstage.spark.tasks.plan import Plan
 
     monkeypatch.setattr(lake, "session_conf", lambda config: {"spark.jars": f"/j/{config.format}.jar"})
     (tmp_path / "stages.yaml").write_text(

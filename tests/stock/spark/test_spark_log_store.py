@@ -18,7 +18,7 @@ from etlstage.errors import ConfigError
 from etlstage.native import NativeContext
 from etlstage.protocol.markers import Markers
 from etlstage.protocol.vocabulary import Mode, StageType
-from etlstage.spark import jars
+from etlstage.spark.setup import jars
 from tests.conftest import PY
 from tests.support.paths import FIXTURES
 from tests.support.run_cli import etlstage

@@ -4,9 +4,9 @@ A Spark task is plain synchronous Python, so a worker here is driven without an 
 loop: :class:`WorkerProcess` moves bytes with ``select`` over non-blocking pipes (a
 worker that writes while it reads never dead-locks against us), drains stderr in a
 thread from the moment it starts, and dies with the Python process that started it
-(see :mod:`etlstage.spark.watchdog`), so no orphan survives an executor.
+(see :mod:`etlstage.spark.tasks.watchdog`), so no orphan survives an executor.
 
-The pool that keeps them across tasks is :mod:`etlstage.spark.pool`.
+The pool that keeps them across tasks is :mod:`etlstage.spark.tasks.pool`.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from etlstage.kit.stderr import StderrRelay
 from etlstage.kit.stdin_wait import waiting_on_stdin
 from etlstage.kit.telling import report_context, worker_gone
 from etlstage.kit.transport import READ_CHUNK, STDERR_TAIL, grow_pipe, resolve_program, start_error
-from etlstage.spark.ownership import Handed, Rendezvous, peer_is
+from etlstage.spark.tasks.ownership import PassedWorker, Rendezvous, peer_is
 
 log = logging.getLogger("etlstage.spark.worker")
 
@@ -41,7 +41,7 @@ class WorkerProcess:
     """One worker program, driven synchronously by a task."""
 
     def __init__(
-        self, argv: list[str], env: dict[str, str], cwd: str | None, label: str, handed: Handed | None = None
+        self, argv: list[str], env: dict[str, str], cwd: str | None, label: str, handed: PassedWorker | None = None
     ) -> None:
         """Start ``argv``; or, with ``handed``, take over the running worker another Spark
         Python process on this host handed over (see :meth:`hand_over`)."""
@@ -348,7 +348,7 @@ class Foreign:
 
     UNKNOWN = 0
 
-    def __init__(self, handed: Handed) -> None:
+    def __init__(self, handed: PassedWorker) -> None:
         self.pid = handed.pid
         self._process = psutil.Process(handed.pid)
         self.stdin = os.fdopen(handed.stdin, "wb", buffering=0)
@@ -398,7 +398,7 @@ def _watch(pid: int) -> None:
     dog = _watchdog.get(me)
     if dog is None or dog.poll() is not None:
         dog = subprocess.Popen(
-            [sys.executable, "-m", "etlstage.spark.watchdog", str(WATCHDOG_GRACE)],
+            [sys.executable, "-m", "etlstage.spark.tasks.watchdog", str(WATCHDOG_GRACE)],
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             start_new_session=True,

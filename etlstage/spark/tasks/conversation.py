@@ -10,7 +10,7 @@ that send again what was not confirmed, and ``on_failure`` (fail, or dead letter
 the state store under ``state_dir``).
 
 A micro-batch is a window: the task's input ending is the barrier that closes the last
-batch with EOB.  An E-stage's side of the conversation is in :mod:`etlstage.spark.extract`.
+batch with EOB.  An E-stage's side of the conversation is in :mod:`etlstage.spark.tasks.extract`.
 """
 
 from __future__ import annotations
@@ -33,11 +33,11 @@ from etlstage.protocol.framing import ReplyParser
 from etlstage.protocol.replies import Exchange, ReplyRules
 from etlstage.protocol.scenario import Scenario
 from etlstage.protocol.vocabulary import Mode
-from etlstage.spark.batchids import TaskIds, task_source
-from etlstage.spark.blocks import message_ends, spans
-from etlstage.spark.ownership import Ownership
-from etlstage.spark.process import WorkerProcess
-from etlstage.spark.tally import Tally
+from etlstage.spark.tasks.batchids import TaskIds, task_source
+from etlstage.spark.tasks.blocks import message_ends, spans
+from etlstage.spark.tasks.ownership import Ownership
+from etlstage.spark.tasks.process import WorkerProcess
+from etlstage.spark.tasks.tally import Tally
 
 log = logging.getLogger("etlstage.spark.stage")
 
@@ -156,7 +156,7 @@ class StageWorker:
 
     def hand_over(self) -> bool:
         """Pass the idle, running worker to the Spark Python process that asked for its
-        partition (:mod:`etlstage.spark.ownership`) and let go of ownership; False if it
+        partition (:mod:`etlstage.spark.tasks.ownership`) and let go of ownership; False if it
         cannot be (nothing running, something unfinished, nobody waiting): then stop it."""
         proc, ownership = self.proc, self.ownership
         if proc is None or ownership is None or proc.eof or proc.proc.poll() is not None:

@@ -28,11 +28,11 @@ from pyspark.sql.streaming.datasource import ReadLimit, SupportsTriggerAvailable
 
 from etlstage.config.model import StageConfig
 from etlstage.errors import PipelineError, WorkerError
-from etlstage.spark.blocks import message_ends, to_batches
-from etlstage.spark.extract import ExtractWorker
-from etlstage.spark.plan import Plan
-from etlstage.spark.readahead import ReadAhead
-from etlstage.spark.spool import spool_blocks, write_window
+from etlstage.spark.tasks.blocks import message_ends, to_batches
+from etlstage.spark.tasks.extract import ExtractWorker
+from etlstage.spark.tasks.plan import Plan
+from etlstage.spark.tasks.readahead import ReadAhead
+from etlstage.spark.tasks.spool import spool_blocks, write_window
 
 log = logging.getLogger("etlstage.spark.source")
 

@@ -21,14 +21,14 @@ from etlstage.config.model import PipelineConfig, StageConfig
 from etlstage.errors import PipelineError
 from etlstage.kit.transport import worker_env
 from etlstage.spark.checkpoint import engine_dir, own_path
-from etlstage.spark.conversation import Job, StageWorker
 from etlstage.spark.driver_line import LineAddress
-from etlstage.spark.extract import ExtractWorker
-from etlstage.spark.ownership import Ownership
-from etlstage.spark.pool import REGISTRY
-from etlstage.spark.process import WATCHDOG_GRACE
-from etlstage.spark.shipping import Shipped, localize
-from etlstage.spark.tally import Tally, owner_name
+from etlstage.spark.setup.shipping import Shipped, localize
+from etlstage.spark.tasks.conversation import Job, StageWorker
+from etlstage.spark.tasks.extract import ExtractWorker
+from etlstage.spark.tasks.ownership import Ownership
+from etlstage.spark.tasks.pool import REGISTRY
+from etlstage.spark.tasks.process import WATCHDOG_GRACE
+from etlstage.spark.tasks.tally import Tally, owner_name
 
 if TYPE_CHECKING:
     from etlstage.state.store import StateStore
@@ -97,7 +97,7 @@ class Plan:
         For a stage with ``partition_by`` (state kept per key) and for a loader
         (:func:`one_live_worker`), taking the partition over from another Python process on
         this host takes its worker over, or waits until that one has stopped it
-        (:mod:`etlstage.spark.ownership`); other stages may have an idle worker per Python
+        (:mod:`etlstage.spark.tasks.ownership`); other stages may have an idle worker per Python
         process.
         """
         REGISTRY.keep_only(self.run_id)
@@ -149,7 +149,7 @@ class Plan:
             w.in_use.release()
 
     def record(self, worker: StageWorker) -> None:
-        """Publish what ``worker`` did so far for the driver (:mod:`etlstage.spark.tally`); never fails a task."""
+        """Publish what ``worker`` did so far for the driver (:mod:`etlstage.spark.tasks.tally`); never fails a task."""
         if self.driver_line is not None:
             with contextlib.suppress(PipelineError):
                 self.driver_line.call("tally", {"owner": owner_name(worker.tally)}, worker.tally.to_json().encode())
@@ -168,7 +168,7 @@ class Plan:
 
 def one_live_worker(stage: StageConfig) -> bool:
     """Never two live workers for one partition of ``stage`` on a host (the worker moves
-    between Spark's Python processes instead, :mod:`etlstage.spark.ownership`): a stage with
+    between Spark's Python processes instead, :mod:`etlstage.spark.tasks.ownership`): a stage with
     keyed state, and every loader — what it holds is one per instance, as under the
     supervisor (a Kafka transactional id: two alive fence each other's transactions; a file
     lock; a database session)."""

@@ -1,4 +1,4 @@
-"""``python -m etlstage.spark.watchdog GRACE``: no worker outlives the Python process that started it.
+"""``python -m etlstage.spark.tasks.watchdog GRACE``: no worker outlives the Python process that started it.
 
 Spark kills its Python workers with SIGKILL (a stopped context, an idle worker, a
 cancelled task), so they cannot stop their worker processes themselves.  Each Python

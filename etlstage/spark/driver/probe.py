@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING
 
 from etlstage.config.model import StageConfig
 from etlstage.kit.transport import resolve_program, worker_env
-from etlstage.spark.ownership import retire
-from etlstage.spark.plan import Plan
-from etlstage.spark.shipping import localize
-from etlstage.spark.spark_session import default_parallelism
+from etlstage.spark.setup.shipping import localize
+from etlstage.spark.setup.spark_session import default_parallelism
+from etlstage.spark.tasks.ownership import retire
+from etlstage.spark.tasks.plan import Plan
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -93,8 +93,8 @@ def warm_up() -> None:
     import pyarrow  # noqa: F401
     import pyspark.sql.pandas.serializers  # noqa: F401
 
-    import etlstage.spark.sink
-    import etlstage.spark.transform  # noqa: F401
+    import etlstage.spark.tasks.sink
+    import etlstage.spark.tasks.transform  # noqa: F401
 
 
 __all__ = ["find_programs", "on_every_core", "probe_job", "probe_task", "retire_job", "warm_up"]

@@ -20,8 +20,8 @@ import threading
 import time
 from pathlib import Path
 
-from etlstage.spark.extract import ExtractWorker
-from etlstage.spark.spool import write_window
+from etlstage.spark.tasks.extract import ExtractWorker
+from etlstage.spark.tasks.spool import write_window
 from etlstage.state.durable import fsync_path
 
 STEP = 0.05  # seconds a read waits for more after the first bytes (then checks whether a window is wanted)

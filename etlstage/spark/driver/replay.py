@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from etlstage.kit.replays import Replay, marked_for_replay
-from etlstage.spark.plan import Plan
+from etlstage.spark.tasks.plan import Plan
 from etlstage.state.store import StateStore
 
 if TYPE_CHECKING:
@@ -23,13 +23,13 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from etlstage.protocol.markers import Markers
-    from etlstage.spark.transform import ArrowFn
+    from etlstage.spark.tasks.transform import ArrowFn
 
 log = logging.getLogger("etlstage.spark")
 
 
 def replay_deadletters(spark: SparkSession, plan: Plan) -> None:
-    from etlstage.spark.native import natives
+    from etlstage.spark.driver.native import natives
 
     config = plan.config
     store = StateStore(config.state_dir)
@@ -59,8 +59,8 @@ def replay_deadletters(spark: SparkSession, plan: Plan) -> None:
 
 
 def _replay(spark: SparkSession, plan: Plan, group: list[Replay]) -> None:
-    from etlstage.spark.blocks import message_ends, spans
-    from etlstage.spark.transform import place, transform_task
+    from etlstage.spark.tasks.blocks import message_ends, spans
+    from etlstage.spark.tasks.transform import place, transform_task
 
     config = plan.config
     stage = group[0].stage
@@ -82,7 +82,7 @@ def _replay(spark: SparkSession, plan: Plan, group: list[Replay]) -> None:
 
 def _load_task(plan: Plan, source: Markers, loads: list[str] | None) -> ArrowFn:
     """The sink's load, as a task of a batch job: returns once the L-workers acknowledged."""
-    from etlstage.spark.sink import LoadWriter
+    from etlstage.spark.tasks.sink import LoadWriter
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         LoadWriter(plan, source, [], None, loads).write(batches)

@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from etlstage.spark.ownership import retired_marker
+from etlstage.spark.tasks.ownership import retired_marker
 
 log = logging.getLogger("etlstage.spark.worker")
 
@@ -25,7 +25,7 @@ class Registry:
     """The worker processes of this Python process, by (run, stage, partition), across tasks.
 
     A watcher thread hands a worker over to another Python process that asks for its
-    (stage, partition) (see :mod:`etlstage.spark.ownership`), once no task here uses it,
+    (stage, partition) (see :mod:`etlstage.spark.tasks.ownership`), once no task here uses it,
     and stops the idle workers of a run whose query has ended (Spark Connect: the
     server's Python processes outlive the client's query).
     """

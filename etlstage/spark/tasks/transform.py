@@ -17,9 +17,9 @@ import pyarrow as pa
 
 from etlstage.config.model import StageConfig
 from etlstage.protocol.markers import Markers
-from etlstage.spark.admission import admitted
-from etlstage.spark.blocks import SCHEMA, message_ends, spans, to_batches, to_block
-from etlstage.spark.plan import Plan
+from etlstage.spark.tasks.admission import admitted
+from etlstage.spark.tasks.blocks import SCHEMA, message_ends, spans, to_batches, to_block
+from etlstage.spark.tasks.plan import Plan
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -36,7 +36,7 @@ def partition_id() -> int:
 
 def framed_for(plan: Plan, blocks: Iterable[bytes], source: Markers, stage: StageConfig) -> Iterator[bytes]:
     """Blocks framed with ``source`` markers, as ``stage`` may take them: re-framed for its
-    markers, and what it refuses handled by its ``on_failure`` (:mod:`etlstage.spark.admission`)."""
+    markers, and what it refuses handled by its ``on_failure`` (:mod:`etlstage.spark.tasks.admission`)."""
     return admitted(blocks, source, stage, plan.refuse, partition_id())
 
 

@@ -2,7 +2,7 @@
 handler over the run's plan, in the driver's folders.
 
 Apart from the driver line itself: the plan carries the driver line's address to every task
-(:mod:`etlstage.spark.plan` imports the driver line), and these handlers read the plan.
+(:mod:`etlstage.spark.tasks.plan` imports the driver line), and these handlers read the plan.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from etlstage.spark.driver_line import COUNT_NAME, DriverLine, Handler, keep_onc
 
 if TYPE_CHECKING:
     from etlstage.config.model import StageConfig
-    from etlstage.spark.plan import Plan
+    from etlstage.spark.tasks.plan import Plan
 
 
 def native_dir(plan: Plan, stage: StageConfig) -> Path:
@@ -28,7 +28,7 @@ def native_dir(plan: Plan, stage: StageConfig) -> Path:
 def open_driver_line(plan: Plan, bind: str, advertise: str) -> DriverLine:
     """The driver line of ``plan``'s run: what each request does in the driver's folders."""
     from etlstage.spark.checkpoint import owner_only, private_folder
-    from etlstage.spark.tally import Tally, tally_dir, write
+    from etlstage.spark.tasks.tally import Tally, tally_dir, write
     from etlstage.state.store import StateStore
 
     config = plan.config

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from etlstage.errors import EtlstageError
-from etlstage.spark import cds, jvm_log
+from etlstage.spark.setup import cds, jvm_log
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 from etlstage.config.model import PipelineConfig, StageConfig
 from etlstage.kit.stats import LAST_ERRORS, InstanceCounts, LatencyHistogram, RateHistory, StageStats
 from etlstage.spark.checkpoint import own_path
-from etlstage.spark.status import read_checkpoint
-from etlstage.spark.tally import Tally, forget_other_runs, read_all, tally_dir
+from etlstage.spark.driver.status import read_checkpoint
+from etlstage.spark.tasks.tally import Tally, forget_other_runs, read_all, tally_dir
 
 if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQuery
@@ -54,7 +54,7 @@ class Phase:
 class Counts:
     """Every stage's counters under the Spark engine, updated from Spark's progress events
     (a listener thread), the sink's batch-count files and the workers' tallies; read by the
-    progress display, the summary and the HTTP endpoints (:mod:`etlstage.spark.live`)."""
+    progress display, the summary and the HTTP endpoints (:mod:`etlstage.spark.driver.live`)."""
 
     def __init__(self, config: PipelineConfig, run_id: str = "") -> None:
         self.config = config
@@ -115,7 +115,7 @@ class Counts:
 
     def listener(self) -> Any:
         if self._listener is None:
-            from etlstage.spark.listener import progress_listener
+            from etlstage.spark.driver.listener import progress_listener
 
             self._listener = progress_listener(self.progress)
         return self._listener

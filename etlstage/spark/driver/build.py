@@ -1,8 +1,8 @@
 """The pipeline as one Spark Structured Streaming query, built from its :mod:`layout`.
 
-E-stages are sources (:mod:`etlstage.spark.source`), unioned; each T-stage is a
-``mapInArrow`` over the binary ``value`` column (:mod:`etlstage.spark.transform`) on
-``instances`` partitions; the L-stages are the sink (:mod:`etlstage.spark.sink`).
+E-stages are sources (:mod:`etlstage.spark.tasks.source`), unioned; each T-stage is a
+``mapInArrow`` over the binary ``value`` column (:mod:`etlstage.spark.tasks.transform`) on
+``instances`` partitions; the L-stages are the sink (:mod:`etlstage.spark.tasks.sink`).
 Spark's checkpoint holds the offsets and commits: a micro-batch is a window.
 """
 
@@ -12,18 +12,18 @@ from typing import TYPE_CHECKING, Any
 
 from etlstage.config.model import PipelineConfig, StageConfig
 from etlstage.protocol.markers import Markers
-from etlstage.spark.layout import Layout, layout
-from etlstage.spark.report import Counts
+from etlstage.spark.driver.layout import Layout, layout
+from etlstage.spark.driver.report import Counts
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from etlstage.spark.plan import Plan
+    from etlstage.spark.tasks.plan import Plan
 
 
 def build(spark: SparkSession, plan: Plan) -> Any:
     """The query's DataStreamWriter, ready to start."""
-    from etlstage.spark.native import natives
+    from etlstage.spark.driver.native import natives
 
     native = natives(plan)
     lay = layout(plan.config, set(native))
@@ -34,7 +34,7 @@ def build(spark: SparkSession, plan: Plan) -> Any:
         df, parts, markers = _transform(df, parts, plan, t, markers)
     native_sink = native.get(lay.load.name)
     if native_sink is not None:
-        from etlstage.spark.native import context_for
+        from etlstage.spark.driver.native import context_for
 
         if not lay.bare:  # the sink takes messages without their EOM
             from pyspark.sql import functions as F
@@ -57,8 +57,8 @@ def _sources(
     spark: SparkSession, plan: Plan, encoded: str, lay: Layout, native: dict[str, Any]
 ) -> tuple[DataFrame, int]:
     """Every extractor's messages, unioned, framed with ``lay.markers``; and their partitions."""
-    from etlstage.spark.native import context_for, frame_task
-    from etlstage.spark.transform import reframe_task
+    from etlstage.spark.driver.native import context_for, frame_task
+    from etlstage.spark.tasks.transform import reframe_task
 
     frames: list[tuple[DataFrame, int]] = []
     for e in lay.extractors:
@@ -91,7 +91,7 @@ def _transform(
     df: DataFrame, parts: int, plan: Plan, t: StageConfig, markers: Markers
 ) -> tuple[DataFrame, int, Markers]:
     """A T-stage on its own partitions: its output, their number, its markers."""
-    from etlstage.spark.transform import place, transform_task
+    from etlstage.spark.tasks.transform import place, transform_task
 
     df, parts = place(df, parts, t, markers)
     df = _observed(df.mapInArrow(transform_task(plan, t.name, markers), "value binary"), t)
@@ -100,7 +100,7 @@ def _transform(
 
 def _sink(df: DataFrame, parts: int, config: PipelineConfig, encoded: str, lay: Layout, markers: Markers) -> Any:
     """The workers' sink (the fused T-stages in its tasks), its writer ready to start."""
-    from etlstage.spark.transform import place
+    from etlstage.spark.tasks.transform import place
 
     if not lay.fused:
         df, parts = place(df, parts, lay.load, markers)

@@ -43,8 +43,8 @@ from etlstage.native import NativeContext
 from etlstage.protocol.vocabulary import StageType
 from etlstage.spark.checkpoint import own_path, private_folder
 from etlstage.spark.driver_line import KeepOnce
-from etlstage.spark.plan import Plan
-from etlstage.spark.transform import partition_id
+from etlstage.spark.tasks.plan import Plan
+from etlstage.spark.tasks.transform import partition_id
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -7,8 +7,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from etlstage.errors import PipelineError
-from etlstage.spark.blocks import message_ends
 from etlstage.spark.checkpoint import owner_only, private_folder
+from etlstage.spark.tasks.blocks import message_ends
 from etlstage.state.durable import fsync_path
 
 

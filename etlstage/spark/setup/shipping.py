@@ -41,7 +41,7 @@ def ship(spark: SparkSession, paths: list[str], packs: Path, tag: str = "") -> S
     in a folder of the session beside the context's: their names then carry ``tag`` (the
     run) so that no other session's copy of a same-named file is taken for them.
     """
-    from etlstage.spark.spark_session import is_connect
+    from etlstage.spark.setup.spark_session import is_connect
 
     connect = is_connect(spark)
     prefix = f"{tag}-" if connect and tag else ""

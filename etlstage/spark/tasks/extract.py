@@ -15,7 +15,7 @@ from etlstage.conversation import policy
 from etlstage.errors import EXITED_BETWEEN_CYCLES, ProtocolViolation, WorkerError, cycle_cut_short
 from etlstage.protocol.framing import Token
 from etlstage.protocol.replies import unasked_before_request
-from etlstage.spark.conversation import Job, StageWorker
+from etlstage.spark.tasks.conversation import Job, StageWorker
 
 log = logging.getLogger("etlstage.spark.stage")
 

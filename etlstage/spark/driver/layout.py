@@ -1,5 +1,5 @@
 """Where each stage of a pipeline runs in the Spark engine's one query, decided from the
-stages alone: pure, no Spark, no DataFrame (:mod:`etlstage.spark.build` builds from it)."""
+stages alone: pure, no Spark, no DataFrame (:mod:`etlstage.spark.driver.build` builds from it)."""
 
 from __future__ import annotations
 

@@ -60,13 +60,16 @@ def launcher_text(python: str, zips: list[str]) -> str:
 
     >>> print(launcher_text("/v/bin/python", ["/p/lib/pyspark.zip"]))  # doctest: +NORMALIZE_WHITESPACE
     #!/bin/sh
-    # written by etlstage (etlstage/spark/worker_python.py): pyspark from its installed package
+    # written by etlstage (etlstage/spark/setup/worker_python.py): pyspark from its installed package
     case $PYTHONPATH in /p/lib/pyspark.zip:*) PYTHONPATH=${PYTHONPATH#/p/lib/pyspark.zip:} ;;
       /p/lib/pyspark.zip) PYTHONPATH= ;; esac
     export PYTHONPATH
     exec /v/bin/python "$@"
     """
-    lines = ["#!/bin/sh", "# written by etlstage (etlstage/spark/worker_python.py): pyspark from its installed package"]
+    lines = [
+        "#!/bin/sh",
+        "# written by etlstage (etlstage/spark/setup/worker_python.py): pyspark from its installed package",
+    ]
     for z in zips:
         q = shlex.quote(z)
         lines.append(f"case $PYTHONPATH in {q}:*) PYTHONPATH=${{PYTHONPATH#{q}:}} ;;\n  {q}) PYTHONPATH= ;; esac")

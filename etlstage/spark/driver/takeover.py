@@ -6,7 +6,7 @@ Spark engine's own record of its micro-batches; after a run on the supervisor en
 its offsets are behind the pipeline's and its uncommitted batch (spooled messages, a
 planned window) was extracted again by that run.  So when the last run was the
 supervisor's, the checkpoint is set aside and the query starts from the pipeline's
-state (:meth:`etlstage.spark.source.PolicyReader.initialOffset`); it is renamed first and
+state (:meth:`etlstage.spark.tasks.source.PolicyReader.initialOffset`); it is renamed first and
 then removed, so a crash meanwhile leaves no half of it where Spark looks.  After a run on
 Spark it stays: Spark replays its uncommitted batch with the same offsets.
 """

@@ -26,10 +26,10 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamArrowWriter, WriterCommitMessage
 
 from etlstage.protocol.markers import Markers
-from etlstage.spark.blocks import to_block
 from etlstage.spark.checkpoint import own_path, owner_only, private_folder
-from etlstage.spark.plan import Plan
-from etlstage.spark.transform import framed_for, partition_id
+from etlstage.spark.tasks.blocks import to_block
+from etlstage.spark.tasks.plan import Plan
+from etlstage.spark.tasks.transform import framed_for, partition_id
 
 log = logging.getLogger("etlstage.spark.sink")
 
@@ -80,7 +80,7 @@ class LoadWriter(DataSourceStreamArrowWriter):
         blocks: Iterable[bytes] = (to_block(batch.column(0)) for batch in iterator)
         counters: list[tuple[str, _Counter]] = []
         if self.handoff:
-            from etlstage.spark.spool import spool_blocks
+            from etlstage.spark.tasks.spool import spool_blocks
 
             names = (n.decode() for batch in iterator for n in batch.column(0).to_pylist())
             eom = markers.eom  # bound now: the generator runs after `markers` moves on down the chain

@@ -16,17 +16,17 @@ from typing import TYPE_CHECKING, Any
 
 from etlstage.config.model import PipelineConfig
 from etlstage.errors import EtlstageError
-from etlstage.spark.build import build
 from etlstage.spark.checkpoint import check_checkpoint, is_local, own_path, remove_abandoned
-from etlstage.spark.explain import explain
-from etlstage.spark.report import Counts
+from etlstage.spark.driver.build import build
+from etlstage.spark.driver.explain import explain
+from etlstage.spark.driver.report import Counts
 from etlstage.state.store import ensure_private_dir
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
-    from etlstage.spark.plan import Plan
+    from etlstage.spark.tasks.plan import Plan
 
 log = logging.getLogger("etlstage.spark")
 
@@ -50,14 +50,14 @@ def run_query(
     ``attach``: started with the run's counters before Spark starts (the CLI's HTTP
     endpoints); returns the function that stops it.
     """
-    from etlstage.spark.spark_session import SparkStartError, require_pyspark
+    from etlstage.spark.setup.spark_session import SparkStartError, require_pyspark
 
     try:
         require_pyspark()
     except SparkStartError as exc:
         log.error("%s", exc)
         return exc.exit_code
-    from etlstage.spark.services import running_services
+    from etlstage.spark.driver.services import running_services
 
     try:
         with running_services(config, dict(extra_env or {})) as exports:
@@ -78,10 +78,10 @@ def _run_query(
     extra_env: dict[str, str],
     attach: Callable[[Counts], Callable[[], None]] | None,
 ) -> int:
-    from etlstage.spark.native import session_conf
-    from etlstage.spark.plan import Plan
-    from etlstage.spark.spark_session import SparkStartError, start_session
-    from etlstage.spark.worker_python import spark_python
+    from etlstage.spark.driver.native import session_conf
+    from etlstage.spark.setup.spark_session import SparkStartError, start_session
+    from etlstage.spark.setup.worker_python import spark_python
+    from etlstage.spark.tasks.plan import Plan
 
     engine = config.engine
     plain_only = all(s.mode == "plain" for s in config.stages if s.type == "E")
@@ -144,7 +144,7 @@ def connectors(config: PipelineConfig) -> list[str]:
     fetched once into the jar cache; a :class:`StateError` saying how to provide them when
     they cannot be fetched."""
     from etlstage.errors import StateError
-    from etlstage.spark.jars import JarFetchError, fetch_named
+    from etlstage.spark.setup.jars import JarFetchError, fetch_named
 
     places = [config.engine.checkpoint, *(a for s in config.stages for a in s.command)]
     if not any(p.startswith("s3a://") for p in places):
@@ -177,8 +177,8 @@ def missing_programs(spark: SparkSession, plan: Plan) -> list[str]:
     on the driver for driver-side extractors, and for every stage under a ``local`` master
     (its tasks run in this host's processes, with this environment); elsewhere by a small
     job with a task per core (which also warms up the Python processes the query reuses)."""
-    from etlstage.spark.native import natives
-    from etlstage.spark.probe import find_programs, probe_job
+    from etlstage.spark.driver.native import natives
+    from etlstage.spark.driver.probe import find_programs, probe_job
 
     config = plan.config
     native = natives(plan)  # no program of theirs runs
@@ -197,18 +197,18 @@ def missing_programs(spark: SparkSession, plan: Plan) -> list[str]:
 
 def run_in(spark: SparkSession, plan: Plan, *, progress: bool = True, counts: Counts | None = None) -> int:
     """Run ``plan``'s query in an existing session until it ends; print the summary."""
-    from etlstage.spark.spark_session import active_in_this_thread
+    from etlstage.spark.setup.spark_session import active_in_this_thread
 
     with active_in_this_thread(spark):  # where Spark looks the engine's source and sink up
         return _run(spark, plan, progress, counts)
 
 
 def _run(spark: SparkSession, plan: Plan, progress: bool, counts: Counts | None) -> int:
-    from etlstage.spark.driver_requests import open_driver_line
-    from etlstage.spark.replay import replay_deadletters
-    from etlstage.spark.shipping import ship
-    from etlstage.spark.sink import LoadSink
-    from etlstage.spark.source import ExtractSource
+    from etlstage.spark.driver.driver_requests import open_driver_line
+    from etlstage.spark.driver.replay import replay_deadletters
+    from etlstage.spark.setup.shipping import ship
+    from etlstage.spark.tasks.sink import LoadSink
+    from etlstage.spark.tasks.source import ExtractSource
 
     config = plan.config
     counts = counts or Counts(config, plan.run_id)
@@ -234,7 +234,7 @@ def _run(spark: SparkSession, plan: Plan, progress: bool, counts: Counts | None)
     counts.phase("data sources")
     spark.dataSource.register(ExtractSource)
     spark.dataSource.register(LoadSink)
-    from etlstage.spark.native import natives
+    from etlstage.spark.driver.native import natives
 
     counts.phase("query start")
     counts.adopt_reports(list(natives(plan)))
@@ -303,7 +303,7 @@ def _line_places(spark: SparkSession) -> tuple[str, str]:
     local master; else the address of the host Spark's executors reach the driver at
     (``spark.driver.bindAddress`` when set, as Spark's own driver port; through Spark
     Connect the client's host, whose executors reach the client), never every interface."""
-    from etlstage.spark.spark_session import is_connect
+    from etlstage.spark.setup.spark_session import is_connect
 
     master = str(spark.conf.get("spark.master", "") or "")
     if master.startswith("local"):
@@ -327,8 +327,8 @@ def listen_address(host: str) -> str:
 def _retire_workers(spark: SparkSession, plan: Plan) -> None:
     """Through Spark Connect the server's Python processes, and the workers they run,
     outlive this query: ask them to stop the run's workers now, not at Spark's idle timeout."""
-    from etlstage.spark.probe import retire_job
-    from etlstage.spark.spark_session import is_connect
+    from etlstage.spark.driver.probe import retire_job
+    from etlstage.spark.setup.spark_session import is_connect
 
     if not is_connect(spark):
         return  # stopping the session ends its executors' Python processes, and their workers

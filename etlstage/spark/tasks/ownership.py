@@ -47,7 +47,7 @@ log = logging.getLogger("etlstage.spark")
 
 
 @dataclass
-class Handed:
+class PassedWorker:
     """A running worker received from another Spark Python process: its pipes and identity."""
 
     pid: int
@@ -58,8 +58,8 @@ class Handed:
     tail: list[str]
 
     @classmethod
-    def receive(cls, conn: socket.socket, sender: int | None) -> Handed | None:
-        """What :meth:`etlstage.spark.process.WorkerProcess.hand_over` sent on ``conn``; None if nothing
+    def receive(cls, conn: socket.socket, sender: int | None) -> PassedWorker | None:
+        """What :meth:`etlstage.spark.tasks.process.WorkerProcess.hand_over` sent on ``conn``; None if nothing
         usable came, or if the peer is not process ``sender`` of our user."""
         if sender is None or not peer_is(conn, sender):
             return None
@@ -204,7 +204,7 @@ def retired_marker(run_id: str) -> Path:
 
 
 def retire(run_id: str) -> None:
-    """Mark ``run_id`` as ended on this host (see :class:`etlstage.spark.pool.Registry`)."""
+    """Mark ``run_id`` as ended on this host (see :class:`etlstage.spark.tasks.pool.Registry`)."""
     run_folder(run_id)
     os.close(open_private(retired_marker(run_id), os.O_WRONLY))
 
@@ -217,7 +217,7 @@ class Ownership:
         self.path = lock_root() / run_id / f"{safe}-{partition}.lock"
         self.release_path = self.path.with_suffix(".release")
         self.fd: int | None = None
-        self.handed: Handed | None = None  # the running worker the last owner handed over
+        self.handed: PassedWorker | None = None  # the running worker the last owner handed over
 
     @property
     def socket_path(self) -> Path:
@@ -298,7 +298,7 @@ class Ownership:
         return listener
 
     @staticmethod
-    def _receive(listener: socket.socket, sender: int | None) -> Handed | None:
+    def _receive(listener: socket.socket, sender: int | None) -> PassedWorker | None:
         """The worker, if the last owner (process ``sender``) sent it before letting go of the
         lock (it did, or never will)."""
         listener.setblocking(False)
@@ -308,7 +308,7 @@ class Ownership:
             return None
         with conn:
             conn.settimeout(2.0)
-            return Handed.receive(conn, sender)
+            return PassedWorker.receive(conn, sender)
 
     def _wait_for_previous(self, fd: int, timeout: float, who: str) -> None:
         """The last owner's worker (pid and start time in the lock file) must have exited."""
@@ -358,8 +358,8 @@ def _owner_pid(fd: int) -> int | None:
 
 
 __all__ = [
-    "Handed",
     "Ownership",
+    "PassedWorker",
     "Rendezvous",
     "choose_lock_base",
     "lock_root",

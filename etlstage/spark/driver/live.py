@@ -2,7 +2,7 @@
 
 The endpoints are :mod:`etlstage.observe`'s, unchanged; this module gives them the same
 documents the supervisor's live state gives them, built from the driver's
-:class:`~etlstage.spark.report.Counts` (Spark's progress events, the sink's batch
+:class:`~etlstage.spark.driver.report.Counts` (Spark's progress events, the sink's batch
 counts, the workers' tallies) and Spark's checkpoint (micro-batches committed and in
 flight).  A micro-batch is a window: one "source" per E-stage whose windows are the
 query's micro-batches.  What only the supervisor knows (its workers' memory and CPU,
@@ -36,8 +36,8 @@ from etlstage.observe.document import (
     WindowDoc,
     deadletters,
 )
-from etlstage.spark.report import Counts
-from etlstage.spark.status import CheckpointStatus, read_checkpoint
+from etlstage.spark.driver.report import Counts
+from etlstage.spark.driver.status import CheckpointStatus, read_checkpoint
 from etlstage.state.lastrun import last_run
 from etlstage.state.runlock import holder
 from etlstage.state.store import StateStore
