@@ -16,7 +16,9 @@ Each round runs, one after the other, each in a fresh folder:
                  of this checkout's packages (a checkout's root: its ``etlstage``)
 For each: seconds from the command to the first record in the output file (polled every
 10 ms), and to the command's end.  Both Spark arms run without a class data archive
-(``ETLSTAGE_SPARK_CDS=off``; the bare job never has one) and without ``JAVA_TOOL_OPTIONS``.
+(``ETLSTAGE_SPARK_CDS=off``; the bare job never has one) and without ``JAVA_TOOL_OPTIONS``
+(``--jvm-as-is`` keeps both as the environment has them: the test suite's smoke, whose
+JVMs run with its lighter JIT and archives and whose figures are not measured).
 Medians over the rounds; the engine's own start-up phases (its ``start-up:`` line) too.
 Figures: docs/performance.md, "Start-up: the floor under the Spark engine".
 """
@@ -76,9 +78,12 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--count", type=int, default=20)
     ap.add_argument("--arm", action="append", default=[], help="NAME=PYTHONPATH: the spark engine with other code")
+    ap.add_argument("--jvm-as-is", action="store_true", help="keep JAVA_TOOL_OPTIONS and the class data setting")
     a = ap.parse_args()
-    env = {k: v for k, v in os.environ.items() if k != "JAVA_TOOL_OPTIONS"}
-    env["ETLSTAGE_SPARK_CDS"] = "off"
+    env = dict(os.environ)
+    if not a.jvm_as_is:
+        env.pop("JAVA_TOOL_OPTIONS", None)
+        env["ETLSTAGE_SPARK_CDS"] = "off"
     run = [sys.executable, "-m", "etlstage.cli", "run", "stages.yaml", "--once", "--no-progress"]
     spark_run = [*run, "--engine", "spark", "--master", "local[2]"]
     arms: dict[str, tuple[list[str], dict[str, str]]] = {

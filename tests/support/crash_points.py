@@ -30,12 +30,20 @@ def _last(folder: Path) -> int:
     return max(ids, default=-1)
 
 
+_checkpoints: dict[Path, Path] = {}  # state folder -> its Spark checkpoint, once found
+
+
 def progress(state: Path) -> tuple[int, int]:
     """(the last micro-batch whose offsets are logged, the last one committed; -1: none) of
-    the Spark checkpoint under the state folder ``state`` (wherever the pipeline's layout puts it)."""
-    found = next(state.rglob("spark-checkpoint"), None) if state.is_dir() else None
-    if found is None:
-        return -1, -1
+    the Spark checkpoint under the state folder ``state`` (wherever the pipeline's layout puts it).
+    Asked twenty times a second: the folder is searched for until found, then remembered
+    (the search walks every file of the state: CPU the run under test needs)."""
+    found = _checkpoints.get(state)
+    if found is None or not found.is_dir():
+        found = next(state.rglob("spark-checkpoint"), None) if state.is_dir() else None
+        if found is None:
+            return -1, -1
+        _checkpoints[state] = found
     return _last(found / "offsets"), _last(found / "commits")
 
 

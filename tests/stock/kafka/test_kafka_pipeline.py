@@ -24,15 +24,23 @@ N = 1500
 KILLS = 6
 
 
-def _end(bootstrap: str, topic: str) -> int:
-    """The output topic's end offset: it grows with every committed (or aborted) transaction."""
-    from confluent_kafka import Consumer, TopicPartition
+class EndOffset:
+    """The output topic's end offset: it grows with every committed (or aborted) transaction.
+    Asked twenty times a second while a run goes on, through one client: a client made per
+    question (threads, a connection, metadata) cost the broker's JVM and this process CPU
+    that the pipeline under test needs."""
 
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "peek"})
-    try:
-        return int(c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10, cached=False)[1])
-    finally:
-        c.close()
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        from confluent_kafka import Consumer, TopicPartition
+
+        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "peek"})
+        self.partition = TopicPartition(topic, 0)
+
+    def __call__(self) -> int:
+        return int(self.consumer.get_watermark_offsets(self.partition, timeout=10, cached=False)[1])
+
+    def close(self) -> None:
+        self.consumer.close()
 
 
 def _kafka_workers(pid: int) -> list[psutil.Process]:
@@ -89,18 +97,17 @@ def test_every_record_once_across_kills_of_the_supervisor_and_the_workers(broker
     plan = ["supervisor", "etlstage-kafka", "etlstage-kafka-load"] * (KILLS // 3)
     rng.shuffle(plan)
     proc: subprocess.Popen[bytes] | None = None
+    end = EndOffset(broker.bootstrap, dst)
     with open(pdir.path / "log.txt", "ab") as log:
         while len(kills) < KILLS:
             if proc is None:
                 proc = subprocess.Popen(RUN_ONCE, cwd=pdir.path, stdout=log, stderr=log, env=env)
-            before = _end(broker.bootstrap, dst)
+            before = end()
             run = proc
             # kill (at a seeded moment) once records flow (the output grew since the last kill) and a
             # window is inside the T
             wait_for(
-                lambda run=run, before=before: (
-                    run.poll() is not None or (_end(broker.bootstrap, dst) > before and busy.exists())
-                ),
+                lambda run=run, before=before: run.poll() is not None or (end() > before and busy.exists()),
                 within=120,
                 what="records flowing",
                 every=0.05,
@@ -122,6 +129,7 @@ def test_every_record_once_across_kills_of_the_supervisor_and_the_workers(broker
         if proc is not None:
             _wait_or_say_why(proc, pdir.path, env, kills)
         final = subprocess.run(RUN_ONCE, cwd=pdir.path, stdout=log, stderr=log, env=env, timeout=300)
+    end.close()
     assert len(kills) >= 3, f"the pipeline finished before it was killed three times: {kills}"
     assert {"supervisor", "etlstage-kafka", "etlstage-kafka-load"} <= set(kills), kills
     assert final.returncode == 0, (pdir.path / "log.txt").read_text()[-3000:]
@@ -163,22 +171,24 @@ def test_every_record_once_across_kills_of_the_spark_driver(broker, topic, pdir,
     seed = int(os.environ.get("ETLSTAGE_CRASH_SEED", "37"))
     busy = pdir.path / "t-busy"
     runs: list[int] = []
+    end = EndOffset(broker.bootstrap, dst)
 
     def start() -> subprocess.Popen[bytes]:
-        runs.append(_end(broker.bootstrap, dst))  # the output's end when the run starts
+        runs.append(end())  # the output's end when the run starts
         busy.unlink(missing_ok=True)  # the T of a killed run died with it
         return subprocess.Popen(RUN_ONCE, cwd=pdir.path, stdout=log, stderr=log, env=env, start_new_session=True)
 
     def committed_and_busy() -> bool:
         """This run has committed a transaction (the output grew) and a window is inside the
         T: the mid-batch kill lands while records flow, with this run's output in Kafka."""
-        return busy.exists() and _end(broker.bootstrap, dst) > runs[-1]
+        return busy.exists() and end() > runs[-1]
 
     with open(pdir.path / "log.txt", "ab") as log:
         # once at each point of a run (tests/support/crash_points.py): in its start-up, inside a
         # micro-batch, between two
         hit = kill_at_each_point(start, pdir.path / ".etlstage", seed, inside=committed_and_busy)
         final = subprocess.run(RUN_ONCE, cwd=pdir.path, stdout=log, stderr=log, env=env, timeout=600)
+    end.close()
     assert set(hit) == set(POINTS), f"seed {seed}: the kills hit {hit}, not every point of a run"
     assert final.returncode == 0, (pdir.path / "log.txt").read_text()[-3000:]
     # one live loader per partition (spark/tasks/plan.py, one_live_worker): no two producers of one

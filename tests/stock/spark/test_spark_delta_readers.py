@@ -1,8 +1,9 @@
 """A reader without Spark (delta-rs) polls the loader's Delta table while the loader is
 SIGKILLed at seeded random moments during its commits: every snapshot it sees holds whole
 batches only (each batch is one window of ten new ids, so a snapshot's row count is a
-multiple of ten) and never a key twice; after the run, exactly the expected rows. On a
-local path and on S3 (``s3a://``, moto's server on loopback)."""
+multiple of ten) and never a key twice; after the run, every version of the table's log
+holds whole batches too, and the last exactly the expected rows. On a local path and on S3
+(``s3a://``, moto's server on loopback)."""
 
 from __future__ import annotations
 
@@ -45,11 +46,24 @@ class Lake:
     loader_args: str = ""
     env: dict[str, str] = field(default_factory=dict)
 
-    def ids(self) -> list[int]:
+    def ids(self, version: int | None = None) -> list[int]:
         from deltalake import DeltaTable
 
-        table = DeltaTable(self.reader_uri, storage_options=self.storage_options or None)
+        table = DeltaTable(self.reader_uri, version=version, storage_options=self.storage_options or None)
         return table.to_pyarrow_table(columns=["id"]).column("id").to_pylist()
+
+    def version(self) -> int:
+        from deltalake import DeltaTable
+
+        return DeltaTable(self.reader_uri, storage_options=self.storage_options or None).version()
+
+
+def whole_batches(ids: list[int]) -> str | None:
+    """What is wrong with a snapshot's ids, if anything: a key twice, or part of a batch."""
+    repeated = [i for i, n in Counter(ids).items() if n > 1]
+    if repeated or len(ids) % PER_WINDOW:
+        return f"{len(ids)} rows, repeated {repeated[:5]}"
+    return None
 
 
 @contextmanager
@@ -79,18 +93,24 @@ class Poller(threading.Thread):
         self.problems: list[str] = []
 
     def run(self) -> None:
+        read_at = -1  # the log's number of commit files when the table was last read
         while not self.stop.is_set():
+            # a snapshot stands until the next commit (seconds): the log is listed ten times a
+            # second and the table read when it grew — a read of an unchanged log sees the same
+            # snapshot, and on S3 each read is tens of requests to moto, CPU the loader needs
+            commits = self.table.commits()
+            if commits == read_at:
+                self.stop.wait(0.1)
+                continue
             try:
                 ids = self.table.ids()
             except Exception:  # no table yet
                 self.stop.wait(0.05)
                 continue
+            read_at = commits
             self.snapshots += 1
-            repeated = [i for i, n in Counter(ids).items() if n > 1]
-            if repeated or len(ids) % PER_WINDOW:
-                self.problems.append(f"{len(ids)} rows, repeated {repeated[:5]}")
-            # a snapshot stands until the next commit (seconds): ten reads a second see each
-            # one, and leave the two cores to the loader and the tests beside this one
+            if (problem := whole_batches(ids)) is not None:
+                self.problems.append(problem)
             self.stop.wait(0.1)
 
 
@@ -154,4 +174,8 @@ stages:
     assert kills == KILLS, f"seed {seed}: the run ended after {kills} kills"
     assert poller.snapshots > 0
     assert not poller.problems, f"seed {seed}: {poller.problems[:5]}"
+    # every version a reader could have opened, not only those the poller happened to see
+    last = table.version()
+    versions = {v: whole_batches(table.ids(v)) for v in range(last + 1)}
+    assert not {v: p for v, p in versions.items() if p}, f"seed {seed}: {versions}"
     assert Counter(table.ids()) == Counter(range(IDS)), f"seed {seed}"
