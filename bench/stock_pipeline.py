@@ -289,7 +289,7 @@ def report(a: argparse.Namespace, engines: dict[str, tuple[str, ...]]) -> None:
         emulator = EMULATOR_CPU[label] / CPU_SECONDS[label] if CPU_SECONDS[label] else 0.0
         print(f"  {label:<36} {cores:5.2f}   ({CPU_SECONDS[label]:5.1f} CPU-s, emulator {emulator:.0%})")
     for label, peak in PEAK_RSS.items():
-        if label.endswith("pipeline"):
+        if ": pipeline" in label:
             print(f"supervisor peak RSS, {label}: {peak / 2**20:.0f} MiB")
     try:
         import matplotlib

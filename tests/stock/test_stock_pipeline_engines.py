@@ -69,8 +69,8 @@ def test_the_stock_pipeline_on_spark_survives_kills_of_the_driver(tmp_path: Path
     moment inside a batch), restarting with --once each time: the tables are exactly the demo's."""
     seed = int(os.environ.get("ETLSTAGE_CRASH_SEED", "4111"))
     shutil.copy(ROOT / "stages.yaml", tmp_path / "stages.yaml")
-    text = (tmp_path / "stages.yaml").read_text()  # windows of 1,000 records: some 5 micro-batches
-    smaller = text.replace('--max-records-per-cycle, "10000"', '--max-records-per-cycle, "1000"')
+    text = (tmp_path / "stages.yaml").read_text()  # windows of 2,000 records: some 3 micro-batches
+    smaller = text.replace('--max-records-per-cycle, "25000"', '--max-records-per-cycle, "2000"')
     assert smaller != text
     (tmp_path / "stages.yaml").write_text(smaller)
     cmd = [*ETLSTAGE, "run", "--engine", "spark", "--master", "local[2]", "--once", "--no-progress", "stages.yaml"]

@@ -15,6 +15,7 @@ from typing import Any
 import pyarrow as pa
 from etlstage_workers.kinesis.client import KinesisApi, make_client, stream_key
 from etlstage_workers.kinesis.output import Framer, Position
+from etlstage_workers.kinesis.readahead import shares
 from etlstage_workers.kinesis.retry import Backoff, RateLimit, error_code
 from etlstage_workers.kinesis.shards import iterator_from, plan_new, unfinished_parents
 from etlstage_workers.kinesis.spark_offsets import (
@@ -128,7 +129,7 @@ class KinesisReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return self._answer[1]  # asked again for the same batch: the same answer
         if self._view_batch != batch:
             self._advance(start)
-        per_shard = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+        most = limit.max_rows if isinstance(limit, ReadMaxRows) else None  # records in the batch, all shards
         read: dict[str, int | None] = {}
         while True:
             if self._sync_needed or time.monotonic() - self._last_sync >= self.o.shard_sync_interval:
@@ -139,17 +140,20 @@ class KinesisReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 if row.shard_id in read:
                     continue
                 if row.shard_id in self._more:
-                    read[row.shard_id] = per_shard
+                    read[row.shard_id] = most
                 else:
                     to_ask.append(row)
             for row, (waiting, ended) in zip(to_ask, self._probe_all(to_ask), strict=True):
                 if waiting:
-                    read[row.shard_id] = per_shard
+                    read[row.shard_id] = most
                 elif ended:
                     log.info("%s: end of shard reached", row.shard_id)
                     row.ended = newly_ended = self._sync_needed = True
             if not newly_ended:  # else its children may be readable now
                 break
+        if most is not None and read:  # a micro-batch holds what the worker's cycle holds: the limit in all, shared
+            for sid, share in zip(read, shares(most, len(read), most), strict=True):
+                read[sid] = max(1, share)
         self.lag.publish({sid for sid, row in self._rows.items() if row.ended})
         end = encode(batch + 1, self._rows, read)
         if not read and _registry(end) == self._registry_at_start:

@@ -13,8 +13,10 @@ Micro-batches (:mod:`.spark_reader`)
     all reached SHARD_END and that have records — a shard whose last read stopped at its
     record limit behind the tip does, any other is asked with one ``GetRecords(Limit=1)`` (at most every
     ``--idle-sleep`` seconds, except under available-now).  Each picked shard is one input
-    partition, read by one task with at most the batch's record limit per shard
-    (``--max-records-per-cycle``, or Spark's ``ReadMaxRows``).  Offsets
+    partition, read by one task with its share of the batch's record limit
+    (``--max-records-per-cycle``, or Spark's ``ReadMaxRows``: split evenly among the
+    shards the batch reads, as the worker splits a cycle, so a micro-batch holds what a
+    window holds under the supervisor).  Offsets
     (:mod:`.spark_offsets`) hold every shard's position, the finished shards, and the
     shards the batch reads with their limits.  New shards (with a pinned ``LATEST`` start
     time) and shards found finished go into an offset even when nothing is to be read: a
