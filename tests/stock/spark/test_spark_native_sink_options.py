@@ -9,7 +9,7 @@ from etlstage_workers.spark.cli import build_parser, config_from_args
 from etlstage_workers.spark.native_sink import parse
 
 from etlstage.config.model import StageConfig
-from etlstage.errors import ConfigError
+from etlstage.errors import ConfigError, PipelineError
 from etlstage.native import NativeContext
 from etlstage.protocol.markers import Markers
 from etlstage.protocol.vocabulary import Mode, StageType
@@ -48,3 +48,49 @@ def test_bad_options_name_the_stage(argv: list[str], named: str) -> None:
     with pytest.raises(ConfigError) as err:
         parse(ctx(*argv))
     assert "stage 'load' (etlstage-spark-load under the Spark engine)" in str(err.value) and named in str(err.value)
+
+
+class _LostBatch:
+    """A micro-batch whose gathering on the driver fails as Spark fails it (no JVM)."""
+
+    def __init__(self, error: str) -> None:
+        self.error = error
+
+    def toArrow(self) -> None:  # pyspark's name
+        raise RuntimeError(self.error)
+
+
+LOST = (
+    "An error occurred while calling o200.getResult.\n: org.apache.spark.SparkException: Job aborted due to "
+    "stage failure: Task 1 in stage 1.0 failed 1 times, most recent failure: Lost task 1.0 in stage 1.0 "
+    "(TID 3) (192.0.2.2 executor driver): TaskResultLost (result lost from block manager)"
+)
+
+
+@pytest.mark.parametrize("argv", [["--output", "out", "--rdss", "--format", "delta"], ["--output", "out", "--rdss"]])
+def test_a_micro_batch_too_large_to_gather_says_so_and_what_to_do(tmp_path, argv: list[str]) -> None:
+    """Both sinks (Delta tables, plain files): a micro-batch the driver cannot hold stops the
+    run naming the stage, the micro-batch and the fix, in the words the engine shows."""
+    from etlstage_workers.spark.native_sink import SinkBatches, TableBatches
+
+    from etlstage.spark.driver.explain import explain
+
+    config = parse(NativeContext(stage=LOAD, argv=argv, checkpoint=str(tmp_path / "ckpt"), cwd=str(tmp_path)))
+    sink = (
+        TableBatches(config, "load").write
+        if config.is_table
+        else SinkBatches(config, str(tmp_path / "ckpt" / "sink-log"), "load").write
+    )
+    with pytest.raises(PipelineError) as raised:
+        sink(_LostBatch(LOST), 7)  # type: ignore[arg-type]
+    said = str(raised.value)
+    assert "stage 'load': micro-batch 7 could not be gathered on the Spark driver" in said
+    assert "spark.driver.memory" in said and "--max-records-per-cycle" in said
+    # as the engine prints it: the Python error inside Spark's own (a foreachBatch function's)
+    spark_text = (
+        f"[FOREACH_BATCH_USER_FUNCTION_ERROR] ...\nTraceback ...\netlstage.errors.PipelineError: {said}\n\tat org"
+    )
+    assert explain(RuntimeError(spark_text)) == said
+
+    with pytest.raises(RuntimeError, match="something else"):  # any other failure is Spark's own, as it was
+        sink(_LostBatch("something else"), 8)  # type: ignore[arg-type]
