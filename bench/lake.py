@@ -9,7 +9,7 @@ and S3 (moto's server on loopback), in one run.
                                         # the loader's MERGE with its settings and with one
                                         # changed (KEY=VALUE,...), and plain Parquet, batch
                                         # after batch in turn; --base: set for every row
-    python bench/lake.py --floor [--rounds 10] [--sizes 5000,50000]
+    python bench/lake.py --floor [--rounds 10] [--sizes 5000,50000] [--s3]
                                         # the loader's batch (three RDSS tables) against a
                                         # bare PySpark insert-only MERGE of the same rows
     python bench/lake.py --tables [--rounds 10] [--cold 3]
@@ -34,6 +34,7 @@ loader's do. Figures: docs/performance-spark.md, "Delta tables".
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import statistics
@@ -238,8 +239,9 @@ def bare_merge(spark: Any, config: LoaderConfig, root: str, prepared: Any) -> in
     for route, rows in lake.batch_tables(prepared, list(range(len(prepared.keys)))).items():
         path = lake.table_path(root, route)
         df = spark.createDataFrame(rows)
-        if not os.path.exists(os.path.join(path, "_delta_log")):
+        if path not in _BARE_TABLES:  # a local path or s3a://
             df.write.format("delta").save(path)
+            _BARE_TABLES.add(path)
             inserted += rows.num_rows
             continue
         df.createOrReplaceTempView("bare_batch")
@@ -248,6 +250,9 @@ def bare_merge(spark: Any, config: LoaderConfig, root: str, prepared: Any) -> in
         ).collect()
         inserted += int(done[0]["num_inserted_rows"])
     return inserted
+
+
+_BARE_TABLES: set[str] = set()  # the floor's tables, created by its first batch
 
 
 def loader_in_task(spark: Any, config: LoaderConfig, root: str, prepared: Any) -> int:
@@ -267,16 +272,33 @@ def last_job(spark: Any) -> int:
     return max(spark.sparkContext.statusTracker().getJobIdsForGroup(None) or [-1])
 
 
-def floor(rounds: int, sizes: list[int], master: str) -> None:
+def floor(rounds: int, sizes: list[int], master: str, s3: bool = False) -> None:
     """``--floor``: the loader's batch (three RDSS tables) against a bare PySpark insert-only
     MERGE of the same rows into tables of its own, warm, batch after batch in turn (the
-    order turned each round), with the Spark jobs each ran; per batch size."""
-    spark = session(master, {})
+    order turned each round), with the Spark jobs each ran; per batch size. ``s3``: the
+    tables on S3 (moto's server on loopback) instead of local disk."""
+    with contextlib.ExitStack() as stack:
+        s3_conf: dict[str, str] = {}
+        if s3:
+            from tests.support.s3 import moto_s3
+
+            server = stack.enter_context(moto_s3(Path(tempfile.mkdtemp(prefix="bench-lake-s3-"))))
+            server.create_bucket("bench")
+            os.environ.update(server.env())
+            s3_conf = server.spark_conf()
+        _floor(rounds, sizes, master, s3_conf, "S3 (moto)" if s3 else "local disk")
+
+
+def _floor(rounds: int, sizes: list[int], master: str, s3_conf: dict[str, str], where: str) -> None:
+    spark = session(master, s3_conf)
     config = LoaderConfig(output="unused", format="delta", rdss=True).check()
     try:
         for n in sizes:
             prepared = mixed_batch(n, config)
-            roots = {arm: tempfile.mkdtemp(prefix="bench-lake-floor-") for arm in FLOOR_ARMS}
+            if s3_conf:
+                roots = {arm: f"s3a://bench/floor-{n}-{k}" for k, arm in enumerate(FLOOR_ARMS)}
+            else:
+                roots = {arm: tempfile.mkdtemp(prefix="bench-lake-floor-") for arm in FLOOR_ARMS}
             warm: dict[str, list[float]] = {arm: [] for arm in FLOOR_ARMS}
             jobs: dict[str, list[int]] = {arm: [] for arm in FLOOR_ARMS}
             for r in range(rounds + 2):
@@ -290,9 +312,10 @@ def floor(rounds: int, sizes: list[int], master: str) -> None:
                         jobs[arm].append(last_job(spark) - first)
                     assert inserted == len(set(batch.keys)), (arm, inserted)
             for root in roots.values():
-                shutil.rmtree(root, ignore_errors=True)
+                if not s3_conf:
+                    shutil.rmtree(root, ignore_errors=True)
             bare = statistics.median(warm["bare MERGE (floor)"])
-            print(f"{n} messages per batch, three tables, {master}, {rounds} batches each:")
+            print(f"{n} messages per batch, three tables on {where}, {master}, {rounds} batches each:")
             for arm, ts in warm.items():
                 print(f"  {arm:26} median {statistics.median(ts):.2f} s (min {min(ts):.2f}), "
                       f"{statistics.median(jobs[arm]):.0f} Spark jobs, {statistics.median(ts) / bare:.2f}x the floor",
@@ -321,6 +344,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--no-s3", action="store_true")
+    ap.add_argument("--s3", action="store_true", help="--floor: the tables on S3 (moto) instead of local disk")
     ap.add_argument("--ab", metavar="KEY=VALUE", help="the MERGE with this Spark setting against without it")
     ap.add_argument("--base", metavar="KEY=VALUE", default="", help="--ab: settings every row runs with")
     ap.add_argument("--rounds", type=int, default=10)
@@ -331,7 +355,7 @@ def main() -> None:
     ap.add_argument("--sizes", default="5000,50000", help="--floor: messages per batch, comma-separated")
     a = ap.parse_args()
     if a.floor:
-        floor(a.rounds, [int(n) for n in a.sizes.split(",")], a.master)
+        floor(a.rounds, [int(n) for n in a.sizes.split(",")], a.master, a.s3)
         return
     if a.tables_cold:
         tables_cold(a.tables_cold, a.small, a.master)
