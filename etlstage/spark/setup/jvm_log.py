@@ -32,6 +32,8 @@ NOISE = (
     "To adjust logging level use sc.setLogLevel",
     "Picked up JAVA_TOOL_OPTIONS",
     "Picked up _JAVA_OPTIONS",
+    # SparkStringUtils, at a wide table's first MERGE: a plan's text for debugging was cut
+    "Truncated the string representation of a plan since it was too large",
 )
 TRACEBACK = "Traceback (most recent call last):"
 _LOG4J = re.compile(r"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d (?P<level>TRACE|DEBUG|INFO|WARN|ERROR|FATAL) (?P<text>.*)$")

@@ -18,6 +18,7 @@ Using Spark's default log4j profile: org/apache/spark/log4j2-defaults.properties
 26/12/02 04:47:57 WARN NativeCodeLoader: Unable to load native-hadoop library for your platform... using builtin-java
 Setting default log level to "WARN".
 To adjust logging level use sc.setLogLevel(newLevel). For SparkR, use setLogLevel(newLevel).
+26/12/04 17:34:35 WARN SparkStringUtils: Truncated the string representation of a plan since it was too large. This behavior can be adjusted by setting 'spark.sql.debug.maxToStringFields'.
 26/12/02 04:48:10 ERROR Executor: Exception in task 0.0 in stage 1.0 (TID 1)
 java.lang.IllegalStateException: boom
 \tat org.example.Thing.run(Thing.java:1)
@@ -32,13 +33,13 @@ def test_start_up_noise_goes_at_debug_and_the_rest_at_its_level(caplog: pytest.L
         jvm_log.relay(io.BytesIO(START.encode())).join(10)
     said = [(r.levelno, r.getMessage()) for r in caplog.records if r.name == "etlstage.spark.jvm"]
     levels = [level for level, _ in said]
-    assert levels == [logging.DEBUG] * 7 + [logging.ERROR] + [logging.DEBUG] * 2 + [logging.WARNING, logging.DEBUG] + [
+    assert levels == [logging.DEBUG] * 8 + [logging.ERROR] + [logging.DEBUG] * 2 + [logging.WARNING, logging.DEBUG] + [
         logging.INFO
     ]
     assert said[-2] == (logging.DEBUG, "Traceback (most recent call last):")  # an exception's: the stack at DEBUG
     assert said[-1] == (logging.INFO, "[t#0] a worker's own line")  # a worker's: INFO, as the supervisor
-    assert said[7][1] == "Executor: Exception in task 0.0 in stage 1.0 (TID 1)"  # the date is the record's own
-    assert said[9] == (logging.DEBUG, "\tat org.example.Thing.run(Thing.java:1)")
+    assert said[8][1] == "Executor: Exception in task 0.0 in stage 1.0 (TID 1)"  # the date is the record's own
+    assert said[10] == (logging.DEBUG, "\tat org.example.Thing.run(Thing.java:1)")
 
 
 def test_a_python_traceback_inside_a_log_line_is_cut_there(caplog: pytest.LogCaptureFixture) -> None:
