@@ -3,8 +3,8 @@ stage alone on the same input, for ~1 KB and ~4 KB valid RDSS messages.  Writes 
 and a plot (docs/stock-pipeline.png).
 
     python bench/stock_pipeline.py [--n1k 40000] [--n4k 10000]
-    python bench/stock_pipeline.py --n1k 200000 --n4k 0 --alone rdss \
-        --variant 'windows of 50,000: kinesis.--max-records-per-cycle=50000; spark.batch_size=25000'
+    python bench/stock_pipeline.py --n1k 200000 --n4k 0 --alone rdss,spark --spark \
+        --variant 'before: kinesis.--max-records-per-cycle=10000; spark.batch_size=5000'
 
 ``--variant LABEL: OVERRIDES`` adds a run of the pipeline with some of the stock settings
 changed (``stage.key=value``: a stage key, its value YAML; ``stage.--flag=value``: a flag's
@@ -136,12 +136,12 @@ def run(work: Path, yaml_text: str, label: str = "", flags: tuple[str, ...] = ()
         seconds = time.perf_counter() - t0
         done.set()
         sampler.join()
+        if label and KEEP_LOGS is not None:  # a failed run's too: the log says why
+            KEEP_LOGS.mkdir(parents=True, exist_ok=True)
+            shutil.copy(work / "run.log", KEEP_LOGS / (re.sub(r"[^\w.-]+", "_", label) + ".log"))
         if proc.returncode != 0:
             log.seek(0)
             raise SystemExit(f"run failed:\n{log.read()[-3000:]}")
-    if label and KEEP_LOGS is not None:
-        KEEP_LOGS.mkdir(parents=True, exist_ok=True)
-        shutil.copy(work / "run.log", KEEP_LOGS / (re.sub(r"[^\w.-]+", "_", label) + ".log"))
     if label:
         PEAK_RSS[label] = max(PEAK_RSS.get(label, 0), peak[0])
         CPU[label] = CPU_SECONDS[label] = sum(cpu.values())

@@ -153,7 +153,7 @@ class KinesisReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 break
         if most is not None and read:  # a micro-batch holds what the worker's cycle holds: the limit in all, shared
             for sid, share in zip(read, shares(most, len(read), most), strict=True):
-                read[sid] = max(1, share)
+                read[sid] = max(1, share)  # more shards than the limit: one each, none left behind
         self.lag.publish({sid for sid, row in self._rows.items() if row.ended})
         end = encode(batch + 1, self._rows, read)
         if not read and _registry(end) == self._registry_at_start:
