@@ -47,7 +47,9 @@ RECHECK = 0.02  # a quiet worker with held jobs is checked again this often
 class Unconfirmed:
     """The jobs one worker process answered since it was last known to be in step."""
 
-    def __init__(self, level: int, limit_bytes: int) -> None:
+    def __init__(self, level: int, limit_bytes: int, pace: Pace | None = None) -> None:
+        """``pace``: the worker process's answers (its :class:`~etlstage.conversation.machine.Conversation`
+        records them; the confirmation reads them)."""
         self.level = level
         self.limit_bytes = limit_bytes  # held input beyond this: the oldest let it go
         self.jobs: list[Job] = []  # held with their input, oldest first
@@ -57,7 +59,7 @@ class Unconfirmed:
         self.bytes = 0
         self.windows: collections.Counter[Window] = collections.Counter()  # holds taken, by window
         self.released: set[Window] = set()  # the windows the last release on quiet alone let go
-        self.pace = Pace()  # the worker's answers: how long they take, and any cause for doubt
+        self.pace = pace or Pace()  # the worker's answers: how long they take, and any cause for doubt
         self.empty = asyncio.Event()
         self.empty.set()
         self.wanted = False  # the driver waits for a confirmation before it sends more
@@ -69,13 +71,11 @@ class Unconfirmed:
         """Some held job let its input go: it cannot be sent again."""
         return bool(self.let_go or self.suspect_let_go)
 
-    def add(self, job: Job, service_time: float, arrived: float | None, read: float) -> None:
-        """``job`` was answered (its results are on their way): hold it until confirmed.
-        Its answer arrived at ``arrived`` (None: unseen, it was already waiting) and was
-        read at ``read``."""
+    def add(self, job: Job) -> None:
+        """``job`` was answered (its results are on their way; its time is in :attr:`pace`):
+        hold it until confirmed."""
         self.jobs.append(job)
         self.bytes += sum(len(p.block) for p in job.pieces)
-        self.pace.answered(service_time, arrived, read)
         for p in job.pieces:
             self.windows[p.window] += 1
             p.window.hold()

@@ -40,10 +40,10 @@ from etlstage.protocol.scenario import Scenario
 from etlstage.protocol.vocabulary import Mode
 from etlstage.runtime import places
 from etlstage.runtime.confirm import RECHECK, Unconfirmed
-from etlstage.runtime.flow import Inbox, Job, Piece, Window
+from etlstage.runtime.flow import Inbox, Job, Piece, Window, oldest_window
 from etlstage.runtime.places import Places
 from etlstage.runtime.session import WorkerSession
-from etlstage.runtime.tasks import run_all, run_until
+from etlstage.runtime.tasks import Scope, run_all, run_until
 
 log = logging.getLogger("etlstage.stage")
 
@@ -88,12 +88,14 @@ class _Driver:
     def label(self, instance: int) -> str:
         return self.stage.name if self.stage.instances == 1 else f"{self.stage.name}#{instance}"
 
-    async def start(self, instance: int) -> WorkerSession:
+    async def start(self, instance: int, worked: bool = False) -> WorkerSession:
+        """A worker process for ``instance``; ``worked``: an earlier one of it answered a request."""
         scenario = self.stage.scenario(instance, self.state_dir)
         argv = scenario.expand(self.stage.argv())
         label = self.label(instance)
         transport = await self.spawn(self.stage, scenario, label)
         session = WorkerSession(transport, scenario, label, argv, self.stage.timeouts, self.stage.max_message_bytes)
+        session.conv.worked_before = worked
         self.sessions[instance] = session
         self.stats.workers[instance] = transport
         self.stats.state_dir = self.state_dir
@@ -114,18 +116,17 @@ class _Driver:
         self.halted = True
         await asyncio.gather(*(s.stop(self.stage.stop_timeout) for s in self.sessions.values()))
 
-    async def _failed(self, session: WorkerSession, exc: WorkerError, worked: bool) -> bool | None:
+    async def _failed(self, session: WorkerSession, exc: WorkerError) -> bool | None:
         """A worker failed: kill and reap it. None when the pipeline stopped it on purpose (its
         instance ends); otherwise whether any process of the instance has answered yet. One
         that never did and exited before its first request is a broken command: raised."""
         await session.abort()
         if self.stopped_on_purpose(session.label):
             return None
-        worked = worked or session.completed > 0
-        broken = session.broken_command(exc, worked)
+        broken = session.broken_command(exc)
         if broken is not None:
             raise broken from exc
-        return worked
+        return session.conv.worked
 
     async def abort_all(self) -> None:
         """Every worker killed and reaped, all at once."""
@@ -167,13 +168,13 @@ class TransformDriver(_Driver):
         while True:
             if self.stopped_on_purpose(self.label(i)):  # its back-off ended as the pipeline stops its workers
                 return
-            session = await self.start(i)
-            held = Unconfirmed(self.level, self.stage.replay_bytes)
+            session = await self.start(i, worked)
+            held = Unconfirmed(self.level, self.stage.replay_bytes, session.conv.pace)
             try:
                 recycle = await self._converse(session, self.inboxes[i], retry, restarts, held)
                 await self._close(session, held, restarts)
             except WorkerError as exc:
-                answered = await self._failed(session, exc, worked)
+                answered = await self._failed(session, exc)
                 if answered is None:
                     return
                 worked = answered
@@ -217,7 +218,7 @@ class TransformDriver(_Driver):
                 self.stats.failed(exc, i)
                 await restarts.wait(exc, failed[0] if failed else None)
                 continue
-            worked = worked or session.completed > 0
+            worked = session.conv.worked
             code = await session.stop(self.stage.stop_timeout)
             if code not in (0, None):
                 log.warning("%s exited with status %s after its stdin closed (expected 0)", session.label, code)
@@ -376,7 +377,6 @@ class TransformDriver(_Driver):
                 size = sum(len(p.block) for p in got)
                 for p in got:
                     job.add(p)
-                job.size += size
                 grew(size)
                 ahead.add(size)
                 self.stats.took(session.scenario.instance, n, size)
@@ -394,8 +394,8 @@ class TransformDriver(_Driver):
 
     # --- completion -----------------------------------------------------------------------
 
-    def _answered(self, job: Job, held: Unconfirmed, arrived: float | None) -> None:
-        """``job`` answered; its answer arrived at ``arrived`` (None: at some time unseen).
+    def _answered(self, job: Job, held: Unconfirmed) -> None:
+        """``job`` answered (its time is in the conversation's pace already).
 
         Held until the worker is known to be in step, an L-worker's EOP as a T's answer: a
         stray EOP may have acknowledged a batch the worker then dies on (docs/protocol.md).
@@ -406,7 +406,7 @@ class TransformDriver(_Driver):
         self.stats.answered(now - job.started)
         if self.on_job_done is not None:
             self.on_job_done(job)
-        held.add(job, now - job.started, arrived, now)
+        held.add(job)
 
     async def _hand_on(self, job: Job, instance: int) -> None:
         """An answered job's results to the next stage, then its input let go at this level."""
@@ -427,7 +427,7 @@ class TransformDriver(_Driver):
                 log.warning(handed.MISMATCH, self.stage.name, n)
             if block:
                 self.stats.produced(instance, n, len(block))
-                await self.emit(Piece(block, n, job.oldest_window()))
+                await self.emit(Piece(block, n, oldest_window(job)))
                 # counted handed on only once it all went (a failure in the middle sends the
                 # job again, and its re-answer goes on whole: at-least-once, never lost)
                 if job.handed is not None:
@@ -455,11 +455,10 @@ class _Conversation:
     ) -> None:
         self.driver, self.stage, self.session = driver, driver.stage, session
         self.inbox, self.retry, self.restarts, self.held = inbox, retry, restarts, held
-        self.slots = asyncio.Semaphore(self.stage.jobs_in_flight)
+        self.conv = session.conv
         self.drained = asyncio.Event()  # set whenever nothing is in flight
         self.drained.set()
         self.answered = asyncio.Event()  # set at each completed job
-        self.unanswered_bytes = 0  # input written and not yet answered: at most replay_bytes (or one job)
         self.recycle = False
         self.first = True  # the first job waits for the worker's start-up output, if any
         self.next_rss_check = 0.0
@@ -492,7 +491,6 @@ class _Conversation:
                 self.recycle = True
                 await self.drained.wait()
                 return
-            await self.slots.acquire()
             await self._wait_for_room()
             # Every wait comes before the job is taken: a worker that dies meanwhile must
             # find it still in ``retry`` or the inbox, not in a local variable of this task.
@@ -508,10 +506,13 @@ class _Conversation:
             await self._send(job)
 
     async def _wait_for_room(self) -> None:
-        """Input written and unanswered stays within ``replay_bytes``; answers held for
-        confirmation are confirmed first once due."""
-        stage, held, inbox = self.stage, self.held, self.inbox
-        while not policy.may_write(self.unanswered_bytes, stage.batch_bytes, stage.replay_bytes):
+        """A slot among ``jobs_in_flight``, and input written and unanswered within
+        ``replay_bytes`` (the next job's size is not known yet: ``batch_bytes``); answers
+        held for confirmation are confirmed first once due."""
+        stage, held, inbox, conv = self.stage, self.held, self.inbox, self.conv
+        while not (
+            conv.has_slot(stage.jobs_in_flight) and conv.has_room(stage.batch_bytes, replay_bytes=stage.replay_bytes)
+        ):
             self.answered.clear()
             await self.answered.wait()
         while held and held.due() and not (inbox.closed and not len(inbox)):  # at the end: EOF confirms
@@ -527,7 +528,7 @@ class _Conversation:
         if self.first:
             self.first = False
             await self.session.startup_quiet()
-        if self.retry and policy.in_step_first(self.retry[0]):
+        if self.retry and self.conv.must_wait_in_step(self.retry[0], unconfirmed=bool(self.held)):
             await self.drained.wait()
             self.held.wanted = True  # blame stays exact: what went before is in step first
             await self.held.empty.wait()
@@ -538,8 +539,6 @@ class _Conversation:
         session.add_job(job)
         self.drained.clear()
         self.driver.stats.in_flight += 1
-        job.size = sum(len(p.block) for p in job.pieces)
-        self.unanswered_bytes += job.size
         if session.scenario.worker_driven:
             await self.driver._feed_worker_driven(session, self.inbox, job, self._grew)
         else:
@@ -549,7 +548,7 @@ class _Conversation:
 
     def _grew(self, size: int) -> None:
         """A worker-driven batch took ``size`` more bytes of input (its answer counts them off)."""
-        self.unanswered_bytes += size
+        self.conv.grew(size)
 
     # --- reading ----------------------------------------------------------------------------------
 
@@ -558,16 +557,12 @@ class _Conversation:
         while True:
             tokens = await session.read_tokens()
             if tokens is None:
-                raise await session.gone(
-                    "exited with requests unanswered"
-                    if session.inflight
-                    else "exited while waiting for work (its stdin was still open)"
-                )
+                raise await session.gone(self.conv.went_early())
             if not tokens:  # quiet for the settle time with nothing outstanding: in step
                 self._quiet()
                 continue
-            reading = session.rules.feed(tokens)
             arrived = session.tokens_arrived
+            reading = self.conv.answers(tokens, time.monotonic(), arrived)
             for job in reading.completed:  # each held before anything awaits
                 self._answered(job, arrived)
             if reading.completed and session.scenario.worker_driven:
@@ -596,10 +591,7 @@ class _Conversation:
             session.quiet_until = time.monotonic() + (held.settle() if pressing else RECHECK)
 
     def _answered(self, job: Job, arrived: float | None) -> None:
-        self.unanswered_bytes -= job.size
-        self.driver._answered(job, self.held, arrived)
-        self.session.completed += 1
-        self.slots.release()
+        self.driver._answered(job, self.held)
         self.answered.set()
         if not job.resent:
             self.restarts.succeeded()  # new work goes through: failures are no longer "in a row"
@@ -626,16 +618,23 @@ class ExtractDriver(_Driver):
         self.once = once
         self.eom = stage.markers.EOM
         self.stopping = False
+        self._scope: Scope | None = None  # while it runs: its instances, and their stop sequences
 
     def request_stop(self) -> None:
-        """Graceful stop: a plain E-worker is asked to end (stdin closed, then SIGTERM)."""
+        """Graceful stop: a plain E-worker is asked to end (stdin closed, then SIGTERM); the
+        stop sequences run in the stage's scope (its run waits for them)."""
         self.stopping = True
-        if self.stage.mode == Mode.PLAIN:
-            # held here so that the loop keeps them until they end (it keeps only weak references)
-            self._stop_tasks = [asyncio.ensure_future(s.stop(self.stage.stop_timeout)) for s in self.sessions.values()]
+        if self.stage.mode == Mode.PLAIN and self._scope is not None:
+            for s in self.sessions.values():
+                self._scope.start(s.stop(self.stage.stop_timeout))
 
     async def run(self) -> None:
-        await run_all(*(self._instance(i) for i in range(self.stage.instances)))
+        try:
+            async with Scope() as self._scope:
+                for i in range(self.stage.instances):
+                    self._scope.start(self._instance(i))
+        finally:
+            self._scope = None
 
     async def _instance(self, i: int) -> None:
         label = self.label(i)
@@ -646,7 +645,7 @@ class ExtractDriver(_Driver):
         while True:
             if self.stopped_on_purpose(label):  # its back-off ended as the pipeline stops its workers
                 return
-            session = await self.start(i)
+            session = await self.start(i, worked)
             try:
                 if self.stage.mode == Mode.PLAIN:
                     window = window or self.open_window(label, None)
@@ -676,7 +675,7 @@ class ExtractDriver(_Driver):
                             return
                         await asyncio.sleep(self.stage.poll_interval)
             except WorkerError as exc:
-                answered = await self._failed(session, exc, worked)
+                answered = await self._failed(session, exc)
                 if answered is None:
                     return
                 worked = answered
@@ -688,7 +687,6 @@ class ExtractDriver(_Driver):
             tokens = await session.read_tokens()
             if tokens is None:
                 return
-            session.completed += 1
             for tok in tokens:
                 assert isinstance(tok, bytes)
                 await self._forward(tok, window, session.scenario.instance)
@@ -697,22 +695,21 @@ class ExtractDriver(_Driver):
         """Send one request, forward its messages as they come; True when it was empty."""
         await self._nothing_unasked(session)
         raw = request if isinstance(request, bytes) else b""
-        job = Job()
+        job: Job[Piece] = Job()
         session.add_job(job)
         await session.write(raw + self.eom, if_exited=EXITED_BETWEEN_CYCLES)
         before = window.messages
         while True:
             tokens = await session.read_tokens()
             if tokens is None:
-                answered_any = window.messages != before or session.parser.pending_bytes > 0
+                answered_any = window.messages != before or session.conv.parser.pending_bytes > 0
                 raise await session.gone(cycle_cut_short(answered_any))
             for k, tok in enumerate(tokens):
                 if tok is EOP:
                     if k != len(tokens) - 1:
                         rest = b"".join(t for t in tokens[k + 1 :] if isinstance(t, bytes))
                         raise session.violation(ProtocolViolation("bytes after EOP before the next request", rest))
-                    session.inflight.clear()
-                    session.completed += 1
+                    session.conv.cycle_answered()
                     self.stats.answered(time.monotonic() - job.started)
                     return window.messages == before
                 assert isinstance(tok, bytes)
@@ -721,14 +718,14 @@ class ExtractDriver(_Driver):
     async def _nothing_unasked(self, session: WorkerSession) -> None:
         """Before a request: anything the worker wrote since its last EOP (a stray EOP would
         otherwise answer this request), or since it started, is a violation."""
-        if not session.completed:
+        if not session.conv.answered:
             await session.startup_quiet()  # what it wrote meanwhile waits unread: read below
         session.quiet_until = time.monotonic()
         stray = await session.read_tokens()
         session.quiet_until = None
         if stray is None:
             raise await session.gone(EXITED_BETWEEN_CYCLES)
-        unasked = unasked_before_request(stray, answered=session.completed > 0)
+        unasked = unasked_before_request(stray, answered=session.conv.answered > 0)
         if unasked is not None:
             raise session.violation(unasked)
 

@@ -5,7 +5,8 @@ one window.  A **window** counts, per pipeline level, how many of its messages a
 waiting or being worked on there; it is *done* when it is closed at its source and no
 message derived from it is left at any level.  An **inbox** is the bounded buffer in
 front of a stage (backpressure).  A **job** is what a stage driver writes to a worker
-in one go: one batch, or several single-message requests.
+in one go: one batch, or several single-message requests (:class:`Job`, the one type
+both engines use; the supervisor's jobs are made of pieces).
 """
 
 from __future__ import annotations
@@ -14,10 +15,8 @@ import asyncio
 import collections
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
-from etlstage.conversation.handed import Handed
-from etlstage.protocol.replies import Exchange
+from etlstage.conversation.job import Job
 
 
 class Window:
@@ -225,39 +224,6 @@ class Inbox:
         return out
 
 
-@dataclass(eq=False, kw_only=True)  # by name only: Exchange's fields come first
-class Job(Exchange):
-    """Work written to one worker in one go: a batch, or ``requests`` single messages.
-
-    The reply rules' fields are :class:`Exchange`'s; ``messages`` counts the pieces'
-    messages (kept by :meth:`add`)."""
-
-    pieces: list[Piece] = field(default_factory=list)
-    batch: bool = False
-    attempts: int = 0
-    messages: int = field(init=False, default=0)
-    alone: bool = False  # isolating a failure: nothing else in flight beside it, so blame is exact
-    size: int = 0  # bytes of input when written (worker-driven batches grow as they go)
-    resent: bool = False  # sent again after a failure (its answer does not prove the worker healthy)
-    after_confirmation: bool = False  # sent again after a failure: only once what went before is in step
-    handed: Handed | None = None  # the results it handed on (a T-job sent again hands on only new ones)
-    places: list[tuple[str, int, int]] | None = None  # L with batch ids: where its pieces sit in their windows
-    ident: str | None = None  # L with batch ids: its id, kept when it is sent again
-    released: bool = False  # answered and its results handed on: its input let go at its level
-
-    def __post_init__(self) -> None:
-        self.messages = sum(p.count for p in self.pieces)
-
-    def add(self, piece: Piece) -> None:
-        """One more piece (a worker-driven batch grows on each BNC)."""
-        self.pieces.append(piece)
-        self.messages += piece.count
-
-    @property
-    def block(self) -> bytes:
-        if len(self.pieces) == 1:
-            return self.pieces[0].block
-        return b"".join(p.block for p in self.pieces)
-
-    def oldest_window(self) -> Window:
-        return min((p.window for p in self.pieces), key=lambda w: (w.opened, w.seq))
+def oldest_window(job: Job[Piece]) -> Window:
+    """The window of ``job``'s pieces that opened first: its results go on in that one."""
+    return min((p.window for p in job.pieces), key=lambda w: (w.opened, w.seq))

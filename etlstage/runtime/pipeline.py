@@ -35,7 +35,7 @@ from etlstage.runtime import reruns
 from etlstage.runtime.driver import STOP, EmitFn, ExtractDriver, TransformDriver
 from etlstage.runtime.flow import Inbox, Job, Piece, Window
 from etlstage.runtime.tap import Taps
-from etlstage.runtime.tasks import cancel, run_all
+from etlstage.runtime.tasks import run_all, run_until
 from etlstage.state.store import StateStore, ensure_private_dir
 
 log = logging.getLogger("etlstage.pipeline")
@@ -301,16 +301,15 @@ class Pipeline:
                         box.close()
 
         self.store.heartbeat(self.progress())
-        beat = asyncio.ensure_future(self._heartbeat())
         await self.taps.serve()
         try:
-            await run_all(*(run_level(level) for level in range(self.n_levels)))
+            # the live document beside the run, for as long as it runs
+            await run_until(run_all(*(run_level(level) for level in range(self.n_levels))), self._heartbeat())
         except BaseException:
             # every worker killed and reaped; the error that ended the run is the one raised
             await asyncio.gather(*(d.abort_all() for _, d in drivers), return_exceptions=True)
             raise
         finally:
-            await cancel([beat])
             await self.taps.close("the pipeline ended")
             self.store.end_run()
         undone = [w for src in self.sources.values() for w in src.windows if not w.done]

@@ -1,7 +1,8 @@
 """One conversation with one worker: write requests, read replies, enforce time limits.
 
-A :class:`WorkerSession` owns a transport, a :class:`ReplyParser` (bytes to tokens) and
-the :class:`ReplyRules` (tokens to answered requests).  It turns
+A :class:`WorkerSession` owns a transport and the process's :class:`Conversation` (the
+state machine both engines share: bytes to tokens to answered requests, time limits,
+the start-up quiet).  It turns
 everything that can go wrong with a worker — a broken pipe, an early exit, a timeout,
 bytes the protocol does not allow — into one :class:`WorkerError` that names the stage,
 the command, the pid, the exit status, an escaped snippet and the stderr tail.
@@ -16,6 +17,7 @@ from typing import Any
 
 from etlstage.config.model import Timeouts
 from etlstage.conversation import policy
+from etlstage.conversation.machine import Conversation
 from etlstage.errors import (
     PipelineError,
     ProtocolViolation,
@@ -28,8 +30,7 @@ from etlstage.errors import (
 )
 from etlstage.kit.telling import broken_command, report_context, worker_gone
 from etlstage.kit.transport import Transport
-from etlstage.protocol.framing import ReplyParser, Token
-from etlstage.protocol.replies import ReplyRules
+from etlstage.protocol.framing import Token
 from etlstage.protocol.scenario import Scenario
 from etlstage.protocol.vocabulary import StageType
 from etlstage.runtime.flow import Job
@@ -50,21 +51,11 @@ class WorkerSession:
         self.label = label
         self.argv = argv
         self.timeouts = timeouts
-        self.parser = ReplyParser(
-            scenario.markers,
-            bnc_allowed=scenario.worker_driven,
-            eop_allowed=scenario.has_requests,
-            max_message_bytes=max_message_bytes,
+        self.conv: Conversation[Job] = Conversation(
+            scenario, timeouts, max_message_bytes, results=scenario.type == StageType.T, started=time.monotonic()
         )
-        self.rules: ReplyRules[Job] = ReplyRules(
-            results=scenario.type == StageType.T, worker_driven=scenario.worker_driven, batch_size=scenario.batch_size
-        )
-        self.inflight: collections.deque[Job] = self.rules.outstanding
+        self.inflight: collections.deque[Job] = self.conv.outstanding
         self.quiet_until: float | None = None  # with nothing outstanding: read_tokens returns [] then
-        self.completed = 0  # requests answered by this process
-        self.asked = False  # a request was written to this process
-        self.started = time.monotonic()
-        self.last_output = self.started
         self.tokens_arrived: float | None = None  # when the tokens read last arrived (None: unknown)
         self._read: asyncio.Future[bytes] | None = None
         self._rearm = asyncio.Event()
@@ -100,12 +91,11 @@ class WorkerSession:
         headline = f"{self.label} {went_away(what, self.transport.returncode(), if_exited)}"
         return worker_gone(headline, self.transport.stderr_tail(), self.context())
 
-    def broken_command(self, exc: WorkerError, worked: bool) -> PipelineError | None:
-        """``exc`` shows a broken command, not a bad message (:func:`policy.broken_command`:
-        it exited on its own before its first request, and ``worked`` is False: no process
-        of its instance answered): the error that stops the stage; else None."""
-        code = self.transport.returncode()
-        if not policy.broken_command(exc, asked=self.asked, worked=worked, returncode=code):
+    def broken_command(self, exc: WorkerError) -> PipelineError | None:
+        """``exc`` shows a broken command, not a bad message (:meth:`Conversation.broken`:
+        it exited on its own before its first request, and no process of its instance
+        answered): the error that stops the stage; else None."""
+        if not self.conv.broken(exc, self.transport.returncode()):
             return None
         return broken_command(self.label, self.transport.stderr_tail(), exc)
 
@@ -118,37 +108,20 @@ class WorkerSession:
         except (BrokenPipeError, ConnectionResetError, RuntimeError, OSError) as exc:
             raise await self.gone(stdin_broke(exc), if_exited) from None
 
-    def _deadline(self) -> tuple[float | None, str]:
-        """The earliest time limit now running, with its name."""
-        return policy.answer_deadline(
-            self.timeouts,
-            has_requests=self.scenario.has_requests,
-            head_started=self.inflight[0].started if self.inflight else None,
-            answered=self.completed > 0,
-            started=self.started,
-            last_output=self.last_output,
-        )
-
     async def startup_quiet(self) -> None:
-        """Before the first request: wait out :data:`policy.STARTUP_QUIET` from the start (the reader,
-        running meanwhile, finds what the worker writes unasked) — or until the worker waits
-        for its first request with nothing written: it cannot write before it is asked."""
-        until = self.started + policy.STARTUP_QUIET
-        while self.completed == 0 and not self.inflight and not self._waiting_unheard():
-            left = until - time.monotonic()
-            if left <= 0:
-                return
+        """Before the first request: wait out the start-up quiet (:meth:`Conversation.startup_left`;
+        the reader, running meanwhile, finds what the worker writes unasked)."""
+        while (left := self.conv.startup_left(time.monotonic(), waiting=self._waiting())) > 0:
             await asyncio.sleep(min(left, policy.STARTUP_POLL))
 
-    def _waiting_unheard(self) -> bool:
-        """The worker waits for input, and nothing it wrote is unread or unparsed."""
+    def _waiting(self) -> bool:
+        """The worker waits for input, and nothing it wrote waits to be read."""
         reading = self._read is not None and self._read.done()
-        return not reading and not self.parser.pending_bytes and self.transport.waiting_for_input()
+        return not reading and self.transport.waiting_for_input()
 
     def add_job(self, job: Job) -> None:
         """A request was written: its time limit starts to run (now, if it is the head)."""
-        self.asked = True
-        self.rules.sent(job)
+        self.conv.sent(job)
         self._rearm.set()
 
     async def read_tokens(self) -> list[Token] | None:
@@ -162,9 +135,8 @@ class WorkerSession:
             chunk = await self._next_chunk()
             if chunk is None or not chunk:
                 return None if chunk is None else []
-            self.last_output = time.monotonic()
             try:
-                tokens = self.parser.feed(chunk)
+                tokens = self.conv.heard(chunk, time.monotonic())
             except ProtocolViolation as exc:
                 raise self.violation(exc) from None
             if tokens:
@@ -176,7 +148,7 @@ class WorkerSession:
         if self._read is None:
             self._read = asyncio.ensure_future(self.transport.read())
         while True:
-            deadline, what = self._deadline()
+            deadline, what = self.conv.deadline()
             quiet = self.quiet_until if not self.inflight else None
             if quiet is not None and (deadline is None or quiet < deadline):
                 deadline, what = quiet, ""
@@ -213,7 +185,7 @@ class WorkerSession:
         while True:
             tokens = await self.read_tokens()
             if not tokens:  # end of file, or quiet for the whole grace
-                unended = self.parser.pending_bytes
+                unended = self.conv.parser.pending_bytes
                 if unended:
                     leftover.append(b"(%d bytes with no EOM)" % unended)
                 return leftover

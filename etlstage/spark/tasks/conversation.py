@@ -20,17 +20,16 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 
 from etlstage.config.model import StageConfig
 from etlstage.conversation import policy
+from etlstage.conversation.job import Job, Messages
+from etlstage.conversation.machine import Conversation
 from etlstage.conversation.recovery import recover
 from etlstage.conversation.writeahead import WriteAhead
 from etlstage.errors import ProtocolViolation, WorkerError
 from etlstage.kit.telling import broken_command
 from etlstage.protocol import batchheader
-from etlstage.protocol.framing import ReplyParser
-from etlstage.protocol.replies import Exchange, ReplyRules
 from etlstage.protocol.scenario import Scenario
 from etlstage.protocol.vocabulary import Mode
 from etlstage.spark.tasks.batchids import TaskIds, task_source
@@ -41,21 +40,10 @@ from etlstage.spark.tasks.tally import Tally
 
 log = logging.getLogger("etlstage.spark.stage")
 
-
-@dataclass(eq=False)
-class Job(Exchange):
-    """A request (or batch) written to the worker, with its input kept for a resend."""
-
-    block: bytes = b""  # the messages, each followed by EOM
-    batch: bool = False
-    attempts: int = 0
-    alone: bool = False  # isolating a failed batch: written with nothing else in flight
-    after_confirmation: bool = False  # sent again behind answered jobs: once they are confirmed
-    offset: int = 0  # batch ids: the task's messages before this batch
-    ident: str | None = None  # batch ids (an L-stage with batch_id): sent first, kept when sent again
+TaskJob = Job[Messages]  # a Spark task's job: slices of its input
 
 
-DeadLetterFn = Callable[[StageConfig, Job, str], None]
+DeadLetterFn = Callable[[StageConfig, TaskJob, str], None]
 
 
 class StageWorker:
@@ -78,10 +66,8 @@ class StageWorker:
         self.report: Callable[[], None] = lambda: None  # publishes the tally (set by the plan)
         self.restarts = policy.Restarts(stage.restart, label)
         self.deadletter: DeadLetterFn | None = None
-        self.pace = policy.Pace()  # the worker's answers: their times, and any cause for doubt
-        self.asked = False  # a request was written to the current process
-        self.worked = False  # a process of this worker answered a request (policy.broken_command)
-        self._held: list[Job] = []
+        self.conv: Conversation[TaskJob] | None = None  # the current process's side of the conversation
+        self._held: list[TaskJob] = []
         self.pipeline = ""  # part of each batch id (set by the plan)
         self._ids: TaskIds | None = None  # an L-stage with batch_id: the current task's
         self.ownership: Ownership | None = None  # this host's right to run (stage, partition)
@@ -109,20 +95,15 @@ class StageWorker:
                 self.ownership.record(self.proc.pid)
             if self.proc.pid not in self.tally.stats.pids:
                 self.tally.stats.pids.append(self.proc.pid)
-            self.parser = ReplyParser(
-                self.stage.markers,
-                bnc_allowed=self.scenario.worker_driven,
-                eop_allowed=self.scenario.has_requests,
-                max_message_bytes=self.stage.max_message_bytes,
-            )
-            self.rules: ReplyRules[Job] = ReplyRules(
+            self.conv = Conversation(
+                self.scenario,
+                self.stage.timeouts,
+                self.stage.max_message_bytes,
                 results=self.scenario.type != "L",  # E cycles and T requests answer with messages
-                worker_driven=self.scenario.worker_driven,
-                batch_size=self.stage.batch_size,
+                started=time.monotonic(),
+                worked=self.conv is not None and self.conv.worked,
             )
             self.pending: collections.deque[memoryview] = collections.deque()
-            self.answered = 0
-            self.asked = False
             if handed is None and self.scenario.has_requests:
                 self._startup_quiet()
         return self.proc
@@ -132,14 +113,10 @@ class StageWorker:
         :data:`policy.STARTUP_QUIET` (less once it waits for that request with nothing
         written).  Output meanwhile is a violation (no request outstanding), not the start
         of its first answer; an exit is read here, before anything is asked."""
-        proc = self.proc
-        assert proc is not None
-        until = time.monotonic() + policy.STARTUP_QUIET
-        while not (proc.waiting_for_input() and not self.parser.pending_bytes):
-            now = time.monotonic()
-            if now >= until:
-                return
-            self._step(min(until, now + policy.STARTUP_POLL))
+        proc, conv = self.proc, self.conv
+        assert proc is not None and conv is not None
+        while (left := conv.startup_left(now := time.monotonic(), waiting=proc.waiting_for_input())) > 0:
+            self._step(now + min(left, policy.STARTUP_POLL))
 
     def stop(self, grace: float | None = None) -> int | None:
         """Close the worker's stdin and wait for it (then SIGTERM, SIGKILL); let go of ownership."""
@@ -161,7 +138,7 @@ class StageWorker:
         proc, ownership = self.proc, self.ownership
         if proc is None or ownership is None or proc.eof or proc.proc.poll() is not None:
             return False
-        if self.pending or self._held or self.rules.outstanding:
+        if self.pending or self._held or (self.conv is not None and self.conv.outstanding):
             return False
         if not proc.hand_over(ownership.address):
             return False
@@ -182,48 +159,33 @@ class StageWorker:
     def stop_if_broken(self, exc: WorkerError) -> None:
         """``exc`` shows a broken command (:func:`policy.broken_command`): the worker is
         killed and the stage stops at once, in the supervisor's words; else nothing."""
-        proc = self.proc
-        if proc is None:
+        proc, conv = self.proc, self.conv
+        if proc is None or conv is None:
             return
-        if policy.broken_command(exc, asked=self.asked, worked=self.worked, returncode=proc.returncode()):
+        if conv.broken(exc, proc.returncode()):
             self.kill()
             raise broken_command(self.label, proc.tail, exc)
 
     # --- reading replies ----------------------------------------------------------------------
 
-    def _deadline(self) -> tuple[float | None, str]:
-        assert self.proc is not None
-        head = self.rules.outstanding[0] if self.rules.outstanding else None
-        return policy.answer_deadline(
-            self.stage.timeouts,
-            has_requests=self.scenario.has_requests,
-            head_started=None if head is None else head.started,
-            answered=self.answered > 0,
-            started=self.proc.last_output,  # read before any output only: then it is the start
-            last_output=self.proc.last_output,
-        )
-
-    def _step(self, until: float | None = None) -> list[Job]:
+    def _step(self, until: float | None = None) -> list[TaskJob]:
         """Move bytes once: the jobs answered in full.
 
         ``until``: return empty-handed at that time (settling) instead of timing out.
         """
-        proc = self.proc
-        assert proc is not None
-        deadline, what = (until, "") if until is not None else self._deadline()
+        proc, conv = self.proc, self.conv
+        assert proc is not None and conv is not None
+        deadline, what = (until, "") if until is not None else conv.deadline()
         chunks = proc.pump(self.pending, deadline, None if until is not None else what)
-        done: list[Job] = []
+        done: list[TaskJob] = []
         for chunk in chunks:
             try:
-                tokens = self.parser.feed(chunk)
+                tokens = conv.heard(chunk, proc.last_output)
             except ProtocolViolation as exc:
                 raise self._handing_back(done, self._violation(exc)) from None
-            reading = self.rules.feed(tokens)
             now = time.monotonic()
+            reading = conv.answers(tokens, now, proc.last_arrival)
             for job in reading.completed:
-                self.pace.answered(now - job.started, proc.last_arrival, now)
-                self.answered += 1
-                self.worked = True
                 self.tally.stats.answered(now - job.started)
             done.extend(reading.completed)
             if reading.violation is not None:
@@ -234,11 +196,10 @@ class StageWorker:
 
     def _went_early(self) -> str:
         """What the worker did by ending its output before it was asked to."""
-        if self.rules.outstanding:
-            return "exited with requests unanswered"
-        return "exited while waiting for work (its stdin was still open)"
+        assert self.conv is not None
+        return self.conv.went_early()
 
-    def _handing_back(self, done: list[Job], error: WorkerError) -> WorkerError:
+    def _handing_back(self, done: list[TaskJob], error: WorkerError) -> WorkerError:
         """``error`` ends this read: the jobs it had just answered are held with the rest, so
         that the restart sends them again (the failure may show they were out of step), as
         the supervisor takes back what it held."""
@@ -252,15 +213,17 @@ class StageWorker:
     def _settle(self) -> None:
         """Nothing outstanding: stay quiet for the settle time, once or, when an answer gave
         cause for doubt, twice (:meth:`policy.Pace.checks`), or the answers were out of step."""
-        for _ in range(self.pace.checks()):
-            until = time.monotonic() + self.pace.settle()
+        assert self.conv is not None
+        pace = self.conv.pace
+        for _ in range(pace.checks()):
+            until = time.monotonic() + pace.settle()
             while time.monotonic() < until:
                 self._step(until)
-        self.pace.doubt = False  # every answer in doubt passed its checks
+        pace.doubt = False  # every answer in doubt passed its checks
 
-    def _write(self, job: Job, *parts: bytes) -> None:
-        self.asked = True
-        self.rules.sent(job)
+    def _write(self, job: TaskJob, *parts: bytes) -> None:
+        assert self.conv is not None
+        self.conv.sent(job)
         self.pending.extend(memoryview(p) for p in parts if p)
 
     # --- T and L: jobs in, confirmed results out -----------------------------------------------
@@ -273,7 +236,7 @@ class StageWorker:
         if self.stage.batch_id:
             self._ids = TaskIds(self.pipeline, self.stage.name, self.scenario.instance, task_source())
         jobs = self._jobs(iter(blocks))
-        todo: collections.deque[Job] = collections.deque()
+        todo: collections.deque[TaskJob] = collections.deque()
         while True:
             try:
                 yield from self._attempt(todo, jobs)
@@ -281,7 +244,7 @@ class StageWorker:
             except WorkerError as exc:
                 self._recover(exc, todo)
 
-    def _jobs(self, blocks: Iterator[bytes]) -> Iterator[Job]:
+    def _jobs(self, blocks: Iterator[bytes]) -> Iterator[TaskJob]:
         """Jobs cut from the task's input as the supervisor cuts them from a stage's inbox
         (:func:`policy.batch_cut`): at ``batch_size`` messages (single requests:
         ``single_job_size``) or ``batch_bytes``; the end of the input is the micro-batch's
@@ -292,14 +255,18 @@ class StageWorker:
 
         ids = self._ids
 
-        def job(n: int, block: bytes) -> Job:
+        def job(n: int, block: bytes) -> TaskJob:
             if single:
-                return Job(requests=n, messages=n, block=block)
-            made = Job(messages=n, block=block, batch=True, closed=not st.worker_driven)
-            if ids is not None:
-                made.offset = ids.take(n)
-                made.ident = ids.ident(made.offset, block)
-            return made
+                return Job(requests=n, pieces=[Messages(block, n)])
+            if ids is None:
+                return Job(pieces=[Messages(block, n)], batch=True, closed=not st.worker_driven)
+            offset = ids.take(n)
+            return Job(
+                pieces=[Messages(block, n, offset)],
+                batch=True,
+                closed=not st.worker_driven,
+                ident=ids.ident(offset, block),
+            )
 
         carry: list[bytes] = []  # the messages of a job not yet full, from earlier blocks
         held = held_bytes = 0
@@ -321,11 +288,13 @@ class StageWorker:
         if held:
             yield job(held, b"".join(carry))  # the micro-batch's barrier
 
-    def _attempt(self, todo: collections.deque[Job], jobs: Iterator[Job]) -> Iterator[bytes]:
+    def _attempt(self, todo: collections.deque[TaskJob], jobs: Iterator[TaskJob]) -> Iterator[bytes]:
         self._ensure()
+        conv = self.conv
+        assert conv is not None
         worker_driven = self.scenario.worker_driven
         depth = 1 if worker_driven else self.stage.jobs_in_flight
-        held: list[Job] = []
+        held: list[TaskJob] = []
         held_bytes = 0
         self._held = held
         exhausted = False
@@ -333,14 +302,13 @@ class StageWorker:
             # feed: up to `depth` jobs in flight; an isolated job goes alone, and a job charged a
             # try behind answered ones waits until they are confirmed (policy.in_step_first)
             # answered input held unconfirmed up to replay_bytes (then feeding pauses to confirm)
-            while not exhausted and len(self.rules.outstanding) < depth and held_bytes < self.stage.replay_bytes:
+            while not exhausted and conv.has_slot(depth) and held_bytes < self.stage.replay_bytes:
                 job = todo.popleft() if todo else next(jobs, None)
                 if job is None:
                     exhausted = True
                     break
-                unanswered = sum(len(j.block) for j in self.rules.outstanding)
-                if (policy.in_step_first(job) and (self.rules.outstanding or held)) or not policy.may_write(
-                    unanswered, len(job.block), self.stage.replay_bytes
+                if conv.must_wait_in_step(job, unconfirmed=bool(held)) or not conv.has_room(
+                    job.size, replay_bytes=self.stage.replay_bytes
                 ):
                     todo.appendleft(job)
                     break
@@ -354,7 +322,7 @@ class StageWorker:
                     self._write(job, job.block)
                 if job.alone:
                     break
-            if not self.rules.outstanding and not self.pending:
+            if not conv.outstanding and not self.pending:
                 if held:
                     self._settle()
                     self.restarts.succeeded()
@@ -366,9 +334,9 @@ class StageWorker:
             done = self._step()
             for job in done:
                 held.append(job)
-                held_bytes += len(job.block)
+                held_bytes += job.size
 
-    def _feed_worker_driven(self, job: Job) -> None:
+    def _feed_worker_driven(self, job: TaskJob) -> None:
         """The batch's messages at once, ahead of the worker's BNCs (:class:`WriteAhead`;
         :meth:`_jobs` cut it to ``batch_size`` and ``batch_bytes``), then EOB if it is short.
         The reply rules count the BNCs; its answer is read by the caller's loop."""
@@ -378,17 +346,17 @@ class StageWorker:
         ahead.add(len(job.block))
         self._write(job, job.block, st.markers.EOB if ahead.close() else b"")
 
-    def _release(self, held: list[Job]) -> Iterator[bytes]:
+    def _release(self, held: list[TaskJob]) -> Iterator[bytes]:
         jobs = list(held)
         held.clear()
         for job in jobs:
             if job.results:
                 yield b"".join(job.results)
 
-    def _recover(self, exc: WorkerError, todo: collections.deque[Job]) -> None:
+    def _recover(self, exc: WorkerError, todo: collections.deque[TaskJob]) -> None:
         """Kill the failed worker; what it held or owed goes out again (head charged a try)."""
-        rules = getattr(self, "rules", None)  # None: the first start failed
-        unanswered = list(rules.outstanding) if rules is not None and self.proc is not None else []
+        conv = self.conv  # None: the first start failed
+        unanswered = list(conv.outstanding) if conv is not None and self.proc is not None else []
         answered = list(self._held)
         self.stop_if_broken(exc)
         self.kill()
@@ -404,18 +372,18 @@ class StageWorker:
         time.sleep(delay)
         todo.extendleft(reversed(recovery.again))
 
-    def _singles(self, job: Job) -> list[Job]:
+    def _singles(self, job: TaskJob) -> list[TaskJob]:
         """``job``'s messages as jobs of one each; with batch ids each has its own place and
         content (so its id differs from the batch's)."""
+        block, offset = job.block, job.pieces[0].offset
         singles = [
-            Job(messages=1, block=job.block[s:e], batch=job.batch, closed=job.batch)
-            for s, e in spans(message_ends(job.block, self.stage.markers.eom))
+            Job(pieces=[Messages(block[s:e], 1, offset + k)], batch=job.batch, closed=job.batch)
+            for k, (s, e) in enumerate(spans(message_ends(block, self.stage.markers.eom)))
         ]
         if job.ident is not None and self._ids is not None:
-            for k, single in enumerate(singles):
-                single.offset = job.offset + k
-                single.ident = self._ids.ident(single.offset, single.block)
+            for single in singles:
+                single.ident = self._ids.ident(single.pieces[0].offset, single.block)
         return singles
 
 
-__all__ = ["Job", "StageWorker"]
+__all__ = ["StageWorker", "TaskJob"]

@@ -11,11 +11,11 @@ from __future__ import annotations
 import logging
 import time
 
-from etlstage.conversation import policy
+from etlstage.conversation.job import Job, Messages
 from etlstage.errors import EXITED_BETWEEN_CYCLES, ProtocolViolation, WorkerError, cycle_cut_short
 from etlstage.protocol.framing import Token
 from etlstage.protocol.replies import unasked_before_request
-from etlstage.spark.tasks.conversation import Job, StageWorker
+from etlstage.spark.tasks.conversation import StageWorker
 
 log = logging.getLogger("etlstage.spark.stage")
 
@@ -39,9 +39,8 @@ class ExtractWorker(StageWorker):
             if self.tally.starts:
                 return b"", True
             self._ensure()
-        proc = self.proc
-        assert proc is not None
-        t = self.stage.timeouts
+        proc, conv = self.proc, self.conv
+        assert proc is not None and conv is not None
         out: list[bytes] = []
         size = 0
         first: float | None = None
@@ -51,26 +50,18 @@ class ExtractWorker(StageWorker):
             if first is not None:
                 deadline, what = first + linger, None
             else:
-                deadline, what = policy.answer_deadline(
-                    t,
-                    has_requests=False,
-                    head_started=None,
-                    answered=self.answered > 0,
-                    started=proc.last_output,  # read before any output only: then it is the start
-                    last_output=proc.last_output,
-                )
+                deadline, what = conv.deadline()
                 what = what or None
             chunks = proc.pump(self.pending, deadline, what)
             for chunk in chunks:
                 try:
-                    tokens = self.parser.feed(chunk)
+                    tokens = conv.heard(chunk, proc.last_output)
                 except ProtocolViolation as exc:
                     raise self._violation(exc) from None
                 for tok in tokens:
                     assert isinstance(tok, bytes)  # a plain E's parser allows no EOP or BNC
                     out.append(tok)
                     size += len(tok)
-                    self.answered += 1
             if out and first is None:
                 first = time.monotonic()
             if proc.eof:
@@ -80,12 +71,12 @@ class ExtractWorker(StageWorker):
         return b"".join(out), False
 
     def _ended(self) -> bool:
-        proc = self.proc
-        assert proc is not None
+        proc, conv = self.proc, self.conv
+        assert proc is not None and conv is not None
         code = proc.proc.wait()
-        if self.parser.pending_bytes:
+        if conv.parser.pending_bytes:
             raise WorkerError(
-                f"protocol violation by {self.label}: its last {self.parser.pending_bytes} bytes were not ended by EOM",
+                f"protocol violation by {self.label}: its last {conv.parser.pending_bytes} bytes were not ended by EOM",
                 proc.context(),
             )
         if code != 0:
@@ -103,7 +94,7 @@ class ExtractWorker(StageWorker):
         ``max_restarts`` times in a row.
         """
         while True:
-            job = Job(messages=1, block=request + self.eom)
+            job: Job[Messages] = Job(pieces=[Messages(request + self.eom, 1)])
             try:
                 self._ensure()
                 self._held = []
@@ -123,19 +114,20 @@ class ExtractWorker(StageWorker):
                 time.sleep(delay)
 
     def _went_early(self) -> str:
-        cycle = self.rules.outstanding[0] if self.rules.outstanding else None
+        assert self.conv is not None
+        cycle = self.conv.outstanding[0] if self.conv.outstanding else None
         if cycle is None:  # waiting for its next request
             return EXITED_BETWEEN_CYCLES
-        return cycle_cut_short(bool(cycle.results) or self.parser.pending_bytes > 0)
+        return cycle_cut_short(bool(cycle.results) or self.conv.parser.pending_bytes > 0)
 
     def _nothing_unasked(self) -> None:
         """Before a request: what the worker wrote since its last EOP, as the supervisor checks it."""
-        proc = self.proc
-        assert proc is not None
+        proc, conv = self.proc, self.conv
+        assert proc is not None and conv is not None
         tokens: list[Token] = []
         for chunk in proc.pump(self.pending, time.monotonic(), None):  # what has come, no wait
             try:
-                tokens.extend(self.parser.feed(chunk))
+                tokens.extend(conv.heard(chunk, proc.last_output))
             except ProtocolViolation as exc:
                 raise self._violation(exc) from None
         unasked = unasked_before_request(tokens)

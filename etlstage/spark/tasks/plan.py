@@ -23,7 +23,7 @@ from etlstage.kit.transport import worker_env
 from etlstage.spark.checkpoint import engine_dir, own_path
 from etlstage.spark.driver_line import LineAddress
 from etlstage.spark.setup.shipping import Shipped, localize
-from etlstage.spark.tasks.conversation import Job, StageWorker
+from etlstage.spark.tasks.conversation import StageWorker, TaskJob
 from etlstage.spark.tasks.extract import ExtractWorker
 from etlstage.spark.tasks.ownership import Ownership
 from etlstage.spark.tasks.pool import REGISTRY
@@ -161,7 +161,7 @@ class Plan:
 
         refuse(cast("StateStore", DriverStore(self.driver_line)), stage, refused, where)
 
-    def deadletter(self, stage: StageConfig, job: Job, error: str) -> None:
+    def deadletter(self, stage: StageConfig, job: TaskJob, error: str) -> None:
         store = DriverStore(self.driver_line)
         store.set_aside(stage.name, job.attempts, error, job.block, job.messages, stage.markers.eom)
 

@@ -16,7 +16,8 @@ def answered(w: Window, held: Unconfirmed, text: bytes = b"m\n") -> Job:
     then its results handed on and its input let go at this level (as the T driver does)."""
     w.add(LEVEL, 1)
     job = Job(pieces=[Piece(text, 1, w)], requests=1, batch=False)
-    held.add(job, 0.001, None, 0.0)  # arrival unseen: doubtful, two checks
+    held.pace.answered(0.001, None, 0.0)
+    held.add(job)  # arrival unseen: doubtful, two checks
     w.release(LEVEL, 1)
     job.released = True
     return job
@@ -80,7 +81,8 @@ def test_a_failure_forgets_the_inputs_it_let_go_so_no_window_is_released_twice()
         # the job goes again and is answered: its window waits for two quiet checks again,
         # and is released by them exactly once
         w.release(LEVEL, 1)
-        held.add(second, 0.001, None, 0.0)
+        held.pace.answered(0.001, None, 0.0)
+        held.add(second)
         w.close()
         held.confirm()
         assert not w.done
@@ -128,7 +130,8 @@ def in_pace(w: Window, held: Unconfirmed, at: float, service: float = 1.5, text:
     w.add(LEVEL, 1)
     job = Job(pieces=[Piece(text, 1, w)], requests=1, batch=False)
     w.release(LEVEL, 1)
-    held.add(job, service, at, at)
+    held.pace.answered(service, at, at)
+    held.add(job)
     return job
 
 
@@ -189,7 +192,8 @@ def test_an_answer_in_a_fraction_of_the_usual_time_or_unseen_is_doubtful():
         w2.add(LEVEL, 1)
         job = Job(pieces=[Piece(b"m\n", 1, w2)], requests=1, batch=False)
         w2.release(LEVEL, 1)
-        unseen.add(job, 1.5, None, 101.5)  # read from a queue: it may have come right behind
+        unseen.pace.answered(1.5, None, 101.5)
+        unseen.add(job)  # read from a queue: it may have come right behind
         assert unseen.pace.doubt
 
     run(go)
@@ -207,7 +211,8 @@ def test_a_job_cut_short_while_handing_on_is_sent_again_and_counted_once():
         done = answered(w, held, b"a\n")
         w.add(LEVEL, 1)
         cut = Job(pieces=[Piece(b"b\n", 1, w)], requests=1, batch=False)
-        held.add(cut, 0.001, None, 0.0)  # held; its results never all went on: not released
+        held.pace.answered(0.001, None, 0.0)
+        held.add(cut)  # held; its results never all went on: not released
         later = answered(w, held, b"c\n")  # over the budget: the released first job goes, not ``cut``
         assert held.input_let_go()
         assert held.take_back() == [cut, later]
@@ -227,7 +232,8 @@ def test_a_window_is_not_due_here_while_a_stage_before_still_holds_its_messages(
         w = Window("src", 0, 3)
         w.add(1, 1)  # one message still at the T
         w.add(2, 1)
-        held.add(Job(pieces=[Piece(b"m\n", 1, w)], requests=1, batch=False), 0.001, None, 0.0)
+        held.pace.answered(0.001, None, 0.0)
+        held.add(Job(pieces=[Piece(b"m\n", 1, w)], requests=1, batch=False))
         w.release(2, 1)
         w.close()
         assert not held.due()

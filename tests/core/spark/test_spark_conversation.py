@@ -48,7 +48,7 @@ def transform(tmp_path, monkeypatch, **kw) -> tuple[list[bytes], int, int]:
 
     def measured_write(self, job, *parts):
         write(self, job, *parts)
-        unanswered[0] = max(unanswered[0], sum(len(j.block) for j in self.rules.outstanding))
+        unanswered[0] = max(unanswered[0], sum(len(j.block) for j in self.conv.outstanding))
 
     monkeypatch.setattr(StageWorker, "_settle", counted_settle)
     monkeypatch.setattr(StageWorker, "_write", measured_write)
@@ -201,7 +201,7 @@ def test_a_failed_batch_is_isolated_one_message_at_a_time_and_only_the_culprit_i
 
     def watched_write(self, job, *parts):
         if job.alone:
-            beside.append((len(self.rules.outstanding), len(self._held)))
+            beside.append((len(self.conv.outstanding), len(self._held)))
         write(self, job, *parts)
 
     monkeypatch.setattr(StageWorker, "_write", watched_write)
