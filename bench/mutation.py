@@ -23,8 +23,8 @@ Mutants run ``--jobs`` at a time (default: one per core), each job in its own co
 checkout; the time limit is set from the unmutated run, which runs alone.
 
 Mutants are generated from the syntax tree (``ast``), so each is valid Python; the modules
-are ``protocol/``, ``kit/``, ``runtime/``, ``state/`` and ``spark/tasks/conversation.py`` by default;
-``etlstage/conversation/`` when named.
+are ``protocol/``, ``kit/``, ``runtime/``, ``state/``, ``conversation/`` and
+``spark/tasks/conversation.py`` by default.
 Logging calls and docstrings are left alone (dropping them changes nothing a test should see).
 """
 
@@ -52,6 +52,7 @@ DEFAULT_TARGETS = [
     "etlstage/kit",
     "etlstage/runtime",
     "etlstage/state",
+    "etlstage/conversation",
     "etlstage/spark/tasks/conversation.py",
 ]
 
@@ -122,6 +123,7 @@ TESTS: list[tuple[str, list[str]]] = [
     ("etlstage/kit/transport.py", ["kit/test_transport.py", *SUPERVISOR]),
     ("etlstage/kit/admit.py", ["kit/test_admit.py", *SUPERVISOR]),
     ("etlstage/kit/exits.py", ["kit/test_transport.py", *SUPERVISOR]),
+    ("etlstage/kit/stderr.py", ["kit/test_stderr_relay.py", *SUPERVISOR]),
     ("etlstage/kit/", SUPERVISOR),  # what both engines use: the supervisor's tests reach it
     ("etlstage/runtime/runner.py", ["observe/test_instance_metrics.py", *SUPERVISOR]),  # the final metrics
     ("etlstage/runtime/", SUPERVISOR),
@@ -151,6 +153,11 @@ TESTS: list[tuple[str, list[str]]] = [
         ],
     ),
     ("etlstage/spark/setup/cds.py", ["spark/test_spark_cds.py"]),
+    (
+        "etlstage/conversation/machine.py",  # the state machine both engines drive: both engines' tests
+        [*SUPERVISOR, "spark/test_spark_conversation.py", "spark/test_claims_spark_task.py"],
+    ),
+    ("etlstage/conversation/job.py", [*SUPERVISOR, "spark/test_spark_conversation.py"]),
     (
         "etlstage/conversation/",  # the rules both engines follow: both engines' tests
         [

@@ -125,3 +125,15 @@ def test_the_summary_counts_every_byte_left_out_newlines_included():
     clock.now += 2  # the next second: the summary comes first
     r.feed(b"next\n")
     assert shown == ["shown", "(3 stderr line(s), 13 bytes, not shown: more than 1 lines a second)", "next"]
+
+
+def test_a_line_left_out_counts_its_bytes_when_it_comes_in_pieces():
+    """Past the budget, a line whose first piece has no newline yet: that piece's bytes are
+    in the summary too, with the rest of its line."""
+    r, shown, clock = relay(per_second=1, max_line=100)
+    r.feed(b"shown\n")
+    r.feed(b"abcd")  # over the budget, no newline yet: 4 bytes of a line left out
+    r.feed(b"ef\n")  # its end: 3 more, the newline included
+    clock.now += 2
+    r.feed(b"next\n")
+    assert shown == ["shown", "(1 stderr line(s), 7 bytes, not shown: more than 1 lines a second)", "next"]

@@ -391,3 +391,39 @@ def test_killing_the_group_of_no_worker_signals_nothing(monkeypatch: pytest.Monk
     assert sent == []
     exits.kill_group(4242)  # a worker's group: signalled
     assert sent == [(4242, exits.signal.SIGKILL)]
+
+
+def test_a_worker_blocked_on_its_empty_stdin_is_seen_waiting_for_input(tmp_path: Path) -> None:
+    """What ends the start-up quiet early on both engines: a worker blocked reading its
+    stdin, with nothing written, is seen waiting (its tree's threads, an empty pipe)."""
+
+    async def scenario() -> tuple[bool, bool]:
+        cat = [sys.executable, "-c", "import sys; sys.stdin.buffer.read()"]
+        t = await ProcessTransport.spawn(cat, dict(os.environ), str(tmp_path), "cat")
+        try:
+            deadline = time.monotonic() + 10
+            while not t.waiting_for_input() and time.monotonic() < deadline:
+                await asyncio.sleep(0.01)
+            seen = t.waiting_for_input()
+        finally:
+            await t.abort()
+        return seen, t.waiting_for_input()
+
+    waiting, after_abort = asyncio.run(scenario())
+    assert waiting is True
+    assert after_abort is False  # gone: waiting for nothing
+
+
+def test_pipe_pending_counts_the_bytes_waiting_unread(tmp_path: Path) -> None:
+    from etlstage.kit.exits import pipe_pending
+
+    r, w = os.pipe()
+    try:
+        assert pipe_pending(r) == 0
+        os.write(w, b"12345")
+        assert pipe_pending(r) == 5
+        os.read(r, 2)
+        assert pipe_pending(r) == 3
+    finally:
+        os.close(r)
+        os.close(w)

@@ -208,6 +208,19 @@ def test_rate_history_gives_current_rates_and_a_series():
     assert len(history.samples) == 6 and history.rate("src") == 0.0  # span bounds the memory
 
 
+def test_two_samples_at_the_same_time_give_no_rate_between_them():
+    """A sample taken twice in the same instant (a heartbeat right after a commit's) has
+    no time between them to divide by: it is left out of the series."""
+    stats = {"src": StageStats("src", "E")}
+    history = RateHistory(span=10, every=2)
+    history.sample(stats, now=4.0)
+    stats["src"].messages_out = 10
+    history.sample(stats, now=4.0)
+    assert history.series("src") == []
+    history.sample(stats, now=6.0)
+    assert history.series("src") == [(0.0, 0.0)]
+
+
 def test_a_rate_is_taken_over_its_last_seconds_only_not_the_whole_history():
     """Idle for 20 s, then 100 messages/s for 10 s: the rate over the last 10 s is 100, not
     the 33 the whole 30 s of samples would give, nor the last 2 s alone once it changes."""

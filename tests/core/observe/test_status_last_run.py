@@ -3,6 +3,12 @@
 from __future__ import annotations
 
 import json
+import sqlite3
+
+import pytest
+
+from etlstage.state.lastrun import last_run
+from etlstage.state.store import StateStore
 
 FAILING = """\
 stages:
@@ -67,3 +73,13 @@ def test_both_engines_record_how_a_run_ended(pdir):
         assert "service 'prepare' exited with status 4" in error.splitlines()[0] and "no data here" in error
         doc = json.loads(pdir.etlstage("status", "--json").stdout)
         assert doc["last_run"]["engine"] == engine and doc["last_run"]["exit_status"] == 1
+
+
+def test_a_run_ends_table_that_cannot_be_read_is_an_error_not_no_run(tmp_path):
+    """Only a missing table means "no run has ended yet"; any other failure to read it
+    (a table of another shape) is raised, not taken for an empty history."""
+    store = StateStore(str(tmp_path))
+    store.db.execute("DROP TABLE IF EXISTS run_ends")
+    store.db.execute("CREATE TABLE run_ends (pid INTEGER)")
+    with pytest.raises(sqlite3.OperationalError, match="no such column"):
+        last_run(store)

@@ -251,3 +251,12 @@ def test_a_json_pointer_without_its_leading_slash_is_refused_by_name(text: str) 
     with pytest.raises(ValueError, match=re.escape(repr(text)) + ".*must start with '/'"):
         parse_pointer(text)
     assert parse_pointer("/" + text) == tuple(text.split("/"))  # the same with it: its tokens
+
+
+def test_a_message_begun_in_one_chunk_is_too_long_once_its_end_in_the_next_takes_it_over_the_limit():
+    """The bytes held from the last chunk count: a short chunk that ends a message begun
+    before is still a message over ``max_message_bytes``."""
+    parser = ReplyParser(DEFAULT_MARKERS, max_message_bytes=10)
+    assert parser.feed(b"abcdefgh") == []  # 8 bytes held, no EOM yet
+    with pytest.raises(ProtocolViolation, match="at least 12 bytes exceeds max_message_bytes=10"):
+        parser.feed(b"ijkl\n")  # 4 more and its EOM: 12 bytes in all
