@@ -84,6 +84,11 @@ class StageConfig:
     stop_timeout: float = 10.0
     max_rss: int | None = None
 
+    def label(self, instance: int) -> str:
+        """An instance's name in logs, reports and the pipeline state: the stage's name, and
+        ``#instance`` when it has several (both engines)."""
+        return self.name if self.instances == 1 else f"{self.name}#{instance}"
+
     def scenario(self, instance: int, state_dir: str) -> Scenario:
         return Scenario(
             type=self.type,

@@ -86,7 +86,7 @@ class _Driver:
         self.halted = False  # the pipeline is stopping its workers: no more starts
 
     def label(self, instance: int) -> str:
-        return self.stage.name if self.stage.instances == 1 else f"{self.stage.name}#{instance}"
+        return self.stage.label(instance)
 
     async def start(self, instance: int, worked: bool = False) -> WorkerSession:
         """A worker process for ``instance``; ``worked``: an earlier one of it answered a request."""

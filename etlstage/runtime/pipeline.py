@@ -234,7 +234,7 @@ class Pipeline:
                 sdir = self.stage_dir(s)
                 if level == 0:
                     for i in range(s.instances):
-                        label = s.name if s.instances == 1 else f"{s.name}#{i}"
+                        label = s.label(i)
                         end, done = self.store.committed(label)
                         policy = self._policies.get(s.name)
                         self.sources[label] = Source(

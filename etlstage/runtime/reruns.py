@@ -31,7 +31,7 @@ def delivered(stages: Iterable[StageConfig], checkpoints: Iterable[Checkpoint]) 
         if s.type != StageType.E or s.mode != Mode.PLAIN:
             continue
         for i in range(s.instances):
-            label = s.name if s.instances == 1 else f"{s.name}#{i}"
+            label = s.label(i)
             c = done.get(label)
             if c is None:
                 continue

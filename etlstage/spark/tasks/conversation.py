@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 from etlstage.config.model import StageConfig
 from etlstage.conversation import policy
+from etlstage.conversation.confirmation import Confirmation
 from etlstage.conversation.job import Job, Messages
 from etlstage.conversation.machine import Conversation
 from etlstage.conversation.recovery import recover
@@ -67,7 +68,7 @@ class StageWorker:
         self.restarts = policy.Restarts(stage.restart, label)
         self.deadletter: DeadLetterFn | None = None
         self.conv: Conversation[TaskJob] | None = None  # the current process's side of the conversation
-        self._held: list[TaskJob] = []
+        self._held: Confirmation[TaskJob] | None = None  # the current attempt's answers, unconfirmed
         self.pipeline = ""  # part of each batch id (set by the plan)
         self._ids: TaskIds | None = None  # an L-stage with batch_id: the current task's
         self.ownership: Ownership | None = None  # this host's right to run (stage, partition)
@@ -203,23 +204,31 @@ class StageWorker:
         """``error`` ends this read: the jobs it had just answered are held with the rest, so
         that the restart sends them again (the failure may show they were out of step), as
         the supervisor takes back what it held."""
-        self._held.extend(done)
+        if self._held is not None:
+            for job in done:
+                self._held.add(job)
         return error
 
     def _violation(self, exc: ProtocolViolation) -> WorkerError:
         assert self.proc is not None
         return WorkerError(f"protocol violation by {self.label}: {exc.problem}", self.proc.context(exc.snippet))
 
-    def _settle(self) -> None:
-        """Nothing outstanding: stay quiet for the settle time, once or, when an answer gave
-        cause for doubt, twice (:meth:`policy.Pace.checks`), or the answers were out of step."""
-        assert self.conv is not None
-        pace = self.conv.pace
-        for _ in range(pace.checks()):
-            until = time.monotonic() + pace.settle()
+    def _confirm(self, held: Confirmation[TaskJob]) -> None:
+        """Nothing outstanding: the worker stays quiet for the settle time until every held
+        answer is confirmed (:meth:`Confirmation.confirm`: one quiet check, or two once an
+        answer gave cause for doubt), or its answers were out of step (raised)."""
+        while held:
+            until = time.monotonic() + held.settle()
             while time.monotonic() < until:
                 self._step(until)
-        pace.doubt = False  # every answer in doubt passed its checks
+            held.confirm()
+
+    def _hold(self) -> Confirmation[TaskJob]:
+        """A new attempt's answers, held until confirmed: their results go to Spark only
+        then (no windows; the feed pauses at ``replay_bytes`` held instead)."""
+        assert self.conv is not None
+        self._held = Confirmation(0, self.stage.replay_bytes, self.conv.pace)
+        return self._held
 
     def _write(self, job: TaskJob, *parts: bytes) -> None:
         assert self.conv is not None
@@ -294,15 +303,13 @@ class StageWorker:
         assert conv is not None
         worker_driven = self.scenario.worker_driven
         depth = 1 if worker_driven else self.stage.jobs_in_flight
-        held: list[TaskJob] = []
-        held_bytes = 0
-        self._held = held
+        held = self._hold()
         exhausted = False
         while True:
             # feed: up to `depth` jobs in flight; an isolated job goes alone, and a job charged a
             # try behind answered ones waits until they are confirmed (policy.in_step_first)
             # answered input held unconfirmed up to replay_bytes (then feeding pauses to confirm)
-            while not exhausted and conv.has_slot(depth) and held_bytes < self.stage.replay_bytes:
+            while not exhausted and conv.has_slot(depth) and held.bytes < self.stage.replay_bytes:
                 job = todo.popleft() if todo else next(jobs, None)
                 if job is None:
                     exhausted = True
@@ -324,17 +331,16 @@ class StageWorker:
                     break
             if not conv.outstanding and not self.pending:
                 if held:
-                    self._settle()
+                    answered = list(held.jobs)
+                    self._confirm(held)
                     self.restarts.succeeded()
-                    yield from self._release(held)
-                    held_bytes = 0
+                    yield from self._results(answered)
                 if exhausted and not todo:
                     return
                 continue
             done = self._step()
             for job in done:
-                held.append(job)
-                held_bytes += job.size
+                held.add(job)
 
     def _feed_worker_driven(self, job: TaskJob) -> None:
         """The batch's messages at once, ahead of the worker's BNCs (:class:`WriteAhead`;
@@ -346,10 +352,8 @@ class StageWorker:
         ahead.add(len(job.block))
         self._write(job, job.block, st.markers.EOB if ahead.close() else b"")
 
-    def _release(self, held: list[TaskJob]) -> Iterator[bytes]:
-        jobs = list(held)
-        held.clear()
-        for job in jobs:
+    def _results(self, confirmed: list[TaskJob]) -> Iterator[bytes]:
+        for job in confirmed:
             if job.results:
                 yield b"".join(job.results)
 
@@ -357,7 +361,7 @@ class StageWorker:
         """Kill the failed worker; what it held or owed goes out again (head charged a try)."""
         conv = self.conv  # None: the first start failed
         unanswered = list(conv.outstanding) if conv is not None and self.proc is not None else []
-        answered = list(self._held)
+        answered = self._held.take_back() if self._held is not None else []
         self.stop_if_broken(exc)
         self.kill()
         self.failed(exc)

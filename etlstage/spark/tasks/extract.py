@@ -97,7 +97,7 @@ class ExtractWorker(StageWorker):
             job: Job[Messages] = Job(pieces=[Messages(request + self.eom, 1)])
             try:
                 self._ensure()
-                self._held = []
+                self._hold()
                 self._nothing_unasked()
                 self._write(job, job.block)
                 while True:

@@ -107,7 +107,7 @@ class Plan:
         found = REGISTRY.get(key)
         if isinstance(found, StageWorker):
             return found
-        label = stage.name if stage.instances == 1 else f"{stage.name}#{partition}"
+        label = stage.label(partition)
         ownership = None
         if one_live_worker(stage):
             ownership = Ownership(self.run_id, stage.name, partition)

@@ -241,7 +241,7 @@ class PolicyReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
 def _labels(stage: StageConfig) -> list[str]:
     """The pipeline state's names of the stage's instances (the supervisor's window sources)."""
-    return [stage.name] if stage.instances == 1 else [f"{stage.name}#{i}" for i in range(stage.instances)]
+    return [stage.label(i) for i in range(stage.instances)]
 
 
 def committed_ends(plan: Plan, stage: StageConfig) -> list[object]:

@@ -272,6 +272,21 @@ def test_a_plain_extractor_silent_beyond_its_idle_limit_fails_alike(tmp_path):
     assert spk.error is not None and "idle timeout of 0.5s" in spk.error
 
 
+def test_a_plain_extractors_start_up_limit_ends_at_its_first_message_alike(tmp_path):
+    """The start-up limit runs until a plain extractor's first output, not over its whole
+    run: one that writes at once and then runs past that limit is not timed out."""
+    (tmp_path / "sup").mkdir()
+    (tmp_path / "spark").mkdir()
+    slow = "import sys, time\nfor i in range(3):\n    print(i, flush=True)\n    time.sleep(0.6)\n"
+    stage = make_stage(
+        "E", "plain", ["-c", slow], timeouts=Timeouts(startup=0.5), restart=RestartPolicy(max_restarts=0)
+    )
+    sup_cycles, sup = parity.supervisor_cycles(stage, [], str(tmp_path / "sup"))
+    spk_cycles, spk = parity.spark_plain(stage, str(tmp_path / "spark"))
+    assert sup.error is None and spk.error is None, (sup.error, spk.error)
+    assert spk_cycles == sup_cycles == [[b"0", b"1", b"2"]]
+
+
 # Each answers its first request and exits, leaving a child that keeps its stdout open (and
 # closes its own stdin), so the engine cannot see the end of stdout before the next request:
 # - the request meets a broken pipe: the child writes the answer once the worker has exited;

@@ -40,17 +40,17 @@ def transform(tmp_path, monkeypatch, **kw) -> tuple[list[bytes], int, int]:
     """(results, confirmations, most input bytes written and unanswered at once)."""
     worker = t_worker(tmp_path, [sys.executable, str(FIXTURES / "tw.py"), "upper"], **kw)
     settles, unanswered = [], [0]
-    settle, write = StageWorker._settle, StageWorker._write
+    settle, write = StageWorker._confirm, StageWorker._write
 
-    def counted_settle(self):
+    def counted_settle(self, held):
         settles.append(1)
-        settle(self)
+        settle(self, held)
 
     def measured_write(self, job, *parts):
         write(self, job, *parts)
         unanswered[0] = max(unanswered[0], sum(len(j.block) for j in self.conv.outstanding))
 
-    monkeypatch.setattr(StageWorker, "_settle", counted_settle)
+    monkeypatch.setattr(StageWorker, "_confirm", counted_settle)
     monkeypatch.setattr(StageWorker, "_write", measured_write)
     try:
         out = b"".join(worker.transform(iter([b"".join(b"m%03d\n" % i for i in range(20))])))
@@ -201,7 +201,7 @@ def test_a_failed_batch_is_isolated_one_message_at_a_time_and_only_the_culprit_i
 
     def watched_write(self, job, *parts):
         if job.alone:
-            beside.append((len(self.conv.outstanding), len(self._held)))
+            beside.append((len(self.conv.outstanding), len(self._held.jobs) if self._held else 0))
         write(self, job, *parts)
 
     monkeypatch.setattr(StageWorker, "_write", watched_write)
