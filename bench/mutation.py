@@ -155,12 +155,22 @@ TESTS: list[tuple[str, list[str]]] = [
     ("etlstage/spark/setup/cds.py", ["spark/test_spark_cds.py"]),
     (
         "etlstage/conversation/machine.py",  # the state machine both engines drive: both engines' tests
-        [*SUPERVISOR, "spark/test_spark_conversation.py", "spark/test_claims_spark_task.py"],
+        [
+            "conversation/test_machine.py",
+            *SUPERVISOR,
+            "spark/test_spark_conversation.py",
+            "spark/test_claims_spark_task.py",
+        ],
     ),
     ("etlstage/conversation/job.py", [*SUPERVISOR, "spark/test_spark_conversation.py"]),
     (
+        "etlstage/conversation/confirmation.py",
+        ["conversation/test_machine.py", *SUPERVISOR, "spark/test_spark_conversation.py"],
+    ),
+    (
         "etlstage/conversation/",  # the rules both engines follow: both engines' tests
         [
+            "conversation/test_machine.py",
             "conversation/test_policy.py",
             "conversation/test_recovery.py",
             "conversation/test_writeahead.py",
