@@ -456,6 +456,7 @@ class _Conversation:
         self.driver, self.stage, self.session = driver, driver.stage, session
         self.inbox, self.retry, self.restarts, self.held = inbox, retry, restarts, held
         self.conv = session.conv
+        self.depth = self.stage.jobs_in_flight  # a property: read once, not at every job
         self.drained = asyncio.Event()  # set whenever nothing is in flight
         self.drained.set()
         self.answered = asyncio.Event()  # set at each completed job
@@ -510,9 +511,7 @@ class _Conversation:
         ``replay_bytes`` (the next job's size is not known yet: ``batch_bytes``); answers
         held for confirmation are confirmed first once due."""
         stage, held, inbox, conv = self.stage, self.held, self.inbox, self.conv
-        while not (
-            conv.has_slot(stage.jobs_in_flight) and conv.has_room(stage.batch_bytes, replay_bytes=stage.replay_bytes)
-        ):
+        while not (conv.has_slot(self.depth) and conv.has_room(stage.batch_bytes, replay_bytes=stage.replay_bytes)):
             self.answered.clear()
             await self.answered.wait()
         while held and held.due() and not (inbox.closed and not len(inbox)):  # at the end: EOF confirms
