@@ -37,3 +37,16 @@ def test_nothing_handed_on_or_not_deterministic_always_hands_on() -> None:
     h.handing(b"a\n")
     h.sent_again()
     assert h.hand_on(b"a\n", deterministic=False)
+
+
+def test_every_answer_handed_on_is_remembered_not_only_the_last() -> None:
+    """A job that handed on twice before it was sent again (a re-answer that differed)
+    remembers both: either repeated later is not handed on a third time (mutation seed
+    109: keeping only the last block survived)."""
+    h = Handed()
+    h.handing(b"first\n")
+    h.handing(b"second\n")
+    h.sent_again()
+    assert not h.hand_on(b"first\n", deterministic=True)
+    assert not h.hand_on(b"second\n", deterministic=True)
+    assert h.hand_on(b"third\n", deterministic=True)

@@ -127,3 +127,14 @@ def test_settle_time_is_twice_the_slowest_recent_answer_within_bounds():
     assert policy.settle_time([]) == policy.MIN_SETTLE
     assert policy.settle_time([0.1, 0.3]) == 0.6
     assert policy.settle_time([10.0]) == policy.MAX_SETTLE
+
+
+def test_a_job_full_at_a_block_s_last_message_closes_in_that_block():
+    """Full at the block's last message: the job closes now, not when the next block comes
+    (a Spark task would otherwise hold a full batch for more input; mutation seed 109:
+    `cut < len(ends)` survived the block-by-block comparison above, which ends the same)."""
+    ends = [3, 6, 9]
+    assert policy.batch_cut(ends, 0, 0, 0, want=3, max_bytes=100) == 3
+    assert policy.batch_cut(ends, 1, 1, 3, want=3, max_bytes=100) == 3
+    assert policy.batch_cut(ends, 0, 0, 0, want=5, max_bytes=9) == 3  # full by bytes there
+    assert policy.batch_cut(ends, 0, 0, 0, want=4, max_bytes=100) is None

@@ -257,3 +257,21 @@ def test_a_window_is_due_at_a_stage_it_has_passed_while_a_later_stage_still_work
         assert held.due()
 
     run(go)
+
+
+def test_a_released_window_is_no_longer_due_here():
+    """Once its jobs are confirmed, a window is no longer one this stage holds: ``due()``
+    (confirm before more is sent) must stop naming it, or every later job waits for a
+    quiet check it does not need (mutation seed 109: the count per window kept, or kept
+    at zero, survived)."""
+
+    async def go() -> None:
+        held = Unconfirmed(LEVEL, 1 << 20)
+        w = Window("src", 0, 3)
+        answered(w, held)
+        w.close()
+        assert held.due()
+        held.confirm(proven=True)
+        assert w.done and not held.due() and not held.windows
+
+    run(go)
