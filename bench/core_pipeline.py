@@ -2,6 +2,9 @@
 
 Measured side by side in one run:
   * baseline: the same three programs chained by a shell pipe, no supervisor;
+  * relay floor: the same three programs, one Python process copying every byte between
+    them (bench/workers/relay_floor.py: no protocol), the least any relay that sees the
+    bytes costs;
   * `etlstage run`, batch mode (supervisor-driven, size 1000);
   * `etlstage run`, worker-driven batches (BNC) of 256 and 1000, beside supervisor-driven
     ones of the same sizes;
@@ -58,14 +61,32 @@ def env_for(**markers: str) -> dict[str, str]:
 def shell_baseline(work: Path, n: int, size: int, batch: int) -> float:
     """gen | passthru (T batch, EOB-closed) | tally (sees T's EOP 0x00 as its EOB)."""
     out = work / "tally-baseline.txt"
-    t_env = "ETLSTAGE_TYPE=T ETLSTAGE_MODE=batch"
-    l_env = "ETLSTAGE_TYPE=L ETLSTAGE_MODE=batch ETLSTAGE_EOB=00 ETLSTAGE_EOP=01"
-    cmd = (
-        f"{PY} {W / 'gen.py'} {n} --size {size} --eob-every {batch} | {t_env} {PY} {W / 'passthru.py'} | "
-        f"{l_env} {PY} {W / 'tally.py'} {out} > /dev/null"
-    )
+    cmd = " | ".join(pipe_stages(out, n, size, batch)) + " > /dev/null"
     t0 = time.perf_counter()
     subprocess.run(["sh", "-c", cmd], check=True)
+    elapsed = time.perf_counter() - t0
+    assert out.read_text().split()[0] == str(n), out.read_text()
+    return elapsed
+
+
+def pipe_stages(out: Path, n: int, size: int, batch: int) -> list[str]:
+    """The baseline's three shell commands: E with an EOB every ``batch``, T, and an L that
+    reads the T's EOPs as its EOBs."""
+    t_env = "ETLSTAGE_TYPE=T ETLSTAGE_MODE=batch"
+    l_env = "ETLSTAGE_TYPE=L ETLSTAGE_MODE=batch ETLSTAGE_EOB=00 ETLSTAGE_EOP=01"
+    return [
+        f"{PY} {W / 'gen.py'} {n} --size {size} --eob-every {batch}",
+        f"{t_env} {PY} {W / 'passthru.py'}",
+        f"{l_env} {PY} {W / 'tally.py'} {out} > /dev/null",
+    ]
+
+
+def relay_floor(work: Path, n: int, size: int, batch: int) -> float:
+    """The baseline's programs with one Python process copying every byte between them
+    (bench/workers/relay_floor.py: no parsing, no counting): the floor of a relay."""
+    out = work / "tally-relay.txt"
+    t0 = time.perf_counter()
+    subprocess.run([PY, str(W / "relay_floor.py"), *pipe_stages(out, n, size, batch)], check=True)
     elapsed = time.perf_counter() - t0
     assert out.read_text().split()[0] == str(n), out.read_text()
     return elapsed
@@ -265,7 +286,10 @@ def drivers(
     """Supervisor- and worker-driven batches of 256 and 1000, and single-message mode, in
     turn each round (best of ``repeat``), with the shell pipe as the baseline; once per
     environment (``--compare``) and per T-worker (``--sdk``: each SDK's pass-through)."""
-    runs: dict[str, Callable[[], float | tuple[float, int]]] = {"base": lambda: shell_baseline(work, n, 100, 1000)}
+    runs: dict[str, Callable[[], float | tuple[float, int]]] = {
+        "base": lambda: shell_baseline(work, n, 100, 1000),
+        "relay": lambda: relay_floor(work, n, 100, 1000),
+    }
     cpu: dict[str, list[float]] = {}
     arms = [(f"{t_tag}{e_tag}", env, t) for e_tag, env in envs for t_tag, t in transforms]
     for tag, env, t in arms:
@@ -363,7 +387,10 @@ def main() -> None:
     rows = []  # (name, messages, seconds, baseline seconds for that many messages)
     # Every row of a group runs once per round, in turn, so a change in the machine's load
     # falls on all of them alike (best of --repeat rounds).
-    runs: dict[str, Callable[[], float | tuple[float, int]]] = {"base": lambda: shell_baseline(work, n, 100, 1000)}
+    runs: dict[str, Callable[[], float | tuple[float, int]]] = {
+        "base": lambda: shell_baseline(work, n, 100, 1000),
+        "relay": lambda: relay_floor(work, n, 100, 1000),
+    }
     for tag, env in envs:
         runs[f"batch{tag}"] = lambda env=env: supervised(work, n, 100, "batch", 1000, env=env)
         runs[f"cyclic{tag}"] = lambda env=env: supervised(work, n, 100, "batch", 1000, cyclic=True, env=env)
@@ -375,6 +402,7 @@ def main() -> None:
     base = got["base"][0]
     rss_n = got["batch"][1]
     rows.append(("shell pipe, no supervisor (baseline)", n, base, base))
+    rows.append(("relay floor: one Python process copying (no protocol)", n, got["relay"][0], base))
     for tag, _ in envs:
         rows.append((f"etlstage run, batch 1000{tag}", n, got[f"batch{tag}"][0], base))
     if a.http:

@@ -22,7 +22,7 @@ import subprocess
 import sys
 import termios
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import psutil
 
@@ -50,6 +50,7 @@ def worker_env(stage: StageConfig, scenario: Scenario, extra: Mapping[str, str] 
 
 
 READ_CHUNK = 1 << 20
+IOV_MAX = 1024  # the most buffers one writev takes (Linux)
 PIPE_SIZE = 1 << 20
 F_SETPIPE_SZ = 1031
 # stderr lines kept per worker: enough to hold the cause above a long stack trace (a report shows
@@ -196,6 +197,23 @@ class Transport:
     async def read(self) -> bytes:
         """A chunk of the worker's stdout; ``b""`` at end of file."""
         raise NotImplementedError
+
+    async def write_all(self, blocks: Sequence[bytes]) -> None:
+        """``blocks`` one after the other, as one write where the transport can."""
+        for block in blocks:
+            await self.write(block)
+
+    def read_now(self, woken: bool = False) -> bytes | None:
+        """What :meth:`read` would return at once, taken without waiting (``b""`` at end of
+        file); None when it would have to wait.  The default: it would.  ``woken``: the
+        caller was woken by its arrival (:meth:`wake_on_output`), so it arrived just now."""
+        return None
+
+    def wake_on_output(self, waiter: asyncio.Future[None]) -> bool:
+        """Resolve ``waiter`` when output (or its end) arrives, for a reader that waits for
+        other things too and then takes it with :meth:`read_now`.  False when this transport
+        cannot (the default): the reader waits on :meth:`read` in a task instead."""
+        return False
 
     def close_input(self) -> None:
         raise NotImplementedError
@@ -378,10 +396,27 @@ class ProcessTransport(Transport):
         return cls(transport, protocol, argv, label, tail)
 
     async def write(self, data: bytes) -> None:
+        await self.write_all((data,))
+
+    async def write_all(self, blocks: Sequence[bytes]) -> None:
+        """One ``writev`` while nothing else waits to be written (a job's blocks and its EOB
+        reach the worker in one wake-up, with no copy); what the pipe does not take, and
+        everything when something waits already, goes through the event loop's transport."""
         stdin = self._transport.get_pipe_transport(0)
         if not isinstance(stdin, asyncio.WriteTransport) or stdin.is_closing():
             raise BrokenPipeError("the worker's stdin is closed")
-        stdin.write(data)
+        written = 0
+        if stdin.get_write_buffer_size() == 0 and 1 < len(blocks) <= IOV_MAX:
+            # a full pipe writes nothing here; any other error the transport's own write below
+            # meets again and reports its way (a worker gone: the connection is lost)
+            with contextlib.suppress(OSError):
+                written = os.writev(stdin.get_extra_info("pipe").fileno(), blocks)
+        for block in blocks:
+            if written >= len(block):
+                written -= len(block)
+                continue
+            stdin.write(memoryview(block)[written:] if written else block)
+            written = 0
         if not self._protocol.can_write.is_set():
             await self._protocol.can_write.wait()
             if self._protocol.exited.done():
@@ -400,6 +435,19 @@ class ProcessTransport(Transport):
         # reader was busy, or held back by backpressure) may have come at any time since.
         self.last_arrival = time.monotonic() if waited else None
         return p.take()
+
+    def wake_on_output(self, waiter: asyncio.Future[None]) -> bool:
+        self._protocol.data_ready = waiter
+        return True
+
+    def read_now(self, woken: bool = False) -> bytes | None:
+        p = self._protocol
+        if p.chunks:
+            # as in read: seen arriving only when woken by it; queued already, it may have
+            # come at any time since the chunk before it
+            self.last_arrival = time.monotonic() if woken else None
+            return p.take()
+        return b"" if p.eof else None
 
     def close_input(self) -> None:
         stdin = self._transport.get_pipe_transport(0)

@@ -324,20 +324,19 @@ class TransformDriver(_Driver):
         return job
 
     async def _write_job(self, session: WorkerSession, job: Job) -> None:
-        """The job's messages, and EOB after a batch (two writes: no copy of the block);
+        """The job's messages, and EOB after a batch, in one write (no copy of the blocks);
         first its id, when the stage asks for one (the same id each time it is sent)."""
+        blocks = [p.block for p in job.pieces]
         if job.places is not None:
             if job.ident is None:
-                blocks = (p.block for p in job.pieces)
                 job.ident = batchid.batch_id(
                     self.pipeline_name, self.stage.name, session.scenario.instance, job.places, *blocks
                 )
-            await session.write(batchheader.header(job.ident, self.eom))
-        for p in job.pieces:
-            await session.write(p.block)
+            blocks.insert(0, batchheader.header(job.ident, self.eom))
         if job.batch:
             job.closed = True
-            await session.write(self.stage.markers.EOB)
+            blocks.append(self.stage.markers.EOB)
+        await session.write_all(blocks)
 
     async def _feed_worker_driven(
         self, session: WorkerSession, inbox: Inbox, job: Job, grew: Callable[[int], None]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from etlstage.config.model import Timeouts
@@ -57,8 +58,10 @@ class WorkerSession:
         self.inflight: collections.deque[Job] = self.conv.outstanding
         self.quiet_until: float | None = None  # with nothing outstanding: read_tokens returns [] then
         self.tokens_arrived: float | None = None  # when the tokens read last arrived (None: unknown)
-        self._read: asyncio.Future[bytes] | None = None
+        self._read: asyncio.Future[bytes] | None = None  # a read in a task (a transport that cannot wake)
         self._rearm = asyncio.Event()
+        self._woken: asyncio.Future[None] | None = None  # resolved by output, or by a request written
+        self._rearmed = False  # ... by a request written
 
     # --- errors ---------------------------------------------------------------------
 
@@ -103,8 +106,12 @@ class WorkerSession:
 
     async def write(self, data: bytes, if_exited: str | None = None) -> None:
         """``if_exited``: what a broken pipe means when the worker turns out to have exited on its own."""
+        await self.write_all((data,), if_exited)
+
+    async def write_all(self, blocks: Sequence[bytes], if_exited: str | None = None) -> None:
+        """``blocks`` in order, as one write where the transport can (a job and its EOB)."""
         try:
-            await self.transport.write(data)
+            await self.transport.write_all(blocks)
         except (BrokenPipeError, ConnectionResetError, RuntimeError, OSError) as exc:
             raise await self.gone(stdin_broke(exc), if_exited) from None
 
@@ -123,6 +130,9 @@ class WorkerSession:
         """A request was written: its time limit starts to run (now, if it is the head)."""
         self.conv.sent(job)
         self._rearm.set()
+        if self._woken is not None and not self._woken.done():
+            self._woken.set_result(None)  # not by output: the time limits are looked at again
+            self._rearmed = True
 
     async def read_tokens(self) -> list[Token] | None:
         """The next tokens from the worker's stdout; None at end of file; ``[]`` when
@@ -144,14 +154,36 @@ class WorkerSession:
                 return tokens
 
     async def _next_chunk(self) -> bytes | None:
-        """A chunk of stdout; None at end of file; b"" when ``quiet_until`` passed first."""
-        if self._read is None:
-            self._read = asyncio.ensure_future(self.transport.read())
+        """A chunk of stdout; None at end of file; b"" when ``quiet_until`` passed first.
+
+        A chunk received already is taken as it is: no task, no timer (the relay's common
+        case at sustained load), and never lost to a time limit that passed meanwhile.
+        Otherwise it waits for output, a request written (its time limit starts) or the
+        nearest limit: on one future the transport resolves when it can, or on a read in
+        a task when it cannot.
+        """
+        woken = False  # by output: it arrived just now (the confirmation's rules use when)
+        while self._read is None:
+            chunk = self.transport.read_now(woken)
+            if chunk is not None:
+                return chunk or None
+            loop = asyncio.get_running_loop()
+            waiter: asyncio.Future[None] = loop.create_future()
+            if not self.transport.wake_on_output(waiter):
+                self._read = asyncio.ensure_future(self.transport.read())
+                break
+            deadline, what = self._limit()
+            self._woken, self._rearmed = waiter, False
+            try:
+                async with asyncio.timeout_at(None if deadline is None else loop.time() + deadline - time.monotonic()):
+                    await waiter
+            except TimeoutError:
+                return self._timed_out(what)
+            finally:
+                self._woken = None
+            woken = not self._rearmed
         while True:
-            deadline, what = self.conv.deadline()
-            quiet = self.quiet_until if not self.inflight else None
-            if quiet is not None and (deadline is None or quiet < deadline):
-                deadline, what = quiet, ""
+            deadline, what = self._limit()
             timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
             self._rearm.clear()
             rearm: asyncio.Future[Any] = asyncio.ensure_future(self._rearm.wait())
@@ -162,16 +194,28 @@ class WorkerSession:
                 rearm.cancel()
             if self._read in done:
                 break
-            if rearm not in done and not what:
-                return b""  # quiet until the time asked
             if rearm not in done:
-                raise WorkerTimeout(f"{self.label} did not answer within its {what}", self.context())
+                return self._timed_out(what)
         task, self._read = self._read, None
         try:
             chunk = task.result()
         except (ConnectionResetError, OSError) as exc:
             raise await self.gone(f"stdout failed: {exc}") from None
         return chunk or None
+
+    def _limit(self) -> tuple[float | None, str]:
+        """The nearest time limit (``time.monotonic()``) and its name; ``""``: the quiet asked."""
+        deadline, what = self.conv.deadline()
+        quiet = self.quiet_until if not self.inflight else None
+        if quiet is not None and (deadline is None or quiet < deadline):
+            return quiet, ""
+        return deadline, what
+
+    def _timed_out(self, what: str) -> bytes:
+        """b"" when it was the quiet asked for; a worker past a time limit fails."""
+        if not what:
+            return b""
+        raise WorkerTimeout(f"{self.label} did not answer within its {what}", self.context())
 
     async def close_and_drain(self, grace: float) -> list[Token]:
         """Close the worker's stdin ("no more work") and read its stdout to the end.

@@ -427,3 +427,34 @@ def test_pipe_pending_counts_the_bytes_waiting_unread(tmp_path: Path) -> None:
     finally:
         os.close(r)
         os.close(w)
+
+
+def test_blocks_written_together_arrive_whole_and_in_order_through_a_full_pipe(tmp_path: Path) -> None:
+    """A job's blocks and its EOB go in one ``writev`` when nothing waits to be written;
+    what a full pipe does not take goes on through the event loop's transport. Blocks
+    larger than the pipe, several jobs in a row, one block alone: every byte, in order."""
+    rnd = __import__("random").Random(5)
+    jobs = [
+        [os.urandom(rnd.choice([1, 100, 70_000, 1_500_000])) for _ in range(rnd.randrange(1, 5))] for _ in range(12)
+    ]
+
+    async def scenario() -> bytes:
+        t = await ProcessTransport.spawn(["cat"], dict(os.environ), str(tmp_path), "cat")
+        got = bytearray()
+
+        async def drain() -> None:
+            while chunk := await t.read():
+                got.extend(chunk)
+
+        reader = asyncio.ensure_future(drain())
+        try:
+            for blocks in jobs:
+                await t.write_all(blocks)
+            t.close_input()
+            await asyncio.wait_for(reader, 60)
+            return bytes(got)
+        finally:
+            t.kill()
+            await t.stop(1, 1)
+
+    assert asyncio.run(scenario()) == b"".join(b for blocks in jobs for b in blocks)
