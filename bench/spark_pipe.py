@@ -5,6 +5,11 @@ own ``RDD.pipe()`` running the same T program over the same lines on the same ma
 - ``RDD.pipe()``: ``textFile`` of N lines of SIZE bytes, each partition piped through
   ``bench/workers/passthru.py --lines`` (the T's transform over plain lines: pipe has no
   protocol, no windows, no acknowledgements; at-least-once), counted;
+- ``RDD.pipe chain``: the same three programs the engine runs, chained by a shell pipe
+  inside each partition (E, ``gen.py`` making its share of the N messages with an EOB
+  every 1,000 → T ``passthru.py`` → L ``tally.py``, as bench/core_pipeline.py's baseline
+  chains them): the same work as the engine's, without its protocol, windows, replay or
+  exactly-once; its count is the loaders' own;
 - ``spark engine``: ``etlstage run --engine spark --once`` of E (the same N messages) →
   T (``passthru.py``, the same transform through the worker SDK, batches of 1,000) → L (a
   counting loader), as bench/spark_engine.py runs it;
@@ -71,6 +76,28 @@ def rdd_pipe(master: str, path: Path, parts: int) -> tuple[float, float, int]:
     return wall, float(m.group(1)), int(m.group(2))
 
 
+def rdd_pipe_chain(master: str, n: int, size: int, parts: int, work: Path) -> tuple[float, float, int]:
+    """(whole command s, job alone s, messages the loaders counted): E → T → L in each partition."""
+    share = n // parts
+    t_env = "ETLSTAGE_TYPE=T ETLSTAGE_MODE=batch"
+    l_env = "ETLSTAGE_TYPE=L ETLSTAGE_MODE=batch ETLSTAGE_EOB=00 ETLSTAGE_EOP=01"
+    tally = f"{work}/chain-$$.txt"  # one per partition's shell
+    chain = (
+        f"{PY} {W / 'gen.py'} {share} --size {size} --eob-every 1000 </dev/null | {t_env} {PY} {W / 'passthru.py'} | "
+        f"{l_env} {PY} {W / 'tally.py'} {tally} >/dev/null && cat {tally}"
+    )
+    t0 = time.perf_counter()
+    done = subprocess.run(
+        [PY, str(W / "spark_pipe_job.py"), master, "-", str(parts), "sh", "-c", chain], capture_output=True, text=True
+    )
+    wall = time.perf_counter() - t0
+    if done.returncode != 0:
+        raise SystemExit(f"RDD.pipe chain job failed:\n{done.stderr[-3000:]}")
+    m = re.search(r"^job ([0-9.]+) (\d+)$", done.stdout, re.M)
+    assert m, done.stdout
+    return wall, float(m.group(1)), int(m.group(2))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=10_000_000)
@@ -97,13 +124,22 @@ def main() -> None:
             pipe_rate = n / alone
             print(f"{'RDD.pipe':<14} {n / wall:>12,.0f} ({wall:6.1f}) {pipe_rate:>12,.0f} ({alone:6.1f}) {used:>7.1f}")
             c0 = cpu()
+            wall, alone, count = rdd_pipe_chain(args.master, n, args.size, args.parts, work)
+            used = cpu() - c0
+            assert count == n - n % args.parts, f"RDD.pipe chain: the loaders counted {count}"
+            chain_rate = count / alone
+            print(
+                f"{'RDD.pipe chain':<14} {count / wall:>12,.0f} ({wall:6.1f}) {chain_rate:>12,.0f} ({alone:6.1f}) "
+                f"{used:>7.1f}   {chain_rate / pipe_rate:.2f}x"
+            )
+            c0 = cpu()
             wall, query, _ = run(work, *spark)
             used = cpu() - c0
             assert loaded(work, n) == n, "spark engine: tally count"
             q = query or wall
             print(
                 f"{'spark engine':<14} {n / wall:>12,.0f} ({wall:6.1f}) {n / q:>12,.0f} ({q:6.1f}) {used:>7.1f}   "
-                f"{(n / q) / pipe_rate:.2f}x (rep {rep + 1})"
+                f"{(n / q) / pipe_rate:.2f}x (rep {rep + 1}); against the chain {(n / q) / chain_rate:.2f}x"
             )
             if not args.no_supervisor:
                 c0 = cpu()
