@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 
 from etlstage.conversation.job import Job
+from etlstage.protocol.framing import cut_position
 
 
 class Window:
@@ -85,40 +86,6 @@ class Piece:
         self.count = count
         self.window = window
         self.offset = 0
-
-
-def cut_position(block: bytes, n: int, eom: bytes, start: int = 0, total: int | None = None) -> int:
-    """Where the first ``n`` messages of ``block[start:]`` end.
-
-    With ``total`` (the message count of ``block[start:]``) the cut is guessed from the
-    mean message size, checked with one ``bytes.count`` over the shorter side of the
-    guess and corrected with a few ``find`` calls: no per-message work when sizes are
-    alike, and at most half the block counted again.
-
-    >>> cut_position(b"a\\nbbbbbb\\nc\\nd\\n", 2, b"\\n", total=4)
-    9
-    >>> cut_position(b"a\\nbbbbbb\\nc\\nd\\n", 1, b"\\n", start=2, total=3)
-    9
-    >>> cut_position(b"a\\n" * 100, 90, b"\\n", total=100)  # counted from the end
-    180
-    """
-    if total is None or total < 64:
-        pos = start
-        for _ in range(n):
-            pos = block.index(eom, pos) + 1
-        return pos
-    guess = start + (len(block) - start) * n // total
-    shorter_before = guess - start <= len(block) - guess
-    have = block.count(eom, start, guess) if shorter_before else total - block.count(eom, guess)
-    pos = guess
-    if have < n:  # move forward to the n-th EOM
-        for _ in range(n - have):
-            pos = block.index(eom, pos) + 1
-    else:  # move back: drop EOMs until exactly n lie before pos
-        pos = block.rindex(eom, start, guess) + 1 if have else start
-        for _ in range(have - n):
-            pos = block.rindex(eom, start, pos - 1) + 1
-    return pos
 
 
 class Inbox:

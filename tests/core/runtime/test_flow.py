@@ -7,7 +7,8 @@ import random
 
 import pytest
 
-from etlstage.runtime.flow import Inbox, Piece, Window, cut_position
+from etlstage.protocol.framing import cut_position
+from etlstage.runtime.flow import Inbox, Piece, Window
 
 
 @pytest.mark.parametrize("seed", range(5))

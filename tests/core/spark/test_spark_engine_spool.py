@@ -53,3 +53,16 @@ def test_the_driver_line_serves_spool_files_only_and_only_with_the_runs_token(tm
             list(stranger.read("s", "0-0.bin"))
         assert reach.token not in repr(reach)
         assert b"".join(reach.read("s", "0-0.bin")) == b"a\n"
+
+
+@pytest.mark.parametrize("messages", [1, 2, 3, 63, 64, 65, 1000])
+def test_every_spool_file_holds_whole_messages_of_about_equal_counts(tmp_path: Path, messages: int) -> None:
+    """Fewer messages than files, around the count where the cut starts guessing (64), and
+    sizes that vary: every file ends at a message's end, their counts differ by one at most."""
+    block = b"".join(b"%d%s\n" % (i, b"y" * (i * 7 % 300)) for i in range(messages))
+    write_window(tmp_path, "3", block, 0x0A, 4)
+    files = [(tmp_path / f"3-{p}.bin").read_bytes() for p in range(4)]
+    assert b"".join(files) == block
+    assert all(not f or f.endswith(b"\n") for f in files)
+    counts = [f.count(b"\n") for f in files]
+    assert max(counts) - min(counts) <= 1, counts
