@@ -17,6 +17,7 @@ import time
 import psutil
 import pytest
 
+from tests.support.processes import live_command
 from tests.support.run_cli import RUN_ONCE
 
 N = 10_000  # long enough that KILLS kills land before the run ends, even on a fast day (they take ~5 s)
@@ -92,11 +93,8 @@ def crash_run(pdir, seed: int, victims: tuple[str, ...] = ("tw.py",)) -> tuple[i
 
 
 def _named(process: psutil.Process, victims: tuple[str, ...]) -> bool:
-    try:
-        command = " ".join(process.cmdline())
-    except psutil.Error:
-        return False
-    return any(v in command for v in victims)
+    command = live_command(process)
+    return command is not None and any(v in command for v in victims)
 
 
 SEED = int(os.environ.get("ETLSTAGE_CRASH_SEED", "20261122"))

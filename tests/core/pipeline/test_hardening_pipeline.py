@@ -9,6 +9,7 @@ import time
 import psutil
 import pytest
 
+from tests.support.processes import live_command
 from tests.support.sigterm import run_then_sigterm
 from tests.support.waiting import wait_for
 
@@ -174,7 +175,7 @@ def test_a_worker_waiting_out_its_backoff_when_the_pipeline_stops_its_workers_is
 
         def crashed() -> bool:
             children[:] = psutil.Process(proc.pid).children(recursive=True)
-            return not any(marker in " ".join(c.cmdline()) for c in children if c.is_running())
+            return not any(marker in (live_command(c) or "") for c in children)
 
         wait_for(crashed, 30, "the worker's crash")
 
