@@ -13,6 +13,9 @@ own ``RDD.pipe()`` running the same T program over the same lines on the same ma
 - ``spark engine``: ``etlstage run --engine spark --once`` of E (the same N messages) →
   T (``passthru.py``, the same transform through the worker SDK, batches of 1,000) → L (a
   counting loader), as bench/spark_engine.py runs it;
+- ``spark engine ×P``: the same with the T and L at ``instances: P`` (P = ``--parts``), so
+  the engine runs as many T programs at once as ``RDD.pipe()`` does (with one instance the
+  engine's query is one task: one core of two);
 - ``supervisor``: the same stages.yaml without Spark (CPU-bound on 2 cores; no target).
 
 Rates: messages per second of the job alone for pipe (its session already started) and of
@@ -22,22 +25,27 @@ CPU-seconds over each whole command (measure on an otherwise quiet machine: on 2
 CPU-bound run's rate is about 2 / its CPU per message). The arms run in turn, ``--repeat`` times, so a
 change of load falls on all of them.
 
-    python bench/spark_pipe.py [--n 10000000] [--size 100] [--repeat 2] [--master local[2]]
+    python bench/spark_pipe.py [--n 10000000] [--size 100] [--repeat 2] [--master local[2]] [--by-role]
+
+``--by-role`` prints after each arm where its CPU went, by process role (bench/cpu_roles.py).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.cpu_roles import RoleSampler
 from bench.spark_engine import W, loaded, pipeline, run
 
 PY = sys.executable
@@ -106,7 +114,18 @@ def main() -> None:
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--parts", type=int, default=2, help="RDD.pipe: partitions (programs) of the input")
     ap.add_argument("--no-supervisor", action="store_true")
+    ap.add_argument("--by-role", action="store_true", help="each arm's CPU by process role (bench/cpu_roles.py)")
     args = ap.parse_args()
+
+    @contextlib.contextmanager
+    def roles(arm: str) -> Iterator[None]:
+        if not args.by_role:
+            yield
+            return
+        with RoleSampler(os.getpid(), with_root=False) as sampler:
+            yield
+        print(sampler.table(arm))
+
     n = args.n
     with tempfile.TemporaryDirectory(prefix="etlstage-spark-pipe-") as tmp:
         work = Path(tmp)
@@ -118,13 +137,15 @@ def main() -> None:
         print(f"{'arm':<14} {'whole command':>22} {'job / query alone':>22} {'CPU-s':>7}   vs RDD.pipe (alone)")
         for rep in range(args.repeat):
             c0 = cpu()
-            wall, alone, count = rdd_pipe(args.master, lines, args.parts)
+            with roles("RDD.pipe"):
+                wall, alone, count = rdd_pipe(args.master, lines, args.parts)
             used = cpu() - c0
             assert count == n, f"RDD.pipe counted {count} lines, not {n}"
             pipe_rate = n / alone
             print(f"{'RDD.pipe':<14} {n / wall:>12,.0f} ({wall:6.1f}) {pipe_rate:>12,.0f} ({alone:6.1f}) {used:>7.1f}")
             c0 = cpu()
-            wall, alone, count = rdd_pipe_chain(args.master, n, args.size, args.parts, work)
+            with roles("RDD.pipe chain"):
+                wall, alone, count = rdd_pipe_chain(args.master, n, args.size, args.parts, work)
             used = cpu() - c0
             assert count == n - n % args.parts, f"RDD.pipe chain: the loaders counted {count}"
             chain_rate = count / alone
@@ -132,15 +153,20 @@ def main() -> None:
                 f"{'RDD.pipe chain':<14} {count / wall:>12,.0f} ({wall:6.1f}) {chain_rate:>12,.0f} ({alone:6.1f}) "
                 f"{used:>7.1f}   {chain_rate / pipe_rate:.2f}x"
             )
-            c0 = cpu()
-            wall, query, _ = run(work, *spark)
-            used = cpu() - c0
-            assert loaded(work, n) == n, "spark engine: tally count"
-            q = query or wall
-            print(
-                f"{'spark engine':<14} {n / wall:>12,.0f} ({wall:6.1f}) {n / q:>12,.0f} ({q:6.1f}) {used:>7.1f}   "
-                f"{(n / q) / pipe_rate:.2f}x (rep {rep + 1}); against the chain {(n / q) / chain_rate:.2f}x"
-            )
+            for instances in sorted({1, args.parts}):
+                arm = "spark engine" if instances == 1 else f"spark engine x{instances}"
+                pipeline(work, n, args.size, instances=instances)
+                c0 = cpu()
+                with roles(arm):
+                    wall, query, _ = run(work, *spark)
+                used = cpu() - c0
+                assert loaded(work, n) == n, f"{arm}: tally count"
+                q = query or wall
+                print(
+                    f"{arm:<14} {n / wall:>12,.0f} ({wall:6.1f}) {n / q:>12,.0f} ({q:6.1f}) {used:>7.1f}   "
+                    f"{(n / q) / pipe_rate:.2f}x (rep {rep + 1}); against the chain {(n / q) / chain_rate:.2f}x"
+                )
+            pipeline(work, n, args.size)
             if not args.no_supervisor:
                 c0 = cpu()
                 wall, _, _ = run(work)
