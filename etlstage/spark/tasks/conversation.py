@@ -36,6 +36,7 @@ from etlstage.protocol.vocabulary import Mode
 from etlstage.spark.tasks.batchids import TaskIds, task_source
 from etlstage.spark.tasks.blocks import message_ends, spans
 from etlstage.spark.tasks.ownership import Ownership
+from etlstage.spark.tasks.prefetch import Jobs, NotReady, Prefetched
 from etlstage.spark.tasks.process import WorkerProcess
 from etlstage.spark.tasks.tally import Tally
 
@@ -237,21 +238,28 @@ class StageWorker:
 
     # --- T and L: jobs in, confirmed results out -----------------------------------------------
 
-    def transform(self, blocks: Iterable[bytes]) -> Iterator[bytes]:
+    def transform(self, blocks: Iterable[bytes], *, ahead: bool = False) -> Iterator[bytes]:
         """Each input block's messages through the worker; yields result blocks once confirmed.
 
-        L-stages yield nothing: their EOPs are the acknowledgement.
+        L-stages yield nothing: their EOPs are the acknowledgement.  ``ahead``: ``blocks``
+        are pulled and cut into jobs in a thread of their own (:mod:`etlstage.spark.tasks.prefetch`:
+        for input that is not Spark's own iterator), and the worker's answers are read
+        while none has come.
         """
         if self.stage.batch_id:
             self._ids = TaskIds(self.pipeline, self.stage.name, self.scenario.instance, task_source())
-        jobs = self._jobs(iter(blocks))
+        cut = self._jobs(iter(blocks))
+        jobs: Jobs[TaskJob] = Prefetched(cut, self.label) if ahead else Jobs(cut)
         todo: collections.deque[TaskJob] = collections.deque()
-        while True:
-            try:
-                yield from self._attempt(todo, jobs)
-                return
-            except WorkerError as exc:
-                self._recover(exc, todo)
+        try:
+            while True:
+                try:
+                    yield from self._attempt(todo, jobs)
+                    return
+                except WorkerError as exc:
+                    self._recover(exc, todo)
+        finally:
+            jobs.close()
 
     def _jobs(self, blocks: Iterator[bytes]) -> Iterator[TaskJob]:
         """Jobs cut from the task's input as the supervisor cuts them from a stage's inbox
@@ -297,7 +305,7 @@ class StageWorker:
         if held:
             yield job(held, b"".join(carry))  # the micro-batch's barrier
 
-    def _attempt(self, todo: collections.deque[TaskJob], jobs: Iterator[TaskJob]) -> Iterator[bytes]:
+    def _attempt(self, todo: collections.deque[TaskJob], jobs: Jobs[TaskJob]) -> Iterator[bytes]:
         self._ensure()
         conv = self.conv
         assert conv is not None
@@ -310,7 +318,10 @@ class StageWorker:
             # try behind answered ones waits until they are confirmed (policy.in_step_first)
             # answered input held unconfirmed up to replay_bytes (then feeding pauses to confirm)
             while not exhausted and conv.has_slot(depth) and held.bytes < self.stage.replay_bytes:
-                job = todo.popleft() if todo else next(jobs, None)
+                # waits for input only with nothing to read meanwhile (answers read late look slow)
+                job = todo.popleft() if todo else jobs.take(wait=not conv.outstanding)
+                if isinstance(job, NotReady):
+                    break
                 if job is None:
                     exhausted = True
                     break

@@ -88,17 +88,21 @@ class LoadWriter(DataSourceStreamArrowWriter):
             extracted = _Counter((b for n in names for b in spool_blocks(line.read(source, n), eom, n)), eom)
             counters.append((self.handoff, extracted))
             blocks = extracted
+        # each stage's input pulled in a thread of its own (tasks/prefetch.py) when the task's
+        # input is the spool, read here: Spark's own iterator is read in this thread only
+        ahead = bool(self.handoff)
         for name in self.chain:
             stage = config.stage(name)
             worker = using.enter_context(self.plan.use(stage, partition))
-            counter = _Counter(worker.transform(framed_for(self.plan, blocks, markers, stage)), stage.markers.eom)
+            results = worker.transform(framed_for(self.plan, blocks, markers, stage), ahead=ahead)
+            counter = _Counter(results, stage.markers.eom)
             counters.append((name, counter))
             blocks, markers = counter, stage.markers
         loads = [s for s in config.stages if s.type == "L" and (self.loads is None or s.name in self.loads)]
         workers = [using.enter_context(self.plan.use(s, partition)) for s in loads]
         loaded = _Counter(blocks, markers.eom)
         if len(workers) == 1:
-            for _ in workers[0].transform(framed_for(self.plan, loaded, markers, loads[0])):
+            for _ in workers[0].transform(framed_for(self.plan, loaded, markers, loads[0]), ahead=ahead):
                 pass
         else:  # every L-stage receives every message: block by block, each in turn
             for block in loaded:
