@@ -18,6 +18,11 @@ own ``RDD.pipe()`` running the same T program over the same lines on the same ma
   engine's query is one task: one core of two);
 - ``supervisor``: the same stages.yaml without Spark (CPU-bound on 2 cores; no target).
 
+With ``--marginal`` every arm also runs 2 x N messages, and the rate *between* the two
+sizes (N more messages over the extra time of the job or query alone) is the steady
+state, with each arm's start-up left out (the JVM, Spark's Python processes, the
+engine's first micro-batch, the pipe's first tasks).
+
 Rates: messages per second of the job alone for pipe (its session already started) and of
 the query alone for the engine (``query ran`` in its summary: its JVM start left out, its
 Python workers' start-up in), and over the whole command for each; and the machine's
@@ -34,13 +39,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import os
 import re
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -106,6 +112,26 @@ def rdd_pipe_chain(master: str, n: int, size: int, parts: int, work: Path) -> tu
     return wall, float(m.group(1)), int(m.group(2))
 
 
+@dataclasses.dataclass
+class Measured:
+    wall: float  # the whole command, s
+    alone: float  # the job (RDD.pipe) or the query (the engine) alone, s
+    used: float  # the machine's busy CPU-s over the command
+    count: int  # messages counted at the end
+
+    def line(self, arm: str, rate_against: str = "") -> str:
+        return (
+            f"{arm:<17} {self.count / self.wall:>12,.0f} ({self.wall:6.1f}) "
+            f"{self.count / self.alone:>12,.0f} ({self.alone:6.1f}) {self.used:>7.1f}   {rate_against}"
+        )
+
+
+def marginal(small: Measured, large: Measured) -> float:
+    """Messages per second of the job alone between two sizes: what each further message
+    costs once the start-up (JVM, Python processes, the first micro-batch's warm-up) is paid."""
+    return (large.count - small.count) / max(1e-9, large.alone - small.alone)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=10_000_000)
@@ -115,6 +141,11 @@ def main() -> None:
     ap.add_argument("--parts", type=int, default=2, help="RDD.pipe: partitions (programs) of the input")
     ap.add_argument("--no-supervisor", action="store_true")
     ap.add_argument("--by-role", action="store_true", help="each arm's CPU by process role (bench/cpu_roles.py)")
+    ap.add_argument(
+        "--marginal",
+        action="store_true",
+        help="each arm also at 2 x N: the rate between the two sizes (the steady state, start-up left out)",
+    )
     args = ap.parse_args()
 
     @contextlib.contextmanager
@@ -126,56 +157,73 @@ def main() -> None:
             yield
         print(sampler.table(arm))
 
-    n = args.n
+    sizes = [args.n, 2 * args.n] if args.marginal else [args.n]
     with tempfile.TemporaryDirectory(prefix="etlstage-spark-pipe-") as tmp:
         work = Path(tmp)
-        lines = work / "lines.txt"
-        write_lines(lines, n, args.size)
-        pipeline(work, n, args.size)
+        line_files = {}
+        for n in sizes:
+            line_files[n] = work / f"lines-{n}.txt"
+            write_lines(line_files[n], n, args.size)
         spark = ("--engine", "spark", "--master", args.master)
-        print(f"{n:,} x {args.size} B, {args.master}: messages per second (seconds)")
-        print(f"{'arm':<14} {'whole command':>22} {'job / query alone':>22} {'CPU-s':>7}   vs RDD.pipe (alone)")
-        for rep in range(args.repeat):
+
+        def pipe(n: int) -> Measured:
             c0 = cpu()
-            with roles("RDD.pipe"):
-                wall, alone, count = rdd_pipe(args.master, lines, args.parts)
-            used = cpu() - c0
+            with roles(f"RDD.pipe {n:,}"):
+                wall, alone, count = rdd_pipe(args.master, line_files[n], args.parts)
             assert count == n, f"RDD.pipe counted {count} lines, not {n}"
-            pipe_rate = n / alone
-            print(f"{'RDD.pipe':<14} {n / wall:>12,.0f} ({wall:6.1f}) {pipe_rate:>12,.0f} ({alone:6.1f}) {used:>7.1f}")
+            return Measured(wall, alone, cpu() - c0, count)
+
+        def chain(n: int) -> Measured:
             c0 = cpu()
-            with roles("RDD.pipe chain"):
+            with roles(f"RDD.pipe chain {n:,}"):
                 wall, alone, count = rdd_pipe_chain(args.master, n, args.size, args.parts, work)
-            used = cpu() - c0
             assert count == n - n % args.parts, f"RDD.pipe chain: the loaders counted {count}"
-            chain_rate = count / alone
-            print(
-                f"{'RDD.pipe chain':<14} {count / wall:>12,.0f} ({wall:6.1f}) {chain_rate:>12,.0f} ({alone:6.1f}) "
-                f"{used:>7.1f}   {chain_rate / pipe_rate:.2f}x"
-            )
-            for instances in sorted({1, args.parts}):
-                arm = "spark engine" if instances == 1 else f"spark engine x{instances}"
+            return Measured(wall, alone, cpu() - c0, count)
+
+        def engine(instances: int) -> Callable[[int], Measured]:
+            def measure(n: int) -> Measured:
                 pipeline(work, n, args.size, instances=instances)
                 c0 = cpu()
-                with roles(arm):
+                with roles(f"spark engine x{instances} {n:,}"):
                     wall, query, _ = run(work, *spark)
-                used = cpu() - c0
-                assert loaded(work, n) == n, f"{arm}: tally count"
-                q = query or wall
-                print(
-                    f"{arm:<14} {n / wall:>12,.0f} ({wall:6.1f}) {n / q:>12,.0f} ({q:6.1f}) {used:>7.1f}   "
-                    f"{(n / q) / pipe_rate:.2f}x (rep {rep + 1}); against the chain {(n / q) / chain_rate:.2f}x"
-                )
+                assert loaded(work, n) == n, f"spark engine x{instances}: tally count"
+                return Measured(wall, query or wall, cpu() - c0, n)
+
+            return measure
+
+        def supervisor(n: int) -> Measured:
             pipeline(work, n, args.size)
-            if not args.no_supervisor:
-                c0 = cpu()
-                wall, _, _ = run(work)
-                used = cpu() - c0
-                assert loaded(work, n) == n, "supervisor: tally count"
-                print(
-                    f"{'supervisor':<14} {n / wall:>12,.0f} ({wall:6.1f}) {'':>22} {used:>7.1f}   "
-                    f"{(n / wall) / pipe_rate:.2f}x"
-                )
+            c0 = cpu()
+            wall, _, _ = run(work)
+            assert loaded(work, n) == n, "supervisor: tally count"
+            return Measured(wall, wall, cpu() - c0, n)
+
+        arms: list[tuple[str, Callable[[int], Measured]]] = [("RDD.pipe", pipe), ("RDD.pipe chain", chain)]
+        arms += [("spark engine" if i == 1 else f"spark engine x{i}", engine(i)) for i in sorted({1, args.parts})]
+        if not args.no_supervisor:
+            arms.append(("supervisor", supervisor))
+        print(f"{', '.join(f'{n:,}' for n in sizes)} x {args.size} B, {args.master}: messages per second (seconds)")
+        print(f"{'arm':<17} {'whole command':>22} {'job / query alone':>22} {'CPU-s':>7}   vs RDD.pipe (alone)")
+        for rep in range(args.repeat):
+            rates: dict[str, float] = {}  # alone at N
+            steady: dict[str, float] = {}  # marginal between N and 2N
+            for arm, measure in arms:
+                got = [measure(n) for n in sizes]
+                rates[arm] = got[0].count / got[0].alone
+                against = ""
+                if arm != "RDD.pipe":
+                    against = f"{rates[arm] / rates['RDD.pipe']:.2f}x"
+                    if arm.startswith("spark engine"):
+                        against += f"; against the chain {rates[arm] / rates['RDD.pipe chain']:.2f}x"
+                print(got[0].line(arm, against + f" (rep {rep + 1})"))
+                if args.marginal:
+                    steady[arm] = marginal(got[0], got[1])
+                    print(got[1].line(arm))
+            if args.marginal:
+                base = steady["RDD.pipe"]
+                print(f"  rep {rep + 1}, between {sizes[0]:,} and {sizes[1]:,} messages (start-up left out):")
+                for arm, rate in steady.items():
+                    print(f"    {arm:<17} {rate:>12,.0f} msg/s   {rate / base:.2f}x RDD.pipe")
 
 
 if __name__ == "__main__":
