@@ -76,6 +76,31 @@ def check_checkpoint(checkpoint: str | Path) -> None:
                 raise _damaged(root, path, problem, name if last else None)
 
 
+def committed_offsets(checkpoint: str | Path) -> list[str] | None:
+    """The source offsets of the query's last batch, one line per source as Spark logged them
+    (JSON, or "-" for a source with none), when that batch's commit is logged too; None when
+    no batch has run, the last one is planned but not committed, or an entry is damaged
+    (:func:`check_checkpoint` names it when the query starts).
+
+    A query that starts here plans its next batch from these offsets, as a source's
+    ``latestOffset(start)`` gets them: what :mod:`etlstage.spark.driver.idle` asks a native
+    source about before starting Spark for a ``--once`` run.
+    """
+    root = Path(checkpoint)
+    offsets, commits = _numbered(root / "offsets"), _numbered(root / "commits")
+    if not offsets or not commits or commits[-1] != offsets[-1]:
+        return None
+    last = offsets[-1]
+    try:
+        for name in LOGS:
+            path = root / name / str(last)
+            if _checksum_problem(path) or _entry_problem(path.read_bytes(), name):
+                return None
+        return (root / "offsets" / str(last)).read_bytes().decode().split("\n")[2:]
+    except (OSError, UnicodeDecodeError):  # unreadable: the query's own start says why
+        return None
+
+
 def _numbered(folder: Path) -> list[int]:
     return sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit()) if folder.is_dir() else []
 
@@ -198,4 +223,13 @@ def owner_only(path: str, flags: int) -> int:
     return os.open(path, flags, 0o600)
 
 
-__all__ = ["check_checkpoint", "engine_dir", "is_local", "own_path", "owner_only", "private_folder", "remove_abandoned"]
+__all__ = [
+    "check_checkpoint",
+    "committed_offsets",
+    "engine_dir",
+    "is_local",
+    "own_path",
+    "owner_only",
+    "private_folder",
+    "remove_abandoned",
+]

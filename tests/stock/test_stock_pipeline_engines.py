@@ -55,12 +55,15 @@ def test_the_stock_pipeline_on_spark_then_the_supervisor_then_spark_loads_each_m
     every messageId stays once in its table, none missing."""
     shutil.copy(ROOT / "stages.yaml", tmp_path / "stages.yaml")
     spark = ["--engine", "spark", "--master", "local[2]"]
-    for flags in (spark, [], spark):
+    for flags in (spark, [], spark, spark):
         r = etlstage(tmp_path, "run", *flags, "--once", "--no-progress", "stages.yaml", timeout=RUN_S)
         assert r.code == 0, r.stderr[-4000:]
         got = tables(tmp_path / "output/rdss")
         assert got == expected(tmp_path), f"after {flags or 'the supervisor'}"
         assert all(got.values())  # every table has rows: the demo data exercises all three
+    # the last run had nothing new after Spark's last committed micro-batch: no JVM for it
+    assert "nothing new to load: stage 'kinesis' has nothing after the last committed micro-batch (asked in" in r.stderr
+    assert "start-up: JVM start" not in r.stderr
 
 
 def test_the_stock_pipeline_on_spark_survives_kills_of_the_driver(tmp_path: Path) -> None:

@@ -165,4 +165,19 @@ def native_source(spark: SparkSession, ctx: NativeContext) -> DataFrame:
     return spark.readStream.format(SOURCE_NAME).options(**settings.to_options()).load()
 
 
-__all__ = ["SOURCE_NAME", "Settings", "native_source", "settings_from"]
+def has_new(ctx: NativeContext, committed: dict[str, Any]) -> bool:
+    """Whether an available-now query planning from ``committed`` (its last batch's offset)
+    would run a batch: the source's own planning round, run on the driver without Spark
+    (the engine asks before starting Spark for a ``--once`` run; etlstage.spark.driver.idle).
+    Like Spark's first round it records the committed batch's positions in the worker's store."""
+    from etlstage_workers.kinesis.spark_reader import KinesisReader
+    from pyspark.sql.streaming.datasource import ReadMaxRows
+
+    reader = KinesisReader(settings_from(ctx))
+    reader.prepareForTriggerAvailableNow()
+    return bool(reader.latestOffset(committed, ReadMaxRows(reader.o.max_records_per_cycle)) != committed)
+
+
+native_source.has_new = has_new  # type: ignore[attr-defined]
+
+__all__ = ["SOURCE_NAME", "Settings", "has_new", "native_source", "settings_from"]

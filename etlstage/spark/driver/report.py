@@ -78,6 +78,7 @@ class Counts:
         self._dead_at_start = self._deadletters()
         self._sampled = 0.0
         self.native: list[str] = []  # stages that run as Spark itself: see adopt_reports
+        self.no_query: str | None = None  # why the run started no query (the summary says it)
 
     @staticmethod
     def metric(stage: StageConfig) -> str:
@@ -276,9 +277,10 @@ class Counts:
         now = time.monotonic()
         ran, total = now - self.started, now - self.run_started
         started = f"\nstart-up: {self.startup()}" if self.phases else ""
+        query = f"no query: {self.no_query}" if self.no_query else f"query ran {ran:.2f}s"
         return (
             summary(self)
-            + f"\nmicro-batches committed in this run: {self.batches}; query ran {ran:.2f}s"
+            + f"\nmicro-batches committed in this run: {self.batches}; {query}"
             + f"{started}\nthe run took {total:.2f}s in all, start-up included"
         )
 

@@ -78,6 +78,7 @@ def _run_query(
     extra_env: dict[str, str],
     attach: Callable[[Counts], Callable[[], None]] | None,
 ) -> int:
+    from etlstage.spark.driver.idle import nothing_new
     from etlstage.spark.driver.native import session_conf
     from etlstage.spark.setup.spark_session import SparkStartError, start_session
     from etlstage.spark.setup.worker_python import spark_python
@@ -93,17 +94,29 @@ def _run_query(
     except EtlstageError as exc:
         log.error("engine.checkpoint: %s", exc)
         return exc.exit_code
+    counts = Counts(config, plan.run_id)
     try:
         python = spark_python(engine.master, config.state_dir)
     except EtlstageError as exc:
         log.error("%s", exc)
         return exc.exit_code
-    counts = Counts(config, plan.run_id)
     try:
         stop_http = attach(counts) if attach else lambda: None  # a port in use stops the run at once
     except EtlstageError as exc:
         log.error("%s", exc)
         return exc.exit_code
+    try:
+        idle = nothing_new(plan)
+    except EtlstageError as exc:  # a native factory that does not load
+        stop_http()
+        log.error("%s", exc)
+        return exc.exit_code
+    if idle is not None:
+        log.info("nothing new to load: %s; Spark not started", idle)
+        counts.no_query = "nothing new to load, Spark not started"
+        stop_http()  # the metrics export writes the run's (zero) figures
+        print(counts.summary(), file=sys.stderr)
+        return 0
     counts.phase("session" if engine.master.startswith("sc://") else "JVM start")
     try:
         native_conf = session_conf(plan)  # what native stages need at start: jars, SQL extensions

@@ -15,7 +15,7 @@ import pytest
 from etlstage_workers.kinesis import kpl
 from etlstage_workers.kinesis.options import build_parser, options_from_args
 from etlstage_workers.kinesis.spark_offsets import Reached, ReachedLog
-from etlstage_workers.kinesis.spark_source import native_source, settings_from
+from etlstage_workers.kinesis.spark_source import has_new, native_source, settings_from
 
 from etlstage.config.loader import parse_config
 from etlstage.config.model import StageConfig
@@ -23,6 +23,7 @@ from etlstage.errors import ConfigError
 from etlstage.native import NativeContext
 from etlstage.protocol.markers import DEFAULT_MARKERS
 from etlstage.protocol.vocabulary import Mode, StageType
+from etlstage.spark.checkpoint import committed_offsets
 
 from . import test_kinesis_reshard as reshard
 from .test_kinesis_moto import run_plain
@@ -223,14 +224,25 @@ def test_a_restart_with_the_same_checkpoint_reads_only_the_new_records(
     first = run(spark, ctx, tmp_path)
     before = shard_contents(emulator, s)
     assert first == {0: concat([[r["Data"] for r in rs] for rs in before.values()])}
+    # what the engine asks before starting Spark for a --once run: the source's own planning round
+    assert not has_new(ctx, last_committed(tmp_path))
 
     put_records(s, data(6, "b"))
+    assert has_new(ctx, last_committed(tmp_path))
     after = shard_contents(emulator, s)
     second = run(spark, ctx, tmp_path)
     assert second == {1: concat([[r["Data"] for r in after[sid][len(before[sid]) :]] for sid in after])}
     assert sorted(json.loads(v)["id"] for v in second[1]) == sorted(f"b{i}" for i in range(6))
 
+    assert not has_new(ctx, last_committed(tmp_path))
     assert run(spark, ctx, tmp_path) == {}  # nothing new: no batch at all
+
+
+def last_committed(root: Path) -> dict[str, Any]:
+    """The source's offset of the query's last committed micro-batch, as the engine reads it."""
+    lines = committed_offsets(root / "query")
+    assert lines is not None and len(lines) == 1
+    return dict(json.loads(lines[0]))
 
 
 @pytest.mark.slow
