@@ -125,6 +125,34 @@ def starting_offsets(options: Options, consumer: Any) -> dict[str, dict[str, int
     return out
 
 
+def has_new(ctx: NativeContext, committed: dict[str, Any]) -> bool:
+    """Whether a query planning from ``committed`` (Spark's Kafka offsets of the last committed
+    micro-batch: ``{topic: {partition: offset}}``) may read anything: a partition whose end
+    lies past its offset, a partition or topic the offsets do not hold, a pattern (its topics
+    may have grown). The engine asks before starting Spark for a ``--once`` run
+    (etlstage.spark.driver.idle). The end is the high watermark: past a transaction's
+    committed records and marker Spark's end offset is too; an open transaction makes it
+    say yes, which only starts Spark."""
+    from confluent_kafka import TopicPartition
+
+    options = options_from(ctx)
+    if any(t.startswith("^") for t in options.topics) or set(committed) != set(options.topics):
+        return True
+    consumer = _group_consumer(options)
+    try:
+        for topic in options.topics:
+            meta = consumer.list_topics(topic, timeout=30).topics.get(topic)
+            if meta is None or meta.error is not None or {str(p) for p in meta.partitions} != set(committed[topic]):
+                return True
+            for p in meta.partitions:
+                _, end = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
+                if end > int(committed[topic][str(p)]):
+                    return True
+        return False
+    finally:
+        consumer.close()
+
+
 def _group_consumer(options: Options) -> Any:
     from confluent_kafka import Consumer
 
@@ -283,5 +311,6 @@ def native_source(spark: SparkSession, ctx: NativeContext) -> DataFrame:
 
 
 native_source.spark_conf = spark_conf  # type: ignore[attr-defined]
+native_source.has_new = has_new  # type: ignore[attr-defined]
 
-__all__ = ["native_source", "options_from", "reader_options", "starting_offsets"]
+__all__ = ["has_new", "native_source", "options_from", "reader_options", "starting_offsets"]

@@ -137,6 +137,35 @@ def _committed(bootstrap: str, group: str, topic: str) -> dict[int, int]:
         c.close()
 
 
+def nothing_new_then_new(broker: Any, src: str, group: str, folder: Any, env: dict[str, str]) -> None:
+    """A --once run after the one that read everything starts no JVM; one more record on
+    partition 0 and the source says it has new input, and the next run loads it."""
+    from etlstage_workers.kafka.spark_source import has_new
+
+    from etlstage.config.loader import load_config
+    from etlstage.spark.checkpoint import committed_offsets
+
+    again = subprocess.run(RUN_ONCE, cwd=folder, env=env, capture_output=True, text=True, timeout=400)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "nothing new to load: stage 'read' has nothing after the last committed micro-batch" in again.stderr
+    config = load_config(folder / "stages.yaml")
+    lines = committed_offsets(config.engine.checkpoint)
+    assert lines is not None and len(lines) == 1
+    offsets = json.loads(lines[0])
+    assert offsets == {src: {"0": 60, "1": 40}}
+    stage = config.stage("read")
+    ctx = NativeContext(stage=stage, argv=list(stage.command[1:]), checkpoint="", env=env, once=True)
+    assert not has_new(ctx, offsets)
+    produce(broker.bootstrap, src, [(b"k60", b'{"n": 60}')], partition=0)
+    assert has_new(ctx, offsets)
+    assert has_new(ctx, {src: {"0": 61}})  # a partition the offsets do not hold
+    before = (folder / "out.txt").read_text().splitlines()
+    last = subprocess.run(RUN_ONCE, cwd=folder, env=env, capture_output=True, text=True, timeout=400)
+    assert last.returncode == 0, last.stderr[-3000:]
+    added = (folder / "out.txt").read_text().splitlines()[len(before) :]
+    assert [(d["partition"], d["offset"]) for d in map(json.loads, added)] == [(0, 60)]
+
+
 @pytest.mark.slow  # a JVM broker and Spark runs
 @pytest.mark.timeout(600)
 def test_the_native_source_writes_the_worker_s_messages_from_where_the_group_left_off(broker, topic, tmp_path):
@@ -169,8 +198,9 @@ engine: {{kind: {engine}, master: "local[2]"}}
         outputs[engine] = (folder / "out.txt").read_text().splitlines()
         if engine == "spark":
             assert "Spark's Kafka source" in done.stderr, done.stderr[-3000:]
+            nothing_new_then_new(broker, src, group, folder, env)
         # both engines leave the group at the end offsets (Spark's: once the micro-batch committed)
-        assert _committed(broker.bootstrap, group, src) == {0: 60, 1: 40}
+        assert _committed(broker.bootstrap, group, src) == {0: 60 + (engine == "spark"), 1: 40}
     docs = [json.loads(line) for line in outputs["spark"]]
     assert sorted((d["partition"], d["offset"]) for d in docs) == [(0, o) for o in range(30, 60)] + [
         (1, o) for o in range(40)
