@@ -9,7 +9,8 @@ before starting Spark, with the offset the query would plan from — its last ba
 committed — and ends the run when the answer is no.
 
 Every doubt starts Spark as before: a first run (no committed batch), a batch planned and
-not committed (Spark replays it), a checkpoint on a URI, dead letters marked for replay,
+not committed (Spark replays it), a checkpoint on a URI or on a Spark Connect server's
+host, dead letters marked for replay,
 more than one extractor, an extractor that runs as a worker process or cannot answer, an
 answer that fails. A wrong "no" would only leave records for the next run (the check
 writes no position forward); a wrong "yes" costs the start it always cost.
@@ -42,6 +43,8 @@ def nothing_new(plan: Plan) -> str | None:
     extractors = [s for s in config.stages if s.type == "E"]
     if not plan.once or len(extractors) != 1 or not is_local(config.engine.checkpoint):
         return None
+    if config.engine.master.startswith("sc://"):
+        return None  # the query's checkpoint is the Spark Connect server's, on its host
     stage = extractors[0]
     factory = natives(plan).get(stage.name)
     has_new = getattr(factory, HAS_NEW, None)

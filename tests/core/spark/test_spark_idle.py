@@ -130,6 +130,17 @@ def test_a_run_without_once_starts_spark_unasked(tmp_path: Path, spark_starts: l
     assert (len(spark_starts), asked(tmp_path)) == (1, [])
 
 
+def test_through_spark_connect_the_checkpoint_is_the_server_s_and_spark_starts_unasked(
+    tmp_path: Path, spark_starts: list[str]
+) -> None:
+    path = pipeline(tmp_path, "no")
+    with path.open("a") as f:
+        f.write('engine: {master: "sc://127.0.0.1:1"}\n')
+    spark_log(checkpoint_of(path), 3)
+    assert run(path) == 2
+    assert (spark_starts, asked(tmp_path)) == (["sc://127.0.0.1:1"], [])
+
+
 def test_dead_letters_marked_for_replay_start_spark(tmp_path: Path, spark_starts: list[str]) -> None:
     path = pipeline(tmp_path, "no")
     spark_log(checkpoint_of(path), 3)
