@@ -175,7 +175,7 @@ def has_new(ctx: NativeContext, committed: dict[str, Any]) -> bool:
 
     reader = KinesisReader(settings_from(ctx))
     reader.prepareForTriggerAvailableNow()
-    return bool(reader.latestOffset(committed, ReadMaxRows(reader.o.max_records_per_cycle)) != committed)
+    return reader.latestOffset(committed, ReadMaxRows(reader.o.max_records_per_cycle)) != committed
 
 
 native_source.has_new = has_new  # type: ignore[attr-defined]

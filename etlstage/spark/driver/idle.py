@@ -10,10 +10,11 @@ committed — and ends the run when the answer is no.
 
 Every doubt starts Spark as before: a first run (no committed batch), a batch planned and
 not committed (Spark replays it), a checkpoint on a URI or on a Spark Connect server's
-host, dead letters marked for replay,
-more than one extractor, an extractor that runs as a worker process or cannot answer, an
-answer that fails. A wrong "no" would only leave records for the next run (the check
-writes no position forward); a wrong "yes" costs the start it always cost.
+host, dead letters marked for replay, more than one extractor, an extractor that runs as
+a worker process or cannot answer, an answer that fails. A wrong "no" would only leave
+records for the next run (a source may record the committed batch's positions, as
+Spark's first planning round does, never any past them); a wrong "yes" costs the start
+it always cost.
 """
 
 from __future__ import annotations
