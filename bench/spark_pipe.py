@@ -10,6 +10,12 @@ own ``RDD.pipe()`` running the same T program over the same lines on the same ma
   every 1,000 → T ``passthru.py`` → L ``tally.py``, as bench/core_pipeline.py's baseline
   chains them): the same work as the engine's, without its protocol, windows, replay or
   exactly-once; its count is the loaders' own;
+- ``design floor``: the engine's design with etlstage taken out
+  (``bench/workers/spark_design_floor_job.py``): a Python streaming source hands each of
+  ``--parts`` tasks a byte range of the same lines, micro-batches of ``--design-batch``
+  lines (about the engine's own at 10^7), and a Python Arrow streaming writer's task pipes
+  its range through the same T program: what Spark's Python data sources cost against
+  ``RDD.pipe()`` before any of etlstage's work;
 - ``spark engine``: ``etlstage run --engine spark --once`` of E (the same N messages) →
   T (``passthru.py``, the same transform through the worker SDK, batches of 1,000) → L (a
   counting loader), as bench/spark_engine.py runs it;
@@ -31,8 +37,11 @@ CPU-bound run's rate is about 2 / its CPU per message). The arms run in turn, ``
 change of load falls on all of them.
 
     python bench/spark_pipe.py [--n 10000000] [--size 100] [--repeat 2] [--master local[2]] [--by-role]
+                               [--marginal] [--arm NAME=PYTHONPATH ...]
 
 ``--by-role`` prints after each arm where its CPU went, by process role (bench/cpu_roles.py).
+With ``--arm NAME=PYTHONPATH`` the engine arms also run with the code of another checkout
+(PYTHONPATH put in front), right after this checkout's, as bench/spark_engine.py does.
 """
 
 from __future__ import annotations
@@ -74,20 +83,30 @@ def cpu() -> float:
     return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
-def rdd_pipe(master: str, path: Path, parts: int) -> tuple[float, float, int]:
-    """(whole command s, job alone s, lines counted)."""
+T_LINES = [PY, str(W / "passthru.py"), "--lines"]  # the T over plain lines
+
+
+def spark_job(what: str, argv: list[str]) -> tuple[float, float, int]:
+    """Run a bench job that prints ``job S COUNT``: (whole command s, job alone s, COUNT)."""
     t0 = time.perf_counter()
-    done = subprocess.run(
-        [PY, str(W / "spark_pipe_job.py"), master, str(path), str(parts), PY, str(W / "passthru.py"), "--lines"],
-        capture_output=True,
-        text=True,
-    )
+    done = subprocess.run(argv, capture_output=True, text=True)
     wall = time.perf_counter() - t0
     if done.returncode != 0:
-        raise SystemExit(f"RDD.pipe job failed:\n{done.stderr[-3000:]}")
+        raise SystemExit(f"{what} job failed:\n{done.stderr[-3000:]}")
     m = re.search(r"^job ([0-9.]+) (\d+)$", done.stdout, re.M)
     assert m, done.stdout
     return wall, float(m.group(1)), int(m.group(2))
+
+
+def rdd_pipe(master: str, path: Path, parts: int) -> tuple[float, float, int]:
+    """(whole command s, job alone s, lines counted)."""
+    return spark_job("RDD.pipe", [PY, str(W / "spark_pipe_job.py"), master, str(path), str(parts), *T_LINES])
+
+
+def design_floor(master: str, path: Path, parts: int, batch: int) -> tuple[float, float, int]:
+    """(whole command s, query alone s, lines counted)."""
+    job = [PY, str(W / "spark_design_floor_job.py"), master, str(path), str(parts), str(batch)]
+    return spark_job("design floor", [*job, *T_LINES])
 
 
 def rdd_pipe_chain(master: str, n: int, size: int, parts: int, work: Path) -> tuple[float, float, int]:
@@ -100,16 +119,7 @@ def rdd_pipe_chain(master: str, n: int, size: int, parts: int, work: Path) -> tu
         f"{PY} {W / 'gen.py'} {share} --size {size} --eob-every 1000 </dev/null | {t_env} {PY} {W / 'passthru.py'} | "
         f"{l_env} {PY} {W / 'tally.py'} {tally} >/dev/null && cat {tally}"
     )
-    t0 = time.perf_counter()
-    done = subprocess.run(
-        [PY, str(W / "spark_pipe_job.py"), master, "-", str(parts), "sh", "-c", chain], capture_output=True, text=True
-    )
-    wall = time.perf_counter() - t0
-    if done.returncode != 0:
-        raise SystemExit(f"RDD.pipe chain job failed:\n{done.stderr[-3000:]}")
-    m = re.search(r"^job ([0-9.]+) (\d+)$", done.stdout, re.M)
-    assert m, done.stdout
-    return wall, float(m.group(1)), int(m.group(2))
+    return spark_job("RDD.pipe chain", [PY, str(W / "spark_pipe_job.py"), master, "-", str(parts), "sh", "-c", chain])
 
 
 @dataclasses.dataclass
@@ -121,7 +131,7 @@ class Measured:
 
     def line(self, arm: str, rate_against: str = "") -> str:
         return (
-            f"{arm:<17} {self.count / self.wall:>12,.0f} ({self.wall:6.1f}) "
+            f"{arm:<24} {self.count / self.wall:>12,.0f} ({self.wall:6.1f}) "
             f"{self.count / self.alone:>12,.0f} ({self.alone:6.1f}) {self.used:>7.1f}   {rate_against}"
         )
 
@@ -139,6 +149,8 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--parts", type=int, default=2, help="RDD.pipe: partitions (programs) of the input")
+    ap.add_argument("--design-batch", type=int, default=2_500_000, help="design floor: lines a micro-batch")
+    ap.add_argument("--no-design-floor", action="store_true")
     ap.add_argument("--no-supervisor", action="store_true")
     ap.add_argument("--by-role", action="store_true", help="each arm's CPU by process role (bench/cpu_roles.py)")
     ap.add_argument(
@@ -146,7 +158,9 @@ def main() -> None:
         action="store_true",
         help="each arm also at 2 x N: the rate between the two sizes (the steady state, start-up left out)",
     )
+    ap.add_argument("--arm", action="append", default=[], help="NAME=PYTHONPATH: the engine arms with other code too")
     args = ap.parse_args()
+    others = [tuple(a.split("=", 1)) for a in args.arm]
 
     @contextlib.contextmanager
     def roles(arm: str) -> Iterator[None]:
@@ -173,6 +187,13 @@ def main() -> None:
             assert count == n, f"RDD.pipe counted {count} lines, not {n}"
             return Measured(wall, alone, cpu() - c0, count)
 
+        def floor(n: int) -> Measured:
+            c0 = cpu()
+            with roles(f"design floor {n:,}"):
+                wall, alone, count = design_floor(args.master, line_files[n], args.parts, args.design_batch)
+            assert count == n, f"design floor counted {count} lines, not {n}"
+            return Measured(wall, alone, cpu() - c0, count)
+
         def chain(n: int) -> Measured:
             c0 = cpu()
             with roles(f"RDD.pipe chain {n:,}"):
@@ -180,12 +201,12 @@ def main() -> None:
             assert count == n - n % args.parts, f"RDD.pipe chain: the loaders counted {count}"
             return Measured(wall, alone, cpu() - c0, count)
 
-        def engine(instances: int) -> Callable[[int], Measured]:
+        def engine(instances: int, env: dict[str, str] | None = None) -> Callable[[int], Measured]:
             def measure(n: int) -> Measured:
                 pipeline(work, n, args.size, instances=instances)
                 c0 = cpu()
                 with roles(f"spark engine x{instances} {n:,}"):
-                    wall, query, _ = run(work, *spark)
+                    wall, query, _ = run(work, *spark, env=env)
                 assert loaded(work, n) == n, f"spark engine x{instances}: tally count"
                 return Measured(wall, query or wall, cpu() - c0, n)
 
@@ -199,11 +220,17 @@ def main() -> None:
             return Measured(wall, wall, cpu() - c0, n)
 
         arms: list[tuple[str, Callable[[int], Measured]]] = [("RDD.pipe", pipe), ("RDD.pipe chain", chain)]
-        arms += [("spark engine" if i == 1 else f"spark engine x{i}", engine(i)) for i in sorted({1, args.parts})]
+        if not args.no_design_floor:
+            arms.append(("design floor", floor))
+        for i in sorted({1, args.parts}):
+            label = "spark engine" if i == 1 else f"spark engine x{i}"
+            arms.append((label, engine(i)))
+            for name, path in others:
+                arms.append((f"{label} {name}", engine(i, {**os.environ, "PYTHONPATH": path})))
         if not args.no_supervisor:
             arms.append(("supervisor", supervisor))
         print(f"{', '.join(f'{n:,}' for n in sizes)} x {args.size} B, {args.master}: messages per second (seconds)")
-        print(f"{'arm':<17} {'whole command':>22} {'job / query alone':>22} {'CPU-s':>7}   vs RDD.pipe (alone)")
+        print(f"{'arm':<24} {'whole command':>22} {'job / query alone':>22} {'CPU-s':>7}   vs RDD.pipe (alone)")
         for rep in range(args.repeat):
             rates: dict[str, float] = {}  # alone at N
             steady: dict[str, float] = {}  # marginal between N and 2N
@@ -223,7 +250,7 @@ def main() -> None:
                 base = steady["RDD.pipe"]
                 print(f"  rep {rep + 1}, between {sizes[0]:,} and {sizes[1]:,} messages (start-up left out):")
                 for arm, rate in steady.items():
-                    print(f"    {arm:<17} {rate:>12,.0f} msg/s   {rate / base:.2f}x RDD.pipe")
+                    print(f"    {arm:<24} {rate:>12,.0f} msg/s   {rate / base:.2f}x RDD.pipe")
 
 
 if __name__ == "__main__":

@@ -238,18 +238,20 @@ class StageWorker:
 
     # --- T and L: jobs in, confirmed results out -----------------------------------------------
 
-    def transform(self, blocks: Iterable[bytes], *, ahead: bool = False) -> Iterator[bytes]:
+    def transform(self, blocks: Iterable[bytes], *, ahead: bool = False, ahead_bytes: int = 0) -> Iterator[bytes]:
         """Each input block's messages through the worker; yields result blocks once confirmed.
 
         L-stages yield nothing: their EOPs are the acknowledgement.  ``ahead``: ``blocks``
         are pulled and cut into jobs in a thread of their own (:mod:`etlstage.spark.tasks.prefetch`:
-        for input that is not Spark's own iterator), and the worker's answers are read
-        while none has come.
+        for input that is not Spark's own iterator), up to ``ahead_bytes`` of them waiting,
+        and the worker's answers are read while none has come.
         """
         if self.stage.batch_id:
             self._ids = TaskIds(self.pipeline, self.stage.name, self.scenario.instance, task_source())
         cut = self._jobs(iter(blocks))
-        jobs: Jobs[TaskJob] = Prefetched(cut, self.label) if ahead else Jobs(cut)
+        jobs: Jobs[TaskJob] = (
+            Prefetched(cut, self.label, max_bytes=ahead_bytes, size=lambda job: job.size) if ahead else Jobs(cut)
+        )
         todo: collections.deque[TaskJob] = collections.deque()
         try:
             while True:

@@ -25,10 +25,12 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamArrowWriter, WriterCommitMessage
 
+from etlstage.config.model import StageConfig
 from etlstage.protocol.markers import Markers
 from etlstage.spark.checkpoint import own_path, owner_only, private_folder
 from etlstage.spark.tasks.blocks import to_block
 from etlstage.spark.tasks.plan import Plan
+from etlstage.spark.tasks.prefetch import burst_room
 from etlstage.spark.tasks.transform import framed_for, partition_id
 
 log = logging.getLogger("etlstage.spark.sink")
@@ -90,19 +92,25 @@ class LoadWriter(DataSourceStreamArrowWriter):
             blocks = extracted
         # each stage's input pulled in a thread of its own (tasks/prefetch.py) when the task's
         # input is the spool, read here: Spark's own iterator is read in this thread only
+        # with room for two of the upstream's bursts of confirmed results, so that it goes
+        # back to its own worker at once instead of taking turns with this stage
         ahead = bool(self.handoff)
+        upstream: StageConfig | None = None
         for name in self.chain:
             stage = config.stage(name)
             worker = using.enter_context(self.plan.use(stage, partition))
-            results = worker.transform(framed_for(self.plan, blocks, markers, stage), ahead=ahead)
+            room = burst_room((upstream or stage).replay_bytes)
+            results = worker.transform(framed_for(self.plan, blocks, markers, stage), ahead=ahead, ahead_bytes=room)
             counter = _Counter(results, stage.markers.eom)
             counters.append((name, counter))
-            blocks, markers = counter, stage.markers
+            blocks, markers, upstream = counter, stage.markers, stage
         loads = [s for s in config.stages if s.type == "L" and (self.loads is None or s.name in self.loads)]
         workers = [using.enter_context(self.plan.use(s, partition)) for s in loads]
         loaded = _Counter(blocks, markers.eom)
         if len(workers) == 1:
-            for _ in workers[0].transform(framed_for(self.plan, loaded, markers, loads[0]), ahead=ahead):
+            room = burst_room((upstream or loads[0]).replay_bytes)
+            framed = framed_for(self.plan, loaded, markers, loads[0])
+            for _ in workers[0].transform(framed, ahead=ahead, ahead_bytes=room):
                 pass
         else:  # every L-stage receives every message: block by block, each in turn
             for block in loaded:
