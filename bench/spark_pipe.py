@@ -37,11 +37,12 @@ CPU-bound run's rate is about 2 / its CPU per message). The arms run in turn, ``
 change of load falls on all of them.
 
     python bench/spark_pipe.py [--n 10000000] [--size 100] [--repeat 2] [--master local[2]] [--by-role]
-                               [--marginal] [--arm NAME=PYTHONPATH ...]
+                               [--marginal] [--arm NAME=PYTHONPATH ...] [--keys NAME=KEYS ...]
 
 ``--by-role`` prints after each arm where its CPU went, by process role (bench/cpu_roles.py).
 With ``--arm NAME=PYTHONPATH`` the engine arms also run with the code of another checkout
-(PYTHONPATH put in front), right after this checkout's, as bench/spark_engine.py does.
+(PYTHONPATH put in front), right after this checkout's, as bench/spark_engine.py does;
+with ``--keys NAME=KEYS`` with more stage keys for the T and L (``--keys "32M=replay_bytes: 32MiB"``).
 """
 
 from __future__ import annotations
@@ -151,6 +152,8 @@ def main() -> None:
     ap.add_argument("--parts", type=int, default=2, help="RDD.pipe: partitions (programs) of the input")
     ap.add_argument("--design-batch", type=int, default=2_500_000, help="design floor: lines a micro-batch")
     ap.add_argument("--no-design-floor", action="store_true")
+    ap.add_argument("--no-chain", action="store_true")
+    ap.add_argument("--instances", help="the engine arms' T and L instances, e.g. 2 or 1,2 (default: 1 and --parts)")
     ap.add_argument("--no-supervisor", action="store_true")
     ap.add_argument("--by-role", action="store_true", help="each arm's CPU by process role (bench/cpu_roles.py)")
     ap.add_argument(
@@ -159,8 +162,10 @@ def main() -> None:
         help="each arm also at 2 x N: the rate between the two sizes (the steady state, start-up left out)",
     )
     ap.add_argument("--arm", action="append", default=[], help="NAME=PYTHONPATH: the engine arms with other code too")
+    ap.add_argument("--keys", action="append", default=[], help="NAME=KEYS: the engine arms with more T and L keys")
     args = ap.parse_args()
     others = [tuple(a.split("=", 1)) for a in args.arm]
+    variants = [tuple(a.split("=", 1)) for a in args.keys]
 
     @contextlib.contextmanager
     def roles(arm: str) -> Iterator[None]:
@@ -201,9 +206,9 @@ def main() -> None:
             assert count == n - n % args.parts, f"RDD.pipe chain: the loaders counted {count}"
             return Measured(wall, alone, cpu() - c0, count)
 
-        def engine(instances: int, env: dict[str, str] | None = None) -> Callable[[int], Measured]:
+        def engine(instances: int, env: dict[str, str] | None = None, keys: str = "") -> Callable[[int], Measured]:
             def measure(n: int) -> Measured:
-                pipeline(work, n, args.size, instances=instances)
+                pipeline(work, n, args.size, instances=instances, keys=keys)
                 c0 = cpu()
                 with roles(f"spark engine x{instances} {n:,}"):
                     wall, query, _ = run(work, *spark, env=env)
@@ -219,14 +224,19 @@ def main() -> None:
             assert loaded(work, n) == n, "supervisor: tally count"
             return Measured(wall, wall, cpu() - c0, n)
 
-        arms: list[tuple[str, Callable[[int], Measured]]] = [("RDD.pipe", pipe), ("RDD.pipe chain", chain)]
+        arms: list[tuple[str, Callable[[int], Measured]]] = [("RDD.pipe", pipe)]
+        if not args.no_chain:
+            arms.append(("RDD.pipe chain", chain))
         if not args.no_design_floor:
             arms.append(("design floor", floor))
-        for i in sorted({1, args.parts}):
+        instances = [int(i) for i in args.instances.split(",")] if args.instances else sorted({1, args.parts})
+        for i in instances:
             label = "spark engine" if i == 1 else f"spark engine x{i}"
             arms.append((label, engine(i)))
             for name, path in others:
                 arms.append((f"{label} {name}", engine(i, {**os.environ, "PYTHONPATH": path})))
+            for name, keys in variants:
+                arms.append((f"{label} {name}", engine(i, keys=keys)))
         if not args.no_supervisor:
             arms.append(("supervisor", supervisor))
         print(f"{', '.join(f'{n:,}' for n in sizes)} x {args.size} B, {args.master}: messages per second (seconds)")
@@ -240,7 +250,7 @@ def main() -> None:
                 against = ""
                 if arm != "RDD.pipe":
                     against = f"{rates[arm] / rates['RDD.pipe']:.2f}x"
-                    if arm.startswith("spark engine"):
+                    if arm.startswith("spark engine") and "RDD.pipe chain" in rates:
                         against += f"; against the chain {rates[arm] / rates['RDD.pipe chain']:.2f}x"
                 print(got[0].line(arm, against + f" (rep {rep + 1})"))
                 if args.marginal:
