@@ -21,7 +21,7 @@ How much may wait cut is ``DEPTH`` jobs, or up to ``max_bytes`` of them.  An ups
 T hands its results over in bursts, all it confirmed at once (up to its
 ``replay_bytes``), and while one waits for room here its conversation feeds its worker
 nothing.  With room for a few jobs only, the T and the stage behind it took turns, each
-idle while the other worked: measured (10⁷ × 100 B, one partition) the task's T, L and
+idle while the other worked: sampled (2·10⁷ × 100 B, one partition) the task's T, L and
 relaying together kept one core of two busy.  The sink gives each stage room for two of
 its upstream's bursts (:func:`burst_room`).
 """
