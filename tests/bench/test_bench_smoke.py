@@ -41,7 +41,13 @@ SMOKE = [
         "the engine's own share before the first record",
     ),
     ("spark_engine.py", ["--repeat", "1", "--sizes", "2000x100", "--cycles", "0"], "of the supervisor: wall"),
-    ("spark_pipe.py", ["--n", "2000", "--repeat", "1", "--no-supervisor"], "x (rep 1)"),
+    # one engine arm (x2: both instances of a stage), the design floor and pipe: the x1 and chain arms
+    # run the same code with other stage keys (two Spark jobs more)
+    (
+        "spark_pipe.py",
+        ["--n", "2000", "--repeat", "1", "--no-supervisor", "--instances", "2", "--no-chain"],
+        "x (rep 1)",
+    ),
 ]
 
 
