@@ -49,8 +49,10 @@ PY = sys.executable
 def pipeline(
     work: Path, n: int, size: int, mode: str = "plain", per_cycle: int = 0, instances: int = 1, keys: str = ""
 ) -> None:
-    """The bench's stages.yaml in ``work``; ``keys``: more stage keys for the T and L (``replay_bytes: 32MiB``)."""
+    """The bench's stages.yaml in ``work``; ``keys``: more stage keys for the T and L
+    (``replay_bytes: 32MiB``; ``batch_size: 10000`` instead of the bench's 1,000)."""
     more = f" {keys}," if keys else ""
+    batch = "" if "batch_size:" in keys else " batch_size: 1000,"  # unless the keys set their own
     # tally writes its totals when its stdin closes; under Spark a stage may have one process
     # per Python worker, so each writes its own file (tally.<pid>) and the bench adds them up
     # ("$$$$": stages.yaml reads "$$" as one literal "$", and the shell's "$$" is its pid).
@@ -60,9 +62,9 @@ def pipeline(
         stages:
           - {{name: gen, type: E, mode: {mode},
              command: ["{PY}", "{W / "gen.py"}", "{n}", --size, "{size}", --per-cycle, "{per_cycle or n}"]}}
-          - {{name: pass, type: T, mode: batch, batch_size: 1000, instances: {instances},{more}
+          - {{name: pass, type: T, mode: batch,{batch} instances: {instances},{more}
              command: ["{PY}", "{PIDLOG}", "{work}/pass.pids", "{PY}", "{W / "passthru.py"}"]}}
-          - {{name: tally, type: L, mode: batch, batch_size: 1000, instances: {instances},{more}
+          - {{name: tally, type: L, mode: batch,{batch} instances: {instances},{more}
              command: ["{PY}", "{PIDLOG}", "{work}/tally.pids", sh, -c, "{tally}"]}}
         """)
     )
