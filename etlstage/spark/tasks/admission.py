@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Iterator
 from etlstage.config.model import StageConfig
 from etlstage.kit.admit import admit
 from etlstage.protocol.markers import Markers
+from etlstage.spark.tasks.blocks import count_messages
 
 RefuseFn = Callable[[StageConfig, list[tuple[bytes, str]], str], None]
 
@@ -34,7 +35,7 @@ def admitted(
             # holds one; and none is longer than the block
             yield block
             continue
-        kept, n, refused = admit(block, block.count(source.EOM), source, stage.markers, limit, who)
+        kept, n, refused = admit(block, count_messages(block, source.eom), source, stage.markers, limit, who)
         if refused:
             refuse(stage, refused, f"partition {partition} on {socket.gethostname()}")
         if n:

@@ -11,9 +11,13 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from etlstage.protocol.framing import count_eom
+
 COLUMN = "value"
 SCHEMA = pa.schema([(COLUMN, pa.binary())])
 ROWS_PER_BATCH = 10_000
+SLICE = 1 << 18  # bytes compared at a time: the comparison's byte-per-byte array stays in cache
+SMALL = 4096  # below this, bytes.count is cheaper than a numpy call
 
 
 def message_ends(block: bytes | memoryview, eom: int) -> np.ndarray:
@@ -23,6 +27,50 @@ def message_ends(block: bytes | memoryview, eom: int) -> np.ndarray:
     [2, 5, 6]
     """
     return np.flatnonzero(np.frombuffer(block, np.uint8) == eom) + 1
+
+
+def count_messages(block: bytes, eom: int) -> int:
+    """Messages (EOMs) in a block.  Where EOMs are dense, numpy over slices that stay in the
+    CPU's cache: four times ``bytes.count``'s speed at 100-byte messages; small blocks and
+    sparse EOMs as the supervisor counts them (``count_eom``; bench/count_eom.py).
+
+    >>> count_messages(b"a\\nbb\\n\\n", 10), count_messages(b"a\\n" * 300_000, 10)
+    (3, 300000)
+    """
+    marker = bytes([eom])
+    # numpy's fixed cost wins on a small block, memchr's hops where messages are over ~3 KB
+    if len(block) < SMALL or block.count(marker, 0, 8192) < 3:
+        return count_eom(block, marker)
+    return int(_slice_counts(np.frombuffer(block, np.uint8), eom).sum())
+
+
+def part_cuts(block: bytes | memoryview, eom: int, parts: int) -> list[int]:
+    """``parts`` + 1 offsets that cut ``block``'s messages into ``parts`` runs of about
+    equal counts (the first 0, the last ``len(block)``; a run may be empty), with one
+    numpy pass over the block and a second over the slice each cut falls in.
+
+    >>> part_cuts(b"a\\nbb\\nc\\nd\\n", 10, 2)
+    [0, 5, 9]
+    """
+    data = np.frombuffer(block, np.uint8)
+    counts = _slice_counts(data, eom)
+    before = np.concatenate(([0], np.cumsum(counts)))  # messages ended before each slice
+    total = int(before[-1])
+    cuts = [0]
+    for k in range(1, parts):
+        n = total * k // parts  # messages before this cut
+        if n == 0:
+            cuts.append(0)
+            continue
+        i = int(np.searchsorted(before, n, side="left")) - 1  # the slice holding the n-th EOM
+        ends = np.flatnonzero(data[i * SLICE : (i + 1) * SLICE] == eom)
+        cuts.append(i * SLICE + int(ends[n - int(before[i]) - 1]) + 1)
+    cuts.append(len(block))
+    return cuts
+
+
+def _slice_counts(data: np.ndarray, eom: int) -> np.ndarray:
+    return np.array([np.count_nonzero(data[i : i + SLICE] == eom) for i in range(0, len(data), SLICE)], np.int64)
 
 
 def spans(ends: np.ndarray) -> list[tuple[int, int]]:
@@ -59,4 +107,4 @@ def to_batches(block: bytes, eom: int, rows: int = ROWS_PER_BATCH) -> list[pa.Re
     return out
 
 
-__all__ = ["COLUMN", "SCHEMA", "message_ends", "spans", "to_batches", "to_block"]
+__all__ = ["COLUMN", "SCHEMA", "count_messages", "message_ends", "part_cuts", "spans", "to_batches", "to_block"]

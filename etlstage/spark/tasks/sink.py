@@ -28,7 +28,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamArrowWriter, Writ
 from etlstage.config.model import StageConfig
 from etlstage.protocol.markers import Markers
 from etlstage.spark.checkpoint import own_path, owner_only, private_folder
-from etlstage.spark.tasks.blocks import to_block
+from etlstage.spark.tasks.blocks import count_messages, to_block
 from etlstage.spark.tasks.plan import Plan
 from etlstage.spark.tasks.prefetch import burst_room
 from etlstage.spark.tasks.transform import framed_for, partition_id
@@ -106,7 +106,8 @@ class LoadWriter(DataSourceStreamArrowWriter):
             blocks, markers, upstream = counter, stage.markers, stage
         loads = [s for s in config.stages if s.type == "L" and (self.loads is None or s.name in self.loads)]
         workers = [using.enter_context(self.plan.use(s, partition)) for s in loads]
-        loaded = _Counter(blocks, markers.eom)
+        # the last stage's results, already counted (or the extractor's spool): not counted twice
+        loaded = blocks if isinstance(blocks, _Counter) else _Counter(blocks, markers.eom)
         if len(workers) == 1:
             room = burst_room((upstream or loads[0]).replay_bytes)
             framed = framed_for(self.plan, loaded, markers, loads[0])
@@ -148,13 +149,13 @@ class _Counter:
 
     def __init__(self, blocks: Iterable[bytes], eom: int) -> None:
         self.blocks = blocks
-        self.eom = bytes([eom])
+        self.eom = eom
         self.total = 0
         self.bytes = 0
 
     def __iter__(self) -> Iterator[bytes]:
         for block in self.blocks:
-            self.total += block.count(self.eom)
+            self.total += count_messages(block, self.eom)
             self.bytes += len(block)
             yield block
 
