@@ -8,6 +8,8 @@ its EOMs (found with numpy).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import pyarrow as pa
 
@@ -44,28 +46,31 @@ def count_messages(block: bytes, eom: int) -> int:
     return int(_slice_counts(np.frombuffer(block, np.uint8), eom).sum())
 
 
-def part_cuts(block: bytes | memoryview, eom: int, parts: int) -> list[int]:
-    """``parts`` + 1 offsets that cut ``block``'s messages into ``parts`` runs of about
-    equal counts (the first 0, the last ``len(block)``; a run may be empty), with one
-    numpy pass over the block and a second over the slice each cut falls in.
+def part_cuts(pieces: Sequence[bytes], eom: int, parts: int) -> list[tuple[int, int]]:
+    """Where ``pieces``' messages, laid end to end, are cut into ``parts`` runs of about equal
+    counts: ``parts`` + 1 places (piece, offset), the first (0, 0), the last the end (a run
+    may be empty).  One numpy pass over the pieces' slices, a second over the slice each
+    cut falls in; the pieces are never joined (a window is hundreds of MB).
 
-    >>> part_cuts(b"a\\nbb\\nc\\nd\\n", 10, 2)
-    [0, 5, 9]
+    >>> part_cuts([b"a\\nbb\\n", b"c\\nd\\n"], 10, 2)
+    [(0, 0), (0, 5), (1, 4)]
     """
-    data = np.frombuffer(block, np.uint8)
-    counts = _slice_counts(data, eom)
+    data = [np.frombuffer(piece, np.uint8) for piece in pieces]
+    where = [(j, s) for j, d in enumerate(data) for s in range(0, len(d), SLICE)]  # each slice's piece, start
+    counts = np.array([np.count_nonzero(data[j][s : s + SLICE] == eom) for j, s in where], np.int64)
     before = np.concatenate(([0], np.cumsum(counts)))  # messages ended before each slice
     total = int(before[-1])
-    cuts = [0]
+    cuts = [(0, 0)]
     for k in range(1, parts):
         n = total * k // parts  # messages before this cut
         if n == 0:
-            cuts.append(0)
+            cuts.append((0, 0))
             continue
         i = int(np.searchsorted(before, n, side="left")) - 1  # the slice holding the n-th EOM
-        ends = np.flatnonzero(data[i * SLICE : (i + 1) * SLICE] == eom)
-        cuts.append(i * SLICE + int(ends[n - int(before[i]) - 1]) + 1)
-    cuts.append(len(block))
+        j, s = where[i]
+        ends = np.flatnonzero(data[j][s : s + SLICE] == eom)
+        cuts.append((j, s + int(ends[n - int(before[i]) - 1]) + 1))
+    cuts.append((len(pieces) - 1, len(pieces[-1])) if pieces else (0, 0))
     return cuts
 
 

@@ -63,7 +63,7 @@ class ReadAhead:
                     or time.monotonic() - (self._first or 0.0) >= self.linger
                 )
                 if due:
-                    write_window(self.ahead, str(n), b"".join(pending), self.worker.stage.markers.eom, self.parts)
+                    write_window(self.ahead, str(n), pending, self.worker.stage.markers.eom, self.parts)
                     pending, size, self._first = [], 0, None
                     self._put(("window", str(n)))
                     n += 1

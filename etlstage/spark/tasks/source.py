@@ -119,7 +119,7 @@ class DriverReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self.plan.record(worker)
         if not block:
             return start
-        write_window(self.spool, str(seq), block, self.stage.markers.eom, self.partitions_per_batch)
+        write_window(self.spool, str(seq), [block], self.stage.markers.eom, self.partitions_per_batch)
         self.answered = (seq, seq + 1)
         return {"seq": seq + 1}
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 from etlstage.errors import PipelineError
@@ -12,22 +12,32 @@ from etlstage.spark.tasks.blocks import part_cuts
 from etlstage.state.durable import fsync_path
 
 
-def write_window(folder: Path, name: str, block: bytes, eom: int, parts: int) -> None:
-    """``block``'s messages in ``parts`` files ``<name>-<p>.bin`` of about equal counts, fsync'd."""
+def write_window(folder: Path, name: str, pieces: Sequence[bytes], eom: int, parts: int) -> None:
+    """The messages of ``pieces`` (laid end to end) in ``parts`` files ``<name>-<p>.bin`` of
+    about equal counts, fsync'd."""
     private_folder(folder)
-    # counted and cut slice by slice: no array of every message's end over a window of
-    # hundreds of MB, and each part written from the window itself (no copy)
-    cuts = part_cuts(block, eom, parts)
-    view = memoryview(block)
+    # counted and cut slice by slice, each part written from the pieces themselves: a
+    # window of hundreds of MB is neither joined nor copied, nor every message's end listed
+    cuts = part_cuts(pieces, eom, parts)
     for p in range(parts):
         path = folder / f"{name}-{p}.bin"
         tmp = path.with_suffix(".tmp")
         with open(tmp, "wb", opener=owner_only) as f:
-            f.write(view[cuts[p] : max(cuts[p], cuts[p + 1])])
+            f.writelines(_between(pieces, cuts[p], cuts[p + 1]))
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
     fsync_path(folder, directory=True)
+
+
+def _between(pieces: Sequence[bytes], start: tuple[int, int], end: tuple[int, int]) -> Iterator[memoryview]:
+    """The bytes of ``pieces`` from ``start`` to ``end`` (each a (piece, offset)), uncopied."""
+    (first, offset), (last, stop) = start, end
+    for j in range(first, last + 1):
+        lo = offset if j == first else 0
+        hi = stop if j == last else len(pieces[j])
+        if hi > lo:
+            yield memoryview(pieces[j])[lo:hi]
 
 
 def spool_blocks(pieces: Iterable[bytes], eom: int, name: str) -> Iterator[bytes]:

@@ -3,6 +3,7 @@ plain byte-by-byte answer, where slices meet included."""
 
 from __future__ import annotations
 
+import itertools
 import random
 from pathlib import Path
 
@@ -25,6 +26,18 @@ def reference_cuts(block: bytes, parts: int) -> list[int]:
     return [0] + [ends[total * k // parts - 1] if total * k // parts else 0 for k in range(1, parts)] + [len(block)]
 
 
+def flat(pieces: list[bytes], cuts: list[tuple[int, int]]) -> list[int]:
+    """(piece, offset) places as offsets into the pieces joined."""
+    return [sum(map(len, pieces[:j])) + offset for j, offset in cuts]
+
+
+def in_pieces(block: bytes, rng: random.Random) -> list[bytes]:
+    """``block`` cut at random places, some inside messages, some empty pieces among them."""
+    places = sorted(rng.sample(range(len(block) + 1), min(6, len(block) + 1)))
+    bounds = [0, *places, places[-1], len(block)]
+    return [block[a:b] for a, b in itertools.pairwise(bounds)]
+
+
 @pytest.mark.parametrize("size", [0, 1, SMALL - 1, SMALL, SMALL + 1, SLICE - 1, SLICE, SLICE + 1, 3 * SLICE + 17])
 def test_count_messages_counts_every_eom_at_the_sizes_where_the_method_changes(size: int) -> None:
     rng = random.Random(size)
@@ -36,23 +49,30 @@ def test_count_messages_counts_every_eom_at_the_sizes_where_the_method_changes(s
 
 @pytest.mark.parametrize("seed", range(6))
 @pytest.mark.parametrize("parts", [1, 2, 3, 5])
-def test_part_cuts_are_the_plain_count_cuts_across_slices(seed: int, parts: int) -> None:
+def test_part_cuts_are_the_plain_count_cuts_across_slices_and_pieces(seed: int, parts: int) -> None:
     rng = random.Random(seed)
     block = messages(rng, rng.randrange(1, 4000), longest=rng.choice([3, 300, 3000]))
-    assert part_cuts(block, EOM, parts) == reference_cuts(block, parts)
+    assert flat([block], part_cuts([block], EOM, parts)) == reference_cuts(block, parts)
+    pieces = in_pieces(block, rng)
+    assert flat(pieces, part_cuts(pieces, EOM, parts)) == reference_cuts(block, parts)
 
 
 def test_a_cut_on_the_last_byte_of_a_slice_and_fewer_messages_than_parts() -> None:
     block = b"x" * (SLICE - 1) + b"\n" + b"y" * 10 + b"\n"  # the first EOM ends slice 0 exactly
-    assert part_cuts(block, EOM, 2) == [0, SLICE, len(block)] == reference_cuts(block, 2)
-    assert part_cuts(b"a\n", EOM, 3) == [0, 0, 0, 2] == reference_cuts(b"a\n", 3)
-    assert part_cuts(b"", EOM, 2) == [0, 0, 0]
+    assert part_cuts([block], EOM, 2) == [(0, 0), (0, SLICE), (0, len(block))]
+    assert flat([block], part_cuts([block], EOM, 2)) == reference_cuts(block, 2)
+    assert part_cuts([b"a\n"], EOM, 3) == [(0, 0), (0, 0), (0, 0), (0, 2)]
+    assert part_cuts([], EOM, 2) == [(0, 0), (0, 0), (0, 0)]
 
 
-def test_a_window_over_many_slices_is_written_whole_in_parts_of_equal_counts(tmp_path: Path) -> None:
-    block = messages(random.Random(7), 20_000, longest=200)
+@pytest.mark.parametrize("seed", [7, 8])
+def test_a_window_over_many_slices_and_pieces_is_written_whole_in_parts_of_equal_counts(
+    tmp_path: Path, seed: int
+) -> None:
+    rng = random.Random(seed)
+    block = messages(rng, 20_000, longest=200)
     assert len(block) > 4 * SLICE
-    write_window(tmp_path, "0", block, EOM, 3)
+    write_window(tmp_path, "0", in_pieces(block, rng), EOM, 3)
     files = [(tmp_path / f"0-{p}.bin").read_bytes() for p in range(3)]
     assert b"".join(files) == block
     assert all(f.endswith(b"\n") for f in files)

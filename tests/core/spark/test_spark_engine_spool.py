@@ -18,7 +18,7 @@ def serving(folder: Path) -> DriverLine:
 
 def test_a_window_is_cut_into_partitions_and_read_back_in_pieces_ending_with_eom(tmp_path: Path) -> None:
     block = b"".join(b"%d-%s\n" % (i, b"x" * (i % 50)) for i in range(5000))
-    write_window(tmp_path, "7", block, 0x0A, 3)
+    write_window(tmp_path, "7", [block], 0x0A, 3)
     parts = [tmp_path / f"7-{p}.bin" for p in range(3)]
     assert b"".join(p.read_bytes() for p in parts) == block
     counts = [p.read_bytes().count(b"\n") for p in parts]
@@ -60,7 +60,7 @@ def test_every_spool_file_holds_whole_messages_of_about_equal_counts(tmp_path: P
     """Fewer messages than files, around the count where the cut starts guessing (64), and
     sizes that vary: every file ends at a message's end, their counts differ by one at most."""
     block = b"".join(b"%d%s\n" % (i, b"y" * (i * 7 % 300)) for i in range(messages))
-    write_window(tmp_path, "3", block, 0x0A, 4)
+    write_window(tmp_path, "3", [block], 0x0A, 4)
     files = [(tmp_path / f"3-{p}.bin").read_bytes() for p in range(4)]
     assert b"".join(files) == block
     assert all(not f or f.endswith(b"\n") for f in files)
