@@ -51,7 +51,7 @@ def main() -> None:
         }
         if count_messages:
             ways["numpy"] = lambda b=block: count_messages(b, EOM[0])
-        assert len({f() for f in ways.values()}) == 1  # all three count the same
+        assert len({f() for f in ways.values()}) == 1  # every way counts the same
         ms = {k: min(timeit.repeat(f, number=1, repeat=args.rounds)) * 1e3 for k, f in ways.items()}
         print(f"{message:>9}B " + " ".join(f"{ms[n]:>10.2f}" for n in names))
 

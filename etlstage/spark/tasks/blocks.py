@@ -57,8 +57,8 @@ def part_cuts(pieces: Sequence[bytes], eom: int, parts: int) -> list[tuple[int, 
     """
     data = [np.frombuffer(piece, np.uint8) for piece in pieces]
     where = [(j, s) for j, d in enumerate(data) for s in range(0, len(d), SLICE)]  # each slice's piece, start
-    counts = np.array([np.count_nonzero(data[j][s : s + SLICE] == eom) for j, s in where], np.int64)
-    before = np.concatenate(([0], np.cumsum(counts)))  # messages ended before each slice
+    counts = [_slice_counts(d, eom) for d in data]  # in the order of `where`
+    before = np.concatenate(([0], np.cumsum(np.concatenate([np.zeros(0, np.int64), *counts]))))
     total = int(before[-1])
     cuts = [(0, 0)]
     for k in range(1, parts):
@@ -75,6 +75,7 @@ def part_cuts(pieces: Sequence[bytes], eom: int, parts: int) -> list[tuple[int, 
 
 
 def _slice_counts(data: np.ndarray, eom: int) -> np.ndarray:
+    """EOMs in each SLICE of ``data``."""
     return np.array([np.count_nonzero(data[i : i + SLICE] == eom) for i in range(0, len(data), SLICE)], np.int64)
 
 
